@@ -1,0 +1,1 @@
+"""tapt-bench: does task-adaptive pretraining on test text inflate few-shot classification scores?"""

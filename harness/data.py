@@ -1,0 +1,114 @@
+"""Load a task's pool of labeled texts from a local data directory or the Hugging Face hub."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from harness.spec import TaskError, TaskSpec
+
+DATA_DIR_ENV = "TAPT_BENCH_DATA_DIR"
+LOCAL_FILES = ("data.parquet", "data.csv", "data.jsonl")
+
+
+def local_file(spec: TaskSpec, data_dir: str | Path) -> Path:
+    """The task's file under `data_dir`, or a TaskError that says how to provide one."""
+    folder = Path(data_dir) / spec.slug
+    for name in LOCAL_FILES:
+        if (folder / name).is_file():
+            return folder / name
+    raise TaskError(
+        f"task {spec.task_name}: its data is not available offline: no {' / '.join(LOCAL_FILES)} "
+        f"in {folder}. Provide {folder}/data.parquet (or .csv/.jsonl) with columns `text` and "
+        f"`label` (0..{len(spec.classes) - 1} in the order {list(spec.classes)}), or run with "
+        f"network access and no data_dir to load {spec.hub_id!r} from the Hugging Face hub."
+    )
+
+
+def read_local(path: Path) -> pd.DataFrame:
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        if path.suffix == ".csv":
+            return pd.read_csv(path)
+        return pd.read_json(path, lines=True)
+    except Exception as err:  # any reader error means the file is unusable
+        raise TaskError(f"{path}: cannot be read ({type(err).__name__}: {err})") from err
+
+
+def read_hub(spec: TaskSpec) -> pd.DataFrame:
+    """The task's split from the hub, mapped to canonical `text` and `label` columns."""
+    import datasets
+
+    try:
+        raw = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_split).to_pandas()
+    except Exception as err:  # offline, missing or renamed dataset: all end here
+        raise TaskError(
+            f"task {spec.task_name}: cannot load {spec.hub_id!r} from the Hugging Face hub "
+            f"({type(err).__name__}: {err}). Offline, pass a data directory (metadata `data_dir` "
+            f"or ${DATA_DIR_ENV}) holding {spec.slug}/data.parquet with columns `text`, `label`."
+        ) from err
+    fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
+    for f in [*fields, spec.label_field]:
+        if f not in raw.columns:
+            raise TaskError(f"task {spec.task_name}: hub data has no column {f!r} ({list(raw.columns)})")
+    text = raw[fields].fillna("").astype(str).agg("\n".join, axis=1) if len(fields) > 1 else raw[fields[0]]
+    label = raw[spec.label_field]
+    if spec.label_map is not None:
+        label = label.map(lambda v: spec.label_map.get(v, spec.label_map.get(str(v))))
+    return pd.DataFrame({"text": text, "label": label})
+
+
+def apply_filters(spec: TaskSpec, df: pd.DataFrame) -> pd.DataFrame:
+    """The task's filters from its YAML: drop missing/empty texts, keep texts under max_chars."""
+    if spec.drop_empty:
+        df = df[df["text"].notna() & (df["text"].astype(str).str.strip() != "")]
+    if spec.max_chars is not None:
+        df = df[df["text"].astype(str).str.len() < spec.max_chars]
+    return df.reset_index(drop=True)
+
+
+def validate_pool(spec: TaskSpec, df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Check the TASKS.md invariants; returns the pool with `text` str and `label` int64."""
+    where = f"task {spec.task_name} ({source})"
+    for col in ("text", "label"):
+        if col not in df.columns:
+            raise TaskError(f"{where}: missing column {col!r}; columns are {list(df.columns)}")
+    empty = df["text"].isna() | (df["text"].astype(str).str.strip() == "")
+    if empty.any():
+        raise TaskError(
+            f"{where}: {int(empty.sum())} missing or empty text(s), first at row "
+            f"{int(empty.idxmax())}; drop them or set `drop_empty: true` in dataset_kwargs"
+        )
+    labels = pd.to_numeric(df["label"], errors="coerce")
+    if labels.isna().any() or (labels != labels.round()).any():
+        bad = df["label"][labels.isna() | (labels != labels.round())].iloc[0]
+        raise TaskError(f"{where}: labels must be integers 0..K-1; found {bad!r}")
+    k = len(spec.classes)
+    present = sorted(int(v) for v in labels.unique())
+    if present != list(range(len(present))) or present[-1] + 1 != k:
+        raise TaskError(
+            f"{where}: labels {present} do not match the {k} classes {list(spec.classes)}: "
+            f"each of 0..{k - 1} must occur (label gap or class-count mismatch)"
+        )
+    return pd.DataFrame({"text": df["text"].astype(str), "label": labels.astype("int64")})
+
+
+def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
+    data_dir = data_dir or os.environ.get(DATA_DIR_ENV)
+    return Path(data_dir) if data_dir else None
+
+
+def load_pool(spec: TaskSpec, data_dir: str | Path | None = None) -> pd.DataFrame:
+    """The task's validated pool (`text`, `label`), in source order, from `data_dir` or the hub."""
+    root = resolve_data_dir(data_dir)
+    if root is not None:
+        path = local_file(spec, root)
+        df, source = read_local(path), str(path)
+    else:
+        df, source = read_hub(spec), f"hub {spec.hub_id}"
+    if "text" in df.columns:
+        df = apply_filters(spec, df)
+    return validate_pool(spec, df, source)
