@@ -70,30 +70,43 @@ def apply_filters(spec: TaskSpec, df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def validate_pool(spec: TaskSpec, df: pd.DataFrame, source: str) -> pd.DataFrame:
-    """Check the TASKS.md invariants; returns the pool with `text` str and `label` int64."""
-    where = f"task {spec.task_name} ({source})"
-    for col in ("text", "label"):
-        if col not in df.columns:
-            raise TaskError(f"{where}: missing column {col!r}; columns are {list(df.columns)}")
+def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
+    """Every violation of the TASKS.md invariants: columns, empty texts, labels 0..K-1 all present."""
+    missing = [c for c in ("text", "label") if c not in df.columns]
+    if missing:
+        return [f"missing column(s) {missing}; columns are {list(df.columns)}"]
+    problems = []
     empty = df["text"].isna() | (df["text"].astype(str).str.strip() == "")
     if empty.any():
-        raise TaskError(
-            f"{where}: {int(empty.sum())} missing or empty text(s), first at row "
-            f"{int(empty.idxmax())}; drop them or set `drop_empty: true` in dataset_kwargs"
+        problems.append(
+            f"{int(empty.sum())} missing or empty text(s), first at row {int(empty.to_numpy().argmax())}; "
+            "drop them or set `drop_empty: true` in dataset_kwargs"
         )
     labels = pd.to_numeric(df["label"], errors="coerce")
-    if labels.isna().any() or (labels != labels.round()).any():
-        bad = df["label"][labels.isna() | (labels != labels.round())].iloc[0]
-        raise TaskError(f"{where}: labels must be integers 0..K-1; found {bad!r}")
-    k = len(spec.classes)
-    present = sorted(int(v) for v in labels.unique())
-    if present != list(range(len(present))) or present[-1] + 1 != k:
-        raise TaskError(
-            f"{where}: labels {present} do not match the {k} classes {list(spec.classes)}: "
-            f"each of 0..{k - 1} must occur (label gap or class-count mismatch)"
+    bad = labels.isna() | (labels != labels.round())
+    if bad.any():
+        return problems + [f"labels must be integers 0..K-1; found {df['label'][bad].iloc[0]!r}"]
+    k, present = len(spec.classes), sorted(int(v) for v in labels.unique())
+    if len(present) != k:
+        problems.append(
+            f"class-count mismatch: the data has {len(present)} distinct labels {present}, "
+            f"the YAML names {k} classes {list(spec.classes)}"
         )
-    return pd.DataFrame({"text": df["text"].astype(str), "label": labels.astype("int64")})
+    gaps = sorted(set(range(max(k, present[-1] + 1))) - set(present)) if present else []
+    outside = [v for v in present if not 0 <= v < k]
+    if gaps or outside:
+        problems.append(
+            f"labels must be 0..{k - 1} with each present; missing {gaps}, out of range {outside} (label gap)"
+        )
+    return problems
+
+
+def validate_pool(spec: TaskSpec, df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The pool with `text` str and `label` int64, or a TaskError listing every problem."""
+    problems = pool_problems(spec, df)
+    if problems:
+        raise TaskError(f"task {spec.task_name} ({source}):\n  - " + "\n  - ".join(problems))
+    return pd.DataFrame({"text": df["text"].astype(str), "label": df["label"].astype("int64")})
 
 
 def resolve_data_dir(data_dir: str | Path | None) -> Path | None:

@@ -1,0 +1,103 @@
+"""The `tapt-bench` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.spec import TASKS_DIR, TaskError
+
+
+def cmd_models_prepare(args: argparse.Namespace) -> None:
+    from harness import models
+
+    for name in args.names or list(models.PACKAGES):
+        print(f"{name}\t{models.prepare(name)}")
+
+
+def cmd_tasks_list(args: argparse.Namespace) -> None:
+    from harness.data import LOCAL_FILES, resolve_data_dir
+    from harness.spec import all_slugs, load_spec
+
+    root = resolve_data_dir(args.data_dir)
+    print(f"{'task':38} {'classes':>7}  {'offline':7}  hub id")
+    for slug in all_slugs():
+        spec = load_spec(slug)
+        offline = "-" if root is None else ("yes" if any((root / slug / f).is_file() for f in LOCAL_FILES) else "no")
+        print(f"{spec.task_name:38} {len(spec.classes):>7}  {offline:7}  {spec.hub_id}")
+
+
+def cmd_tasks_show(args: argparse.Namespace) -> None:
+    from harness.spec import task_path
+    from harness.validate import build_task, render_first
+
+    meta = {"data_dir": args.data_dir, "subsample": args.subsample, "m": args.m, "n": args.n, "split": args.split}
+    shown = render_first(build_task(task_path(args.task), meta))
+    print(shown["prompt"])
+    print("\n--- choices (each scored as a continuation of the prompt):")
+    for c in shown["choices"]:
+        print(f"{shown['delimiter'] + c!r}" + ("   <- target" if c == shown["target"] else ""))
+
+
+def cmd_tasks_validate(args: argparse.Namespace) -> None:
+    from harness.validate import problems
+
+    target = Path(args.path)
+    paths = sorted(target.glob("tapt_*.yaml")) if target.is_dir() else [target]
+    paths = [p for p in paths if p.name != "tapt_all.yaml"]
+    failed = 0
+    for path in paths:
+        found = problems(path, args.data_dir, args.m, args.n)
+        failed += bool(found)
+        print(f"{'FAIL' if found else 'ok  '} {path}")
+        for problem in found:
+            print("     - " + problem.replace("\n", "\n       "))
+    print(f"{len(paths) - failed} ok, {failed} with problems")
+    if failed:
+        sys.exit(1)
+
+
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", help="folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the hub)")
+    p.add_argument("--m", type=int, default=100, help="labeled train size")
+    p.add_argument("--n", type=int, default=100, help="extra and test size")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="tapt-bench", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    models = sub.add_parser("models", help="embedded default models").add_subparsers(dest="action", required=True)
+    p = models.add_parser("prepare", help="materialise the default models as HF model dirs and print their paths")
+    p.add_argument("names", nargs="*", help="default: all")
+    p.set_defaults(func=cmd_models_prepare)
+
+    tasks = sub.add_parser("tasks", help="the task YAMLs").add_subparsers(dest="action", required=True)
+    p = tasks.add_parser("list", help="the tasks, their classes and whether data is offline")
+    p.add_argument("--data-dir")
+    p.set_defaults(func=cmd_tasks_list)
+    p = tasks.add_parser("show", help="render one real prompt with its choices and target")
+    p.add_argument("task")
+    add_data_args(p)
+    p.add_argument("--subsample", type=int, default=0)
+    p.add_argument("--split", default="test", choices=["train", "extra", "test"])
+    p.set_defaults(func=cmd_tasks_show)
+    p = tasks.add_parser("validate", help="check task YAML(s) end to end and explain every problem")
+    p.add_argument("path", nargs="?", default=str(TASKS_DIR), help="a task YAML or a folder of them")
+    add_data_args(p)
+    p.set_defaults(func=cmd_tasks_validate)
+    return top
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (TaskError, FileNotFoundError) as err:
+        sys.exit(f"tapt-bench: error: {err}")
+
+
+if __name__ == "__main__":
+    main()
