@@ -1,0 +1,74 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness import prompts
+from harness.spec import TASKS_DIR, TaskError, all_slugs, load_spec
+from harness.validate import build_task, render_first
+
+OFFLINE_MISSING = {"app_reviews", "frenk_hate_en", "mtop_domain", "patent_classification", "yahoo_answers_topics"}
+
+AG_NEWS_PROMPT = (
+    "Your task is to classify a given text as one of these categories:\n"
+    "World\nSports\nBusiness\nSci/Tech\n\n"
+    "The text is a news article. Answer with its topic.\n\n"
+    "### Text: {text}\n ### Answer:"
+)
+
+
+def test_25_tasks_and_the_group_are_indexed_by_lm_eval():
+    from lm_eval.tasks import TaskManager
+
+    names = set(TaskManager(include_path=str(TASKS_DIR), include_defaults=False).all_tasks)
+    assert {f"tapt_{s}" for s in all_slugs()} | {"tapt_all"} <= names
+    assert len(all_slugs()) == 25
+
+
+@pytest.mark.parametrize("slug", all_slugs())
+def test_every_yaml_loads_with_consistent_facts(slug):
+    spec = load_spec(slug)
+    assert spec.slug == slug and len(spec.classes) >= 2 and spec.instruction.endswith(".")
+
+
+def test_zero_shot_prompt_layout_and_1000_char_cut():
+    spec = load_spec("ag_news")
+    assert prompts.zero_shot(spec, "Hello.") == AG_NEWS_PROMPT.format(text="Hello.")
+    assert prompts.zero_shot(spec, "x" * 1500) == AG_NEWS_PROMPT.format(text="x" * 1000)
+
+
+def test_lm_eval_renders_our_prompt_and_scores_class_names(data_dir):
+    task = build_task(TASKS_DIR / "tapt_ag_news.yaml", {"data_dir": str(data_dir), "n": 7, "m": 8})
+    docs = list(task.test_docs())
+    assert len(docs) == 7 and len(list(task.training_docs())) == 8
+    shown = render_first(task)
+    assert shown["prompt"] == AG_NEWS_PROMPT.format(text=docs[0]["text"][:1000])
+    assert shown["choices"] == ["World", "Sports", "Business", "Sci/Tech"] and shown["delimiter"] == " "
+    assert shown["target"] == shown["choices"][docs[0]["label"]]
+
+
+def test_metadata_split_selects_the_subsample_split(data_dir):
+    meta = {"data_dir": str(data_dir), "n": 5, "m": 8, "subsample": 1}
+    rows = {s: [d["row"] for d in build_task(TASKS_DIR / "tapt_trec.yaml", {**meta, "split": s}).test_docs()]
+            for s in ("extra", "test")}
+    assert len(rows["extra"]) == len(rows["test"]) == 5 and not set(rows["extra"]) & set(rows["test"])
+
+
+@pytest.mark.parametrize("slug", sorted(OFFLINE_MISSING))
+def test_tasks_without_offline_data_say_so(slug, data_dir):
+    with pytest.raises(TaskError) as err:
+        build_task(TASKS_DIR / f"tapt_{slug}.yaml", {"data_dir": str(data_dir)}).test_docs()
+    msg = str(err.value)
+    assert f"tapt_{slug}" in msg and "not available offline" in msg and "data.parquet" in msg
+
+
+def test_lm_eval_cli_reports_acc_and_fails_fast_offline(tiny_llama, data_dir, tmp_path):
+    base = [sys.executable, "-m", "lm_eval", "--include_path", str(TASKS_DIR), "--model", "hf",
+            "--model_args", f"pretrained={tiny_llama}", "--metadata", json.dumps({"data_dir": str(data_dir), "n": 10})]
+    ok = subprocess.run([*base, "--tasks", "tapt_ag_news", "--output_path", str(tmp_path)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"]["tapt_ag_news"]
+    assert 0.0 <= results["acc,none"] <= 1.0
+    bad = subprocess.run([*base, "--tasks", "tapt_app_reviews"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "task tapt_app_reviews: its data is not available offline" in bad.stderr
