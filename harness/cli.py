@@ -59,6 +59,26 @@ def cmd_tasks_validate(args: argparse.Namespace) -> None:
         sys.exit(1)
 
 
+def cmd_train(args: argparse.Namespace) -> None:
+    from harness.models import resolve
+    from tapt.adapter import AdapterArgs, train_adapter
+
+    kw = {k: v for k, v in vars(args).items() if k in AdapterArgs.__dataclass_fields__}
+    rec = train_adapter(AdapterArgs(**{**kw, "base": resolve(args.base), "out": Path(args.out)}))
+    print(f"adapter: {args.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
+          f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
+
+
+def cmd_pretrain_text(args: argparse.Namespace) -> None:
+    from harness.models import resolve
+    from tapt.textlm import TextArgs, pretrain_text
+
+    kw = {k: v for k, v in vars(args).items() if k in TextArgs.__dataclass_fields__}
+    rec = pretrain_text(TextArgs(**{**kw, "base": resolve(args.base), "out": Path(args.out)}))
+    print(f"model: {args.out}  objective {rec['objective']}  epochs {rec['epochs']}  sequences {rec['sequences']}  "
+          f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
+
+
 def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the hub)")
     p.add_argument("--m", type=int, default=100, help="labeled train size")
@@ -88,7 +108,35 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("path", nargs="?", default=str(TASKS_DIR), help="a task YAML or a folder of them")
     add_data_args(p)
     p.set_defaults(func=cmd_tasks_validate)
+    p = sub.add_parser("train", help="TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts")
+    add_tapt_args(p)
+    p.add_argument("--packing", action="store_true", help="instruction once, then 8 texts per sequence")
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--quantize", choices=["4bit", "none"], default="4bit")
+    p.add_argument("--fallback-lora", action="store_true", help="train plain LoRA if 4-bit loading fails")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--max-length", type=int, help="default 256 (padding) or 2048 (packing)")
+    p.add_argument("--lr", type=float, default=2e-4)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("pretrain-text", help="classifier TAPT: MLM (encoder) or CLM (decoder) on raw texts")
+    add_tapt_args(p)
+    p.add_argument("--epochs", type=float, help="default 2 (encoder) or 1 (decoder)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.set_defaults(func=cmd_pretrain_text)
     return top
+
+
+def add_tapt_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True)
+    p.add_argument("--split", required=True, help="extra or test")
+    p.add_argument("--subsample", type=int, default=0)
+    add_data_args(p)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--base", default="SmolLM2-135M-Instruct", help="hub id, model dir, or an embedded default's name")
+    p.add_argument("--out", required=True)
+    p.add_argument("--overwrite", action="store_true")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,122 @@
+"""Prompt TAPT: a (Q)LoRA adapter trained with TRL's SFTTrainer on a split's unlabeled prompts."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from harness.docs import subsample_docs
+from harness.spec import TaskError, load_spec
+from tapt import record
+from tapt.corpus import check_split, prompt_sequences
+
+
+@dataclass
+class AdapterArgs:
+    """Study defaults: LoRA r 16, alpha 32, dropout 0.05 on all linear layers, 1 epoch, lr 2e-4."""
+
+    task: str
+    split: str
+    base: str
+    out: Path
+    subsample: int = 0
+    n: int = 100
+    m: int = 100
+    seed: int = 0
+    data_dir: str | None = None
+    packing: bool = False
+    epochs: float = 1.0
+    quantize: str = "4bit"
+    fallback_lora: bool = False  # allow plain LoRA when 4-bit loading is impossible
+    batch_size: int = 8
+    max_length: int | None = None  # default: 256 for padding, 2048 for packing
+    lr: float = 2e-4
+    overwrite: bool = False
+
+
+def lora_config():
+    from peft import LoraConfig
+
+    return LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, bias="none",
+                      target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def load_base(base: str, quantize: str, fallback_lora: bool):
+    """The base model, in 4-bit NF4 with double quantisation when asked; returns (model, quantized)."""
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    dtype = torch.bfloat16 if record.use_bf16() else torch.float32
+    if quantize == "4bit":
+        bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                 bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
+        try:
+            return AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype), True
+        except (ImportError, RuntimeError, ValueError) as err:
+            if not fallback_lora:
+                raise TaskError(
+                    f"cannot load {base} in 4-bit ({type(err).__name__}: {err}); pass --quantize none "
+                    "or --fallback-lora to train plain LoRA instead"
+                ) from err
+            warnings.warn(f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows")
+    elif quantize != "none":
+        raise TaskError(f"--quantize must be 4bit or none, got {quantize!r}")
+    return AutoModelForCausalLM.from_pretrained(base, dtype=dtype), False
+
+
+def tokenized(tokenizer, sequences: list[str], max_length: int):
+    """Pre-tokenized so TRL trains exactly these tokens (it would otherwise append EOS after
+    '### Answer:', teaching the model to end where the class name should start)."""
+    from datasets import Dataset
+
+    ids = tokenizer(sequences, truncation=True, max_length=max_length)["input_ids"]
+    return Dataset.from_dict({"input_ids": ids})
+
+
+def train_adapter(args: AdapterArgs) -> dict:
+    """Train and save the adapter to args.out with its tapt.json; returns the record."""
+    from transformers import AutoTokenizer, set_seed
+    from trl import SFTConfig, SFTTrainer
+
+    check_split(args.split)
+    spec = load_spec(args.task)
+    record.check_base(args.base)
+    out = Path(args.out)
+    tmp = record.staging_dir(out, args.overwrite)
+    docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
+    sequences = prompt_sequences(spec, docs, args.packing)
+    max_length = args.max_length or (2048 if args.packing else 256)
+
+    set_seed(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(args.base)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dataset = tokenized(tokenizer, sequences, max_length)
+    model, quantized = load_base(args.base, args.quantize, args.fallback_lora)
+    steps = record.StepLog()
+    config = SFTConfig(
+        output_dir=str(tmp / "trainer"), num_train_epochs=args.epochs, learning_rate=args.lr,
+        per_device_train_batch_size=args.batch_size, max_length=max_length, packing=False,
+        bf16=record.use_bf16(), fp16=False, gradient_checkpointing=False,
+        logging_steps=1, logging_nan_inf_filter=False, save_strategy="no", report_to="none",
+        seed=args.seed, data_seed=args.seed, use_cpu=not torch.cuda.is_available(),
+    )
+    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=lora_config(), callbacks=[steps])
+    trainer.train()
+    trainer.model.save_pretrained(tmp)
+    rec = {
+        "kind": "adapter", "task": spec.slug, "split": args.split, "subsample": args.subsample,
+        "m": args.m, "n": args.n, "seed": args.seed, "base": args.base, "packing": args.packing,
+        "epochs": args.epochs, "quantized_4bit": quantized, "lr": args.lr, "batch_size": args.batch_size,
+        "max_length": max_length, "sequences": len(dataset),
+        "tokens": int(sum(len(ids) for ids in dataset["input_ids"])),
+        "rows": docs["row"].tolist(), **steps.summary(),
+    }
+    record.write_record(tmp, rec)
+    shutil.rmtree(tmp / "trainer", ignore_errors=True)
+    record.publish(tmp, out)
+    return rec

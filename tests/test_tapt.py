@@ -1,0 +1,115 @@
+"""TAPT: what reaches the training data, what the adapter changes, and the errors users see."""
+
+import json
+
+import pytest
+import torch
+
+from harness import prompts
+from harness.docs import subsample_docs
+from harness.spec import TaskError, load_spec
+from tapt.adapter import AdapterArgs, train_adapter
+from tapt.corpus import prompt_sequences
+from tapt.textlm import TextArgs, collator, pretrain_text
+
+SUB = {"subsample": 1, "m": 8, "n": 20}
+
+
+@pytest.fixture(scope="module")
+def docs(data_dir):
+    return subsample_docs(load_spec("ag_news"), str(data_dir), **SUB)
+
+
+def test_packing_holds_8_texts_per_sequence_and_the_instruction_once(docs):
+    spec = load_spec("ag_news")
+    seqs = prompt_sequences(spec, docs["test"], packing=True)
+    assert [s.count("### Text: ") for s in seqs] == [8, 8, 4]
+    head = prompts.instruction(spec)
+    assert all(s.startswith(head) and s.count("Your task is to classify") == 1 for s in seqs)
+    assert "\n\n".join(s[len(head):] for s in seqs).split("\n\n") == [prompts.text_block(t) for t in docs["test"]["text"]]
+
+
+def test_no_label_and_no_train_text_reaches_tapt_data(docs):
+    spec = load_spec("ag_news")
+    for packing in (False, True):
+        seqs = prompt_sequences(spec, docs["test"], packing)
+        joined = "\n".join(seqs)
+        assert not any(f"### Answer: {c}" in joined for c in spec.classes)  # no answer is ever given
+        assert not any(t[:1000] in joined for t in docs["train"]["text"])
+        assert not any(t[:1000] in joined for t in docs["extra"]["text"])
+    assert prompt_sequences(spec, docs["test"], False) == [prompts.zero_shot(spec, t) for t in docs["test"]["text"]]
+
+
+def adapter_args(tiny_llama, data_dir, tmp_path, **kw):
+    return AdapterArgs(**{"task": "ag_news", "split": "test", "base": str(tiny_llama), "out": tmp_path / "ad",
+                          "data_dir": str(data_dir), "batch_size": 4, "lr": 5e-3, **SUB, **kw})
+
+
+def class_loglikelihoods(lm, docs):
+    spec = load_spec("ag_news")
+    from lm_eval.api.instance import Instance
+
+    reqs = [Instance("loglikelihood", {}, (p, " " + c), i) for i, p in enumerate(docs["prompt"][:3]) for c in spec.classes]
+    return torch.tensor([ll for ll, _ in lm.loglikelihood(reqs)])
+
+
+def test_split_test_trains_on_exactly_the_test_texts_and_changes_the_model(tiny_llama, data_dir, tmp_path, docs):
+    from lm_eval.models.huggingface import HFLM
+
+    rec = train_adapter(adapter_args(tiny_llama, data_dir, tmp_path))
+    saved = json.loads((tmp_path / "ad" / "tapt.json").read_text())
+    assert saved["rows"] == docs["test"]["row"].tolist() and saved["sequences"] == 20
+    assert not set(saved["rows"]) & set(docs["train"]["row"])
+    assert saved["quantized_4bit"] and rec["steps"] == 5 and len(saved["losses"]) == 5
+    assert (tmp_path / "ad" / "adapter_config.json").is_file()
+    base = class_loglikelihoods(HFLM(pretrained=str(tiny_llama), device="cpu"), docs["test"])
+    tuned = class_loglikelihoods(HFLM(pretrained=str(tiny_llama), peft=str(tmp_path / "ad"), device="cpu"), docs["test"])
+    assert (base - tuned).abs().max() > 1e-3
+
+
+def test_same_seed_same_losses(tiny_llama, data_dir, tmp_path):
+    a = train_adapter(adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8))
+    b = train_adapter(adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8, overwrite=True))
+    assert a["losses"] == b["losses"]
+
+
+def test_masking_rate_is_15_percent(tiny_bert):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    torch.manual_seed(0)
+    batch = collator(tok, decoder=False)([{"input_ids": tok("word " * 200)["input_ids"]} for _ in range(50)])
+    rate = (batch["labels"] != -100).float().mean().item()
+    assert abs(rate - 0.15) < 0.01
+
+
+@pytest.mark.parametrize("which", ["tiny_bert", "tiny_llama"])
+def test_pretrain_text_saves_a_model_dir(which, request, data_dir, tmp_path):
+    base = request.getfixturevalue(which)
+    rec = pretrain_text(TextArgs(task="ag_news", split="extra", base=str(base), out=tmp_path / "m",
+                                 data_dir=str(data_dir), batch_size=8, **SUB))
+    assert rec["objective"] == ("mlm" if which == "tiny_bert" else "clm")
+    assert rec["epochs"] == (2.0 if which == "tiny_bert" else 1.0) and rec["steps"] == (6 if which == "tiny_bert" else 3)
+    assert (tmp_path / "m" / "model.safetensors").is_file() and (tmp_path / "m" / "tapt.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"task": "no_such_task"}, "unknown task 'no_such_task'"),
+        ({"split": "train"}, "--split must be one of ('extra', 'test')"),
+        ({"base": "/nowhere/model"}, "base model '/nowhere/model' not found"),
+        ({"lr": 1e30, "quantize": "none"}, "training loss became"),
+    ],
+)
+def test_bad_input(tiny_llama, data_dir, tmp_path, change, message):
+    with pytest.raises(TaskError, match=message.replace("(", "\\(").replace(")", "\\)")):
+        train_adapter(adapter_args(tiny_llama, data_dir, tmp_path, **change))
+
+
+def test_existing_output_is_kept_unless_overwrite(tiny_llama, data_dir, tmp_path):
+    (tmp_path / "ad").mkdir()
+    (tmp_path / "ad" / "keep.txt").write_text("old")
+    with pytest.raises(TaskError, match="exists; pass --overwrite"):
+        train_adapter(adapter_args(tiny_llama, data_dir, tmp_path))
+    assert (tmp_path / "ad" / "keep.txt").read_text() == "old"
