@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -76,29 +75,38 @@ def tokenized(tokenizer, sequences: list[str], max_length: int):
     return Dataset.from_dict({"input_ids": ids})
 
 
-def train_adapter(args: AdapterArgs) -> dict:
-    """Train and save the adapter to args.out with its tapt.json; returns the record."""
+@dataclass
+class Prepared:
+    """A ready SFTTrainer and what went into it."""
+
+    trainer: object
+    steps: record.StepLog
+    docs: object
+    quantized: bool
+    max_length: int
+
+
+def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
+    """Build the SFTTrainer for one split's prompts; `model` reuses an already loaded base."""
     from transformers import AutoTokenizer, set_seed
     from trl import SFTConfig, SFTTrainer
 
     check_split(args.split)
     spec = load_spec(args.task)
     record.check_base(args.base)
-    out = Path(args.out)
-    tmp = record.staging_dir(out, args.overwrite)
     docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
-    sequences = prompt_sequences(spec, docs, args.packing)
     max_length = args.max_length or (2048 if args.packing else 256)
-
     set_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.base)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    dataset = tokenized(tokenizer, sequences, max_length)
-    model, quantized = load_base(args.base, args.quantize, args.fallback_lora)
+    dataset = tokenized(tokenizer, prompt_sequences(spec, docs, args.packing), max_length)
+    quantized = getattr(model, "is_loaded_in_4bit", False)
+    if model is None:
+        model, quantized = load_base(args.base, args.quantize, args.fallback_lora)
     steps = record.StepLog()
     config = SFTConfig(
-        output_dir=str(tmp / "trainer"), num_train_epochs=args.epochs, learning_rate=args.lr,
+        output_dir=str(workdir / "trainer"), num_train_epochs=args.epochs, learning_rate=args.lr,
         per_device_train_batch_size=args.batch_size, max_length=max_length, packing=False,
         bf16=record.use_bf16(), fp16=False, gradient_checkpointing=False,
         logging_steps=1, logging_nan_inf_filter=False, save_strategy="no", report_to="none",
@@ -106,17 +114,22 @@ def train_adapter(args: AdapterArgs) -> dict:
     )
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=lora_config(), callbacks=[steps])
-    trainer.train()
-    trainer.model.save_pretrained(tmp)
-    rec = {
-        "kind": "adapter", "task": spec.slug, "split": args.split, "subsample": args.subsample,
-        "m": args.m, "n": args.n, "seed": args.seed, "base": args.base, "packing": args.packing,
-        "epochs": args.epochs, "quantized_4bit": quantized, "lr": args.lr, "batch_size": args.batch_size,
-        "max_length": max_length, "sequences": len(dataset),
-        "tokens": int(sum(len(ids) for ids in dataset["input_ids"])),
-        "rows": docs["row"].tolist(), **steps.summary(),
-    }
-    record.write_record(tmp, rec)
-    shutil.rmtree(tmp / "trainer", ignore_errors=True)
-    record.publish(tmp, out)
+    return Prepared(trainer, steps, docs, quantized, max_length)
+
+
+def train_adapter(args: AdapterArgs) -> dict:
+    """Train and save the adapter to args.out with its tapt.json; returns the record."""
+    with record.staged(Path(args.out), args.overwrite) as tmp:
+        run = prepare(args, tmp)
+        run.trainer.train()
+        run.trainer.model.save_pretrained(tmp)
+        ids = run.trainer.train_dataset["input_ids"]
+        rec = {
+            "kind": "adapter", "task": load_spec(args.task).slug, "split": args.split, "subsample": args.subsample,
+            "m": args.m, "n": args.n, "seed": args.seed, "base": args.base, "packing": args.packing,
+            "epochs": args.epochs, "quantized_4bit": run.quantized, "lr": args.lr, "batch_size": args.batch_size,
+            "max_length": run.max_length, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
+            "rows": run.docs["row"].tolist(), **run.steps.summary(),
+        }
+        record.write_record(tmp, rec)
     return rec

@@ -6,6 +6,8 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -22,18 +24,23 @@ class TrainingDiverged(TaskError):
     """The training loss became NaN or infinite."""
 
 
-def staging_dir(out: Path, overwrite: bool) -> Path:
-    """A fresh temporary dir beside `out`; refuses an existing `out` unless `overwrite`."""
+@contextmanager
+def staged(out: Path, overwrite: bool) -> Iterator[Path]:
+    """A fresh dir beside `out` to write into; moved into place only if the block succeeds.
+
+    Refuses an existing `out` unless `overwrite`; an old `out` survives any failure.
+    """
     if out.exists() and not overwrite:
         raise TaskError(f"output {out} exists; pass --overwrite to replace it")
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    return tmp
-
-
-def publish(tmp: Path, out: Path) -> None:
-    """Move a finished run into place, replacing an old one only now that the new one is complete."""
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(tmp / "trainer", ignore_errors=True)  # the Trainer's scratch dir
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

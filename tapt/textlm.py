@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,38 +57,34 @@ def pretrain_text(args: TextArgs) -> dict:
     check_split(args.split)
     spec = load_spec(args.task)
     record.check_base(args.base)
-    out = Path(args.out)
-    tmp = record.staging_dir(out, args.overwrite)
-    docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
     decoder = is_decoder(args.base)
     epochs = args.epochs or (1.0 if decoder else 2.0)
-
-    set_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.base)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    ids = tokenizer(raw_texts(docs), truncation=True, max_length=MAX_LENGTH)["input_ids"]
-    dataset = Dataset.from_dict({"input_ids": ids})
-    model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(args.base, dtype=torch.float32)
-    steps = record.StepLog()
-    training = TrainingArguments(
-        output_dir=str(tmp / "trainer"), num_train_epochs=epochs, learning_rate=args.lr,
-        per_device_train_batch_size=args.batch_size, bf16=record.use_bf16(), logging_steps=1,
-        logging_nan_inf_filter=False, save_strategy="no", report_to="none", seed=args.seed,
-        data_seed=args.seed, use_cpu=not torch.cuda.is_available(),
-    )
-    Trainer(model=model, args=training, train_dataset=dataset, data_collator=collator(tokenizer, decoder),
-            callbacks=[steps]).train()
-    shutil.rmtree(tmp / "trainer", ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    rec = {
-        "kind": "text", "objective": "clm" if decoder else "mlm", "task": spec.slug, "split": args.split,
-        "subsample": args.subsample, "m": args.m, "n": args.n, "seed": args.seed, "base": args.base,
-        "packing": False, "epochs": epochs, "lr": args.lr, "batch_size": args.batch_size,
-        "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
-        "rows": docs["row"].tolist(), **steps.summary(),
-    }
-    record.write_record(tmp, rec)
-    record.publish(tmp, out)
+    with record.staged(Path(args.out), args.overwrite) as tmp:
+        docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
+        set_seed(args.seed)
+        tokenizer = AutoTokenizer.from_pretrained(args.base)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        ids = tokenizer(raw_texts(docs), truncation=True, max_length=MAX_LENGTH)["input_ids"]
+        auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
+        model = auto.from_pretrained(args.base, dtype=torch.float32)
+        steps = record.StepLog()
+        training = TrainingArguments(
+            output_dir=str(tmp / "trainer"), num_train_epochs=epochs, learning_rate=args.lr,
+            per_device_train_batch_size=args.batch_size, bf16=record.use_bf16(), logging_steps=1,
+            logging_nan_inf_filter=False, save_strategy="no", report_to="none", seed=args.seed,
+            data_seed=args.seed, use_cpu=not torch.cuda.is_available(),
+        )
+        Trainer(model=model, args=training, train_dataset=Dataset.from_dict({"input_ids": ids}),
+                data_collator=collator(tokenizer, decoder), callbacks=[steps]).train()
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        rec = {
+            "kind": "text", "objective": "clm" if decoder else "mlm", "task": spec.slug, "split": args.split,
+            "subsample": args.subsample, "m": args.m, "n": args.n, "seed": args.seed, "base": args.base,
+            "packing": False, "epochs": epochs, "lr": args.lr, "batch_size": args.batch_size,
+            "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
+            "rows": docs["row"].tolist(), **steps.summary(),
+        }
+        record.write_record(tmp, rec)
     return rec
