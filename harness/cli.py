@@ -79,6 +79,41 @@ def cmd_pretrain_text(args: argparse.Namespace) -> None:
           f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
 
 
+def cmd_run(args: argparse.Namespace) -> None:
+    from harness import grid
+    from harness.summary import collect, format_tables, summarize
+
+    cfg = grid.load_config(args.config)
+    shard = parse_shard(args.shard)
+    grid.run(cfg, shard, args.keep_adapters)
+    if shard[1] == 1 and not args.no_summary:
+        print(format_tables(summarize(collect(grid.model_dir(cfg)))))
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise TaskError(f"--shard must look like i/N (e.g. 0/4), got {text!r}") from None
+    if not 0 <= i < count:
+        raise TaskError(f"--shard {text}: need 0 <= i < N")
+    return i, count
+
+
+def cmd_merge(args: argparse.Namespace) -> None:
+    from harness.results import merge
+
+    for tdir in merge([Path(s) for s in args.sources], Path(args.out)):
+        print(f"merged {tdir}")
+
+
+def cmd_summarize(args: argparse.Namespace) -> None:
+    from harness.summary import collect, format_tables, summarize
+
+    summary = summarize(collect(args.results), seed=args.seed)
+    print(json.dumps(summary) if args.json else format_tables(summary))
+
+
 def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the hub)")
     p.add_argument("--m", type=int, default=100, help="labeled train size")
@@ -125,6 +160,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=5e-5)
     p.set_defaults(func=cmd_pretrain_text)
+
+    p = sub.add_parser("run", help="run an experiment grid (resumable; shardable)")
+    p.add_argument("--config", required=True, help="grid config YAML, e.g. configs/demo.yaml")
+    p.add_argument("--shard", default="0/1", help="run the i-th of N deterministic slices of the units")
+    p.add_argument("--keep-adapters", action="store_true", help="keep each unit's adapters beside its results")
+    p.add_argument("--no-summary", action="store_true")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("merge", help="combine the finished units of shard outputs and rebuild the tables")
+    p.add_argument("sources", nargs="+", help="output dirs of the shards")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("summarize", help="boost, bias, per-task permutation tests with BH adjustment")
+    p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
+    p.set_defaults(func=cmd_summarize)
     return top
 
 

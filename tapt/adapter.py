@@ -117,19 +117,24 @@ def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     return Prepared(trainer, steps, docs, quantized, max_length)
 
 
+def record_of(args: AdapterArgs, run: Prepared) -> dict:
+    """The tapt.json content of a finished training run."""
+    ids = run.trainer.train_dataset["input_ids"]
+    return {
+        "kind": "adapter", "task": load_spec(args.task).slug, "split": args.split, "subsample": args.subsample,
+        "m": args.m, "n": args.n, "seed": args.seed, "base": args.base, "packing": args.packing,
+        "epochs": args.epochs, "quantized_4bit": run.quantized, "lr": args.lr, "batch_size": args.batch_size,
+        "max_length": run.max_length, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
+        "rows": run.docs["row"].tolist(), **run.steps.summary(),
+    }
+
+
 def train_adapter(args: AdapterArgs) -> dict:
     """Train and save the adapter to args.out with its tapt.json; returns the record."""
     with record.staged(Path(args.out), args.overwrite) as tmp:
         run = prepare(args, tmp)
         run.trainer.train()
         run.trainer.model.save_pretrained(tmp)
-        ids = run.trainer.train_dataset["input_ids"]
-        rec = {
-            "kind": "adapter", "task": load_spec(args.task).slug, "split": args.split, "subsample": args.subsample,
-            "m": args.m, "n": args.n, "seed": args.seed, "base": args.base, "packing": args.packing,
-            "epochs": args.epochs, "quantized_4bit": run.quantized, "lr": args.lr, "batch_size": args.batch_size,
-            "max_length": run.max_length, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
-            "rows": run.docs["row"].tolist(), **run.steps.summary(),
-        }
+        rec = record_of(args, run)
         record.write_record(tmp, rec)
     return rec

@@ -1,0 +1,81 @@
+"""Cost of one TRL training step against a raw forward+backward of the same batch on the same model.
+
+For padding and packing, LoRA and QLoRA: builds the SFTTrainer exactly as `tapt-bench train` does,
+takes one batch from its dataloader, then times (median of --repeats) the trainer's full step
+(training_step + optimizer step + zero_grad) and a bare `loss = model(**batch).loss; loss.backward()`.
+Prints the ratio and tokens per second of each. Usage:
+    python benchmarks/tapt_step.py --data-dir ../shared/data [--base SmolLM2-135M-Instruct]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from harness.models import resolve
+from tapt.adapter import AdapterArgs, prepare
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(args: AdapterArgs, repeats: int) -> dict:
+    with tempfile.TemporaryDirectory() as work:
+        run = prepare(args, Path(work))
+        trainer = run.trainer
+        trainer.create_optimizer_and_scheduler(num_training_steps=repeats + 1)
+        model = trainer.model
+        model.train()
+        batch = next(iter(trainer.get_train_dataloader()))
+        tokens = int(batch["attention_mask"].sum())
+
+        def trainer_step():
+            trainer.training_step(model, batch)
+            trainer.optimizer.step()
+            trainer.optimizer.zero_grad()
+
+        def raw_step():
+            model(**batch).loss.backward()
+            model.zero_grad()
+
+        step, raw = median_seconds(trainer_step, repeats), median_seconds(raw_step, repeats)
+    return {"step": step, "raw": raw, "tokens": tokens, "shape": tuple(batch["input_ids"].shape)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--base", default="SmolLM2-135M-Instruct")
+    p.add_argument("--task", default="ag_news")
+    p.add_argument("--data-dir", default="../shared/data")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args()
+    torch.manual_seed(0)
+    base = resolve(a.base)
+    print(f"base {a.base}, task {a.task}, batch {a.batch_size}, median of {a.repeats}, torch threads {torch.get_num_threads()}")
+    print(f"{'mode':8} {'adapter':6} {'batch shape':12} {'trainer s':>9} {'raw s':>7} {'ratio':>6} {'trainer tok/s':>13} {'raw tok/s':>9}")
+    for packing in (False, True):
+        for quantize in ("none", "4bit"):
+            args = AdapterArgs(task=a.task, split="extra", base=base, out=Path("unused"), data_dir=a.data_dir,
+                               n=8 * a.batch_size if packing else a.batch_size, m=8, packing=packing,
+                               quantize=quantize, batch_size=a.batch_size)
+            r = measure(args, a.repeats)
+            print(f"{'packing' if packing else 'padding':8} {'QLoRA' if quantize == '4bit' else 'LoRA':6} "
+                  f"{'x'.join(map(str, r['shape'])):12} {r['step']:9.2f} {r['raw']:7.2f} {r['step'] / r['raw']:6.2f} "
+                  f"{r['tokens'] / r['step']:13.0f} {r['tokens'] / r['raw']:9.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Zero-shot scoring through lm-eval: accuracy and per-example class probabilities on one split."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.spec import TASKS_DIR, TaskSpec
+
+
+def scorer(model, tokenizer, batch_size: int = 8):
+    """lm-eval's HF model around an already loaded model (a PEFT-wrapped one included)."""
+    from lm_eval.models.huggingface import HFLM
+
+    logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)  # the model-object warning
+    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+
+
+def score(lm, spec: TaskSpec, metadata: dict[str, Any]) -> pd.DataFrame:
+    """One row per eval doc: `row` (pool position), `label`, `probs` (softmax over the class
+    log-likelihoods lm-eval computed) and `correct` (lm-eval's acc for that doc)."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False, metadata=metadata)
+    out = simple_evaluate(model=lm, tasks=[spec.task_name], task_manager=manager, log_samples=True,
+                          num_fewshot=0, verbosity="ERROR")
+    samples = sorted(out["samples"][spec.task_name], key=lambda s: s["doc_id"])
+    rows = []
+    for s in samples:
+        ll = np.array([float(r[0]) for r in s["filtered_resps"]])
+        p = np.exp(ll - ll.max())
+        rows.append({"row": int(s["doc"]["row"]), "label": int(s["doc"]["label"]),
+                     "probs": (p / p.sum()).tolist(), "correct": bool(s["acc"])})
+    return pd.DataFrame(rows)

@@ -1,0 +1,103 @@
+"""Table-1 summary of accuracies.csv files: boost (extra - base), bias (test - extra), per-task tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from harness.results import COLUMNS
+from harness.spec import TaskError
+
+LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
+RESAMPLES = 10_000
+
+
+def read_accuracies(path: Path, n: int) -> pd.DataFrame:
+    """One accuracies.csv, checked: readable, all columns, accuracies multiples of 1/n."""
+    try:
+        df = pd.read_csv(path)
+    except Exception as err:  # any parser failure means an unusable file
+        raise TaskError(f"{path}: unreadable accuracies.csv ({type(err).__name__}: {err})") from err
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise TaskError(f"{path}: missing column(s) {missing}; expected {COLUMNS}")
+    counts = df[["base", "extra", "test"]].to_numpy(dtype=float) * n
+    off = np.abs(counts - np.round(counts)) > 1e-6
+    if off.any():
+        row = int(np.argwhere(off)[0][0])
+        raise TaskError(
+            f"{path}: row {row} is not a multiple of 1/{n} although the folder says n={n}: "
+            "rows of another n are mixed into this folder; keep one n per n<n> folder"
+        )
+    return df
+
+
+def collect(root: str | Path) -> pd.DataFrame:
+    """Every accuracies.csv under root (the study's layout), one row per subsample."""
+    root = Path(root)
+    frames = []
+    for path in sorted(root.rglob("accuracies.csv")):
+        match = LAYOUT.search(path.as_posix())
+        if not match:
+            raise TaskError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
+        m, n, model, task = match.groups()
+        df = read_accuracies(path, int(n))
+        frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=range(len(df))))
+    if not frames:
+        raise TaskError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
+    return pd.concat(frames, ignore_index=True)
+
+
+def bias_pvalue(test: np.ndarray, extra: np.ndarray, seed: int = 0) -> float:
+    """Paired permutation test of H1: E[test - extra] > 0 (signs of the differences are permuted)."""
+    if len(test) < 2 or np.all(test == extra):
+        return 1.0
+    res = stats.permutation_test(
+        (test, extra), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
+        alternative="greater", n_resamples=RESAMPLES, vectorized=True, random_state=seed,
+    )
+    return float(res.pvalue)
+
+
+def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
+    """The JSON summary: per (m, n, model) and per task means, p-values and BH-adjusted p-values."""
+    df = df.assign(boost=df["extra"] - df["base"], bias=df["test"] - df["extra"])
+    configs, tasks = [], []
+    for (m, n, model), group in df.groupby(["m", "n", "model"], sort=True):
+        per_task = []
+        for task, t in group.groupby("task", sort=True):
+            per_task.append({"m": int(m), "n": int(n), "model": model, "task": task,
+                             "boost_mean": float(t["boost"].mean()), "bias_mean": float(t["bias"].mean()),
+                             "p_value": bias_pvalue(t["test"].to_numpy(), t["extra"].to_numpy(), seed)})
+        adjusted = stats.false_discovery_control([t["p_value"] for t in per_task], method="bh")
+        for t, p in zip(per_task, adjusted):
+            t["p_adjusted"] = float(p)
+        tasks += per_task
+        configs.append({"m": int(m), "n": int(n), "model": model,
+                        "boost_mean": float(group["boost"].mean()), "bias_mean": float(group["bias"].mean()),
+                        "tasks": len(per_task), "rows": len(group),
+                        "tasks_positive_bias": sum(t["bias_mean"] > 0 for t in per_task),
+                        "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task)})
+    return {"configs": configs, "tasks": tasks}
+
+
+def format_tables(summary: dict[str, Any]) -> str:
+    """Human-readable tables: one line per (m, n, model), then its tasks."""
+    lines = []
+    for c in summary["configs"]:
+        lines.append(f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
+                     f"boost (extra-base) {100 * c['boost_mean']:+.2f} pts, bias (test-extra) "
+                     f"{100 * c['bias_mean']:+.2f} pts; tasks with bias >0: {c['tasks_positive_bias']}, "
+                     f"<0: {c['tasks_negative_bias']}")
+        lines.append(f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7}")
+        for t in summary["tasks"]:
+            if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"]):
+                lines.append(f"  {t['task']:34} {100 * t['boost_mean']:+7.2f} {100 * t['bias_mean']:+7.2f} "
+                             f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f}")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""tapt-bench summarize: means, permutation tests, BH adjustment, the JSON shape, bad input."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from harness.spec import TaskError
+from harness.summary import bias_pvalue, collect, summarize
+
+REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "accuracies"
+
+
+def write(root, task, rows, m=10, n=10, model="toy"):
+    d = root / f"m{m}" / f"n{n}" / model / task
+    d.mkdir(parents=True)
+    pd.DataFrame(rows, columns=["base", "extra", "test", "majority", "num_classes", "majority_all"]).to_csv(
+        d / "accuracies.csv", index=False)
+
+
+@pytest.fixture
+def fixture_dir(tmp_path):
+    write(tmp_path, "a", [[0.5, 0.6, 0.7, 0.3, 2, 0.5], [0.4, 0.6, 0.6, 0.3, 2, 0.5]])
+    write(tmp_path, "b", [[0.2, 0.1, 0.0, 0.3, 2, 0.5], [0.3, 0.3, 0.2, 0.3, 2, 0.5], [0.5, 0.5, 0.5, 0.3, 2, 0.5]])
+    return tmp_path
+
+
+def test_hand_computed_means(fixture_dir, capsys):
+    main(["summarize", str(fixture_dir), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"configs", "tasks"}
+    (c,) = out["configs"]
+    # boosts: a 0.1, 0.2; b -0.1, 0, 0 -> mean 0.2/5; biases: a 0.1, 0; b -0.1, -0.1, 0 -> mean -0.1/5
+    assert c == pytest.approx({"m": 10, "n": 10, "model": "toy", "boost_mean": 0.04, "bias_mean": -0.02,
+                               "tasks": 2, "rows": 5, "tasks_positive_bias": 1, "tasks_negative_bias": 1})
+    assert isinstance(c["m"], int) and isinstance(c["n"], int)
+    a, b = out["tasks"]
+    assert (a["task"], a["boost_mean"], a["bias_mean"]) == ("a", pytest.approx(0.15), pytest.approx(0.05))
+    assert (b["task"], b["boost_mean"], b["bias_mean"]) == ("b", pytest.approx(-1 / 30), pytest.approx(-1 / 15))
+    assert set(a) == {"m", "n", "model", "task", "boost_mean", "bias_mean", "p_value", "p_adjusted"}
+
+
+def test_permutation_p_values():
+    rng = np.random.default_rng(1)
+    extra = rng.uniform(0.5, 0.7, 20)
+    assert bias_pvalue(extra + 0.1 + rng.normal(0, 0.01, 20), extra) < 0.001
+    null = extra + rng.normal(0, 0.05, 20)
+    assert bias_pvalue(null, extra) > 0.05
+    assert bias_pvalue(extra - 0.1, extra) > 0.99
+
+
+def test_bh_adjustment_matches_the_formula(tmp_path):
+    rng = np.random.default_rng(0)
+    for i, shift in enumerate([0.0, 0.02, 0.05, 0.1]):
+        extra = rng.integers(40, 60, 12) / 100
+        test = np.clip(extra + shift + rng.integers(-3, 4, 12) / 100, 0, 1)
+        write(tmp_path, f"t{i}", [[0.5, e, t, 0.3, 2, 0.5] for e, t in zip(extra, test)], n=100)
+    tasks = summarize(collect(tmp_path))["tasks"]
+    p = np.array([t["p_value"] for t in tasks])
+    order = np.argsort(p)
+    ranked = p[order] * len(p) / np.arange(1, len(p) + 1)
+    expected = np.empty_like(p)
+    expected[order] = np.minimum.accumulate(ranked[::-1])[::-1].clip(max=1)
+    assert [t["p_adjusted"] for t in tasks] == pytest.approx(expected.tolist())
+
+
+@pytest.mark.parametrize("family, rows", [("bert_gpt2", 27000), ("zero_shot", 500), ("zero_shot_packing", 500)])
+def test_reads_the_study_release(family, rows):
+    if not REFERENCE.is_dir():
+        pytest.skip("reference results not found")
+    summary = summarize(collect(REFERENCE / family))
+    assert sum(c["rows"] for c in summary["configs"]) == rows
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(TaskError, match="no accuracies.csv found"):
+        collect(tmp_path)
+    d = tmp_path / "m10" / "n10" / "toy" / "a"
+    d.mkdir(parents=True)
+    (d / "accuracies.csv").write_bytes(b"\x00\xff\xfe garbage \"unclosed\n1,2")
+    with pytest.raises(TaskError, match="a/accuracies.csv: unreadable accuracies.csv"):
+        collect(tmp_path)
+    (d / "accuracies.csv").write_text("base,extra,test\n0.1,0.2,0.3\n")
+    with pytest.raises(TaskError, match=r"missing column\(s\) \['majority', 'num_classes', 'majority_all'\]"):
+        collect(tmp_path)
+    (d / "accuracies.csv").write_text("base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.25,0.2,0.3,0,2,0.5\n")
+    with pytest.raises(TaskError, match="row 1 is not a multiple of 1/10 .* rows of another n are mixed"):
+        collect(tmp_path)
