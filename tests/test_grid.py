@@ -1,0 +1,91 @@
+"""The grid: killed and resumed runs, shards and merge, and config errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from harness import grid
+from harness.cli import main
+from harness.results import merge
+from harness.spec import TaskError
+
+TASK_DIR = "m4/n6/tiny/ag_news"
+
+
+def config(tmp_path, tiny_llama, data_dir, out, **extra):
+    cfg = {"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6,
+           "subsamples": 3, "quantize": "none", "lr": 0.01, "train_batch_size": 4, "eval_batch_size": 8,
+           "data_dir": str(data_dir), "out": str(out), **extra}
+    path = tmp_path / f"{out.name}.yaml"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def tables(out):
+    d = out / TASK_DIR
+    return pd.read_csv(d / "accuracies.csv"), pd.read_parquet(d / "probabilities.parquet")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_llama, data_dir):
+    tmp = tmp_path_factory.mktemp("grid")
+    grid.run(grid.load_config(config(tmp, tiny_llama, data_dir, tmp / "full")))
+    return tmp / "full"
+
+
+def test_layout_and_rows(uninterrupted):
+    acc, probs = tables(uninterrupted)
+    assert list(acc.columns) == ["base", "extra", "test", "majority", "num_classes", "majority_all"]
+    assert len(acc) == 3 and (acc["num_classes"] == 4).all() and (acc["majority_all"] == 0.25).all()
+    assert len(probs) == 3 * 3 * 6 and set(probs["condition"]) == {"base", "extra", "test"}
+    assert probs["probs"].map(sum).round(6).eq(1).all()
+    assert (acc[["extra", "test"]] * 6).round(6).mod(1).eq(0).all().all()
+    manifest = json.loads((uninterrupted / "m4/n6/tiny/manifest-shard0of1.json").read_text())
+    assert manifest["finished_units"] == [["ag_news", 0], ["ag_news", 1], ["ag_news", 2]]
+    assert list((uninterrupted / "m4/n6/tiny/logs").glob("run-*.log"))
+
+
+def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_path, tiny_llama, data_dir):
+    cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "killed")
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = tmp_path / "killed" / TASK_DIR / "units" / "0.json"
+    deadline = time.time() + 300
+    while not first.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(2.0)  # well into unit 1
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = sorted(p.name for p in first.parent.glob("*.json"))
+    assert "0.json" in done and len(done) < 3, done
+    assert len(pd.read_csv(first.parent.parent / "accuracies.csv")) == len(done)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for got, want in zip(tables(tmp_path / "killed"), tables(uninterrupted)):
+        pd.testing.assert_frame_equal(got, want)
+
+
+def test_two_shards_merge_to_the_unsharded_run(uninterrupted, tmp_path, tiny_llama, data_dir):
+    cfg = grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s0"))
+    assert [k for _, k in grid.units(cfg, (0, 2))] == [0, 2] and [k for _, k in grid.units(cfg, (1, 2))] == [1]
+    grid.run(cfg, (0, 2))
+    grid.run(grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
+    merge([tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
+    for got, want in zip(tables(tmp_path / "merged"), tables(uninterrupted)):
+        pd.testing.assert_frame_equal(got, want)
+
+
+def test_config_errors(tmp_path, tiny_llama, data_dir):
+    with pytest.raises(TaskError, match="task 'nope': unknown task 'nope'"):
+        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
+    with pytest.raises(TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 1535"):
+        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
+    with pytest.raises(TaskError, match="unknown key\\(s\\) \\['subsample'\\]"):
+        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3))
+    with pytest.raises(SystemExit, match="--shard must look like i/N"):
+        main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
