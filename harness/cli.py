@@ -114,6 +114,31 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     print(json.dumps(summary) if args.json else format_tables(summary))
 
 
+def cmd_contamination_test(args: argparse.Namespace) -> None:
+    from contamination.run import ContaminationArgs, run
+    from harness.models import resolve
+
+    kw = {k: v for k, v in vars(args).items() if k in ContaminationArgs.__dataclass_fields__}
+    result = run(ContaminationArgs(**{**kw, "pretrained": resolve(args.pretrained)}))
+    if args.out:
+        from harness.results import atomic_write
+
+        atomic_write(Path(args.out), json.dumps(result, indent=1).encode())
+    print(f"pval {result['pval']:.6g}  t {result['t']:.4f}  shards {result['num_shards']}  "
+          f"permutations {result['permutations_per_shard']}  {result['seconds']:.1f} s")
+
+
+def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
+    from contamination.stat import pvalue_from_log
+
+    try:
+        log = json.loads(Path(args.log).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise TaskError(f"{args.log}: cannot read a JSON log ({err})") from err
+    pval = pvalue_from_log(log, args.log)
+    print(json.dumps({"pval": pval}) if args.json else f"pval {pval:.10g}")
+
+
 def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the hub)")
     p.add_argument("--m", type=int, default=100, help="labeled train size")
@@ -178,6 +203,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
     p.set_defaults(func=cmd_summarize)
+
+    cont = sub.add_parser("contamination", help="the sharded exchangeability test (Oren et al. 2024)")
+    cont = cont.add_subparsers(dest="action", required=True)
+    p = cont.add_parser("test", help="run the test on a task split for a model, optionally with an adapter")
+    p.add_argument("--pretrained", required=True)
+    p.add_argument("--peft", help="a PEFT adapter dir trained on --pretrained")
+    p.add_argument("--task", required=True)
+    p.add_argument("--split", default="test")
+    p.add_argument("--subsample", type=int, default=0)
+    add_data_args(p)
+    p.add_argument("--shards", type=int, default=10)
+    p.add_argument("--permutations", type=int, default=25)
+    p.add_argument("--format", choices=["labeled", "text-only"], default="labeled")
+    p.add_argument("--context-len", type=int, default=1024)
+    p.add_argument("--stride", type=int, default=512)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--out", help="write the result JSON here")
+    p.set_defaults(func=cmd_contamination_test)
+    p = cont.add_parser("pvalue", help="recompute the p-value of a test log")
+    p.add_argument("log")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_contamination_pvalue)
     return top
 
 

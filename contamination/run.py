@@ -1,0 +1,117 @@
+"""Run the sharded exchangeability test on one subsample split of a task, for a model (+ adapter)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import prompts
+from harness.docs import subsample_docs
+from harness.spec import TaskError, TaskSpec, load_spec
+from contamination.scorer import logprobs_batched
+from contamination.stat import split_shards, t_statistic
+
+FORMATS = ("labeled", "text-only")
+SEPARATOR = "\n"  # between the examples of one concatenation
+
+
+@dataclass
+class ContaminationArgs:
+    pretrained: str
+    task: str
+    split: str = "test"
+    peft: str | None = None
+    subsample: int = 0
+    n: int = 100
+    m: int = 100
+    data_dir: str | None = None
+    shards: int = 10
+    permutations: int = 25
+    format: str = "labeled"
+    context_len: int = 1024
+    stride: int = 512
+    seed: int = 0
+    batch_size: int = 16
+
+
+def examples(spec: TaskSpec, docs, fmt: str) -> list[str]:
+    """The split's examples in canonical order: text-label pairs, or the unlabeled prompts TAPT saw."""
+    if fmt == "labeled":
+        return [prompts.labeled(t, spec.classes[y]) for t, y in zip(docs["text"], docs["label"])]
+    if fmt == "text-only":
+        return list(docs["prompt"])
+    raise TaskError(f"--format must be one of {FORMATS}, got {fmt!r}")
+
+
+def check_adapter_base(pretrained: str, adapter: str) -> None:
+    """The adapter must have been trained on `pretrained` (same path, or the same model name)."""
+    config = Path(adapter) / "adapter_config.json"
+    if not config.is_file():
+        raise TaskError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
+    trained_on = json.loads(config.read_text()).get("base_model_name_or_path") or ""
+    same = Path(trained_on).name == Path(pretrained.rstrip("/")).name or (
+        Path(trained_on).exists() and Path(pretrained).exists()
+        and Path(trained_on).resolve() == Path(pretrained).resolve())
+    if not same:
+        raise TaskError(f"--peft {adapter} was trained on {trained_on!r}, not on --pretrained {pretrained!r}; "
+                        "pass the base model the adapter was trained on")
+
+
+def load_model(pretrained: str, peft: str | None):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tapt.record import check_base
+
+    check_base(pretrained)
+    if peft:
+        check_adapter_base(pretrained, peft)
+    model = AutoModelForCausalLM.from_pretrained(pretrained, dtype=torch.float32)
+    if peft:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, peft)
+    return model.eval(), AutoTokenizer.from_pretrained(pretrained)
+
+
+def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: int, context_len: int,
+                 stride: int, seed: int = 0, batch_size: int = 16) -> dict[str, Any]:
+    """Score each shard's canonical concatenation and `permutations` random orders; t and p-value."""
+    from tqdm import tqdm
+
+    if permutations < 1:
+        raise TaskError(f"--permutations must be at least 1, got {permutations}")
+    rng = np.random.default_rng(seed)
+    texts = []
+    for shard in split_shards(items, shards):
+        orders = [np.arange(len(shard))] + [rng.permutation(len(shard)) for _ in range(permutations)]
+        texts += [SEPARATOR.join(shard[i] for i in order) for order in orders]
+    ids = tokenizer(texts)["input_ids"]
+    with tqdm(total=len(ids), desc="scoring windows", unit="window") as bar:
+        scores = logprobs_batched(model, ids, context_len, stride, batch_size, progress=bar)
+    per_shard = np.array(scores).reshape(shards, permutations + 1)
+    t, pval = t_statistic(per_shard[:, 0], per_shard[:, 1:])
+    return {"pval": pval, "t": t, "num_shards": shards, "permutations_per_shard": permutations,
+            "canonical_logprobs": per_shard[:, 0].tolist(), "shuffled_logprobs": per_shard[:, 1:].tolist()}
+
+
+def run(args: ContaminationArgs) -> dict[str, Any]:
+    """The full test for a task split, with its settings and wall time in the result."""
+    if args.split not in ("extra", "test"):
+        raise TaskError(f"--split must be extra or test, got {args.split!r}")
+    spec = load_spec(args.task)
+    docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
+    items = examples(spec, docs, args.format)
+    split_shards(items, args.shards)  # fail on too few examples before loading the model
+    if args.permutations < 1:
+        raise TaskError(f"--permutations must be at least 1, got {args.permutations}")
+    model, tokenizer = load_model(args.pretrained, args.peft)
+    start = time.perf_counter()
+    result = sharded_test(model, tokenizer, items, args.shards, args.permutations, args.context_len,
+                          args.stride, args.seed, args.batch_size)
+    return {**result, "settings": asdict(args), "seconds": time.perf_counter() - start}
