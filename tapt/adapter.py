@@ -66,6 +66,19 @@ def load_base(base: str, quantize: str, fallback_lora: bool):
     return AutoModelForCausalLM.from_pretrained(base, dtype=dtype), False
 
 
+def sft_config(workdir: Path, epochs: float, lr: float, batch_size: int, max_length: int, seed: int):
+    """TRL settings shared by every adapter we train: explicit precision, no checkpointing, a log per step."""
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(workdir / "trainer"), num_train_epochs=epochs, learning_rate=lr,
+        per_device_train_batch_size=batch_size, max_length=max_length, packing=False,
+        bf16=record.use_bf16(), fp16=False, gradient_checkpointing=False,
+        logging_steps=1, logging_nan_inf_filter=False, save_strategy="no", report_to="none",
+        seed=seed, data_seed=seed, use_cpu=not torch.cuda.is_available(),
+    )
+
+
 def tokenized(tokenizer, sequences: list[str], max_length: int):
     """Pre-tokenized so TRL trains exactly these tokens (it would otherwise append EOS after
     '### Answer:', teaching the model to end where the class name should start)."""
@@ -89,7 +102,7 @@ class Prepared:
 def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     """Build the SFTTrainer for one split's prompts; `model` reuses an already loaded base."""
     from transformers import AutoTokenizer, set_seed
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     check_split(args.split)
     spec = load_spec(args.task)
@@ -105,13 +118,7 @@ def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     if model is None:
         model, quantized = load_base(args.base, args.quantize, args.fallback_lora)
     steps = record.StepLog()
-    config = SFTConfig(
-        output_dir=str(workdir / "trainer"), num_train_epochs=args.epochs, learning_rate=args.lr,
-        per_device_train_batch_size=args.batch_size, max_length=max_length, packing=False,
-        bf16=record.use_bf16(), fp16=False, gradient_checkpointing=False,
-        logging_steps=1, logging_nan_inf_filter=False, save_strategy="no", report_to="none",
-        seed=args.seed, data_seed=args.seed, use_cpu=not torch.cuda.is_available(),
-    )
+    config = sft_config(workdir, args.epochs, args.lr, args.batch_size, max_length, args.seed)
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=lora_config(), callbacks=[steps])
     return Prepared(trainer, steps, docs, quantized, max_length)
