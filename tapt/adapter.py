@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from harness.docs import subsample_docs
 from harness.spec import TaskError, load_spec
 from tapt import record
-from tapt.corpus import check_split, prompt_sequences
+from tapt.corpus import TaptInput, prompt_sequences
 
 
 @dataclass
-class AdapterArgs:
+class AdapterArgs(TaptInput):
     """Study defaults: LoRA r 16, alpha 32, dropout 0.05 on all linear layers, 1 epoch, lr 2e-4."""
 
-    task: str
-    split: str
-    base: str
-    out: Path
-    subsample: int = 0
-    n: int = 100
-    m: int = 100
-    seed: int = 0
-    data_dir: str | None = None
     packing: bool = False
     epochs: float = 1.0
     quantize: str = "4bit"
@@ -34,7 +24,6 @@ class AdapterArgs:
     batch_size: int = 8
     max_length: int | None = None  # default: 256 for padding, 2048 for packing
     lr: float = 2e-4
-    overwrite: bool = False
 
 
 def lora_config():
@@ -101,18 +90,14 @@ class Prepared:
 
 def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     """Build the SFTTrainer for one split's prompts; `model` reuses an already loaded base."""
-    from transformers import AutoTokenizer, set_seed
+    from transformers import set_seed
     from trl import SFTTrainer
 
-    check_split(args.split)
-    spec = load_spec(args.task)
+    spec, docs = args.docs()
     record.check_base(args.base)
-    docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
     max_length = args.max_length or (2048 if args.packing else 256)
     set_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.base)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = record.tokenizer(args.base)
     dataset = tokenized(tokenizer, prompt_sequences(spec, docs, args.packing), max_length)
     quantized = getattr(model, "is_loaded_in_4bit", False)
     if model is None:

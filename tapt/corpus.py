@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import pandas as pd
 
 from harness import prompts
-from harness.spec import TaskError, TaskSpec
+from harness.docs import subsample_docs
+from harness.spec import TaskError, TaskSpec, load_spec
 
 TAPT_SPLITS = ("extra", "test")
+
+
+@dataclass
+class TaptInput:
+    """Which unlabeled texts a TAPT run trains on, from which base, into which output."""
+
+    task: str
+    split: str
+    base: str
+    out: Path
+    subsample: int = 0
+    n: int = 100
+    m: int = 100
+    seed: int = 0
+    data_dir: str | None = None
+    overwrite: bool = False
+
+    def docs(self) -> tuple[TaskSpec, pd.DataFrame]:
+        """The task's spec and the docs of the chosen split (checked to be extra or test)."""
+        check_split(self.split)
+        spec = load_spec(self.task)
+        return spec, subsample_docs(spec, self.data_dir, self.subsample, self.m, self.n, self.seed)[self.split]
 
 
 def check_split(split: str) -> None:

@@ -62,6 +62,16 @@ def check_base(base: str) -> None:
         ) from err
 
 
+def tokenizer(base: str):
+    """The base's tokenizer, padding with EOS where it has no pad token."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
 class StepLog(TrainerCallback):
     """Records the loss of every logging step and the wall time of every step; stops on NaN loss."""
 

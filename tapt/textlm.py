@@ -7,30 +7,20 @@ from pathlib import Path
 
 import torch
 
-from harness.docs import subsample_docs
-from harness.spec import load_spec
 from tapt import record
-from tapt.corpus import check_split, raw_texts
+from tapt.corpus import TaptInput, raw_texts
 
 MLM_PROBABILITY = 0.15
 MAX_LENGTH = 256
 
 
 @dataclass
-class TextArgs:
-    task: str
-    split: str
-    base: str
-    out: Path
-    subsample: int = 0
-    n: int = 100
-    m: int = 100
-    seed: int = 0
-    data_dir: str | None = None
+class TextArgs(TaptInput):
+    """Defaults: 256 tokens, one text per sequence, lr 5e-5, batch 16."""
+
     epochs: float | None = None  # default: 2 for an encoder, 1 for a decoder
     batch_size: int = 16
     lr: float = 5e-5
-    overwrite: bool = False
 
 
 def is_decoder(base: str) -> bool:
@@ -51,20 +41,15 @@ def collator(tokenizer, decoder: bool):
 def pretrain_text(args: TextArgs) -> dict:
     """Pretrain args.base on a split's raw texts and save a model dir (with tokenizer and tapt.json)."""
     from datasets import Dataset
-    from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, Trainer,
-                              TrainingArguments, set_seed)
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, TrainingArguments, set_seed
 
-    check_split(args.split)
-    spec = load_spec(args.task)
+    spec, docs = args.docs()
     record.check_base(args.base)
     decoder = is_decoder(args.base)
     epochs = args.epochs or (1.0 if decoder else 2.0)
     with record.staged(Path(args.out), args.overwrite) as tmp:
-        docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
         set_seed(args.seed)
-        tokenizer = AutoTokenizer.from_pretrained(args.base)
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer = record.tokenizer(args.base)
         ids = tokenizer(raw_texts(docs), truncation=True, max_length=MAX_LENGTH)["input_ids"]
         auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
         model = auto.from_pretrained(args.base, dtype=torch.float32)
