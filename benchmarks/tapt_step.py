@@ -36,6 +36,7 @@ def measure(args: AdapterArgs, repeats: int) -> dict:
         run = prepare(args, Path(work))
         trainer = run.trainer
         trainer.create_optimizer_and_scheduler(num_training_steps=repeats + 1)
+        trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() otherwise
         model = trainer.model
         model.train()
         batch = next(iter(trainer.get_train_dataloader()))

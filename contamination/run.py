@@ -82,8 +82,6 @@ def load_model(pretrained: str, peft: str | None):
 def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: int, context_len: int,
                  stride: int, seed: int = 0, batch_size: int = 16) -> dict[str, Any]:
     """Score each shard's canonical concatenation and `permutations` random orders; t and p-value."""
-    from tqdm import tqdm
-
     if permutations < 1:
         raise TaskError(f"--permutations must be at least 1, got {permutations}")
     rng = np.random.default_rng(seed)
@@ -92,8 +90,7 @@ def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: 
         orders = [np.arange(len(shard))] + [rng.permutation(len(shard)) for _ in range(permutations)]
         texts += [SEPARATOR.join(shard[i] for i in order) for order in orders]
     ids = tokenizer(texts)["input_ids"]
-    with tqdm(total=len(ids), desc="scoring windows", unit="window") as bar:
-        scores = logprobs_batched(model, ids, context_len, stride, batch_size, progress=bar)
+    scores = logprobs_batched(model, ids, context_len, stride, batch_size, progress=True)
     per_shard = np.array(scores).reshape(shards, permutations + 1)
     t, pval = t_statistic(per_shard[:, 0], per_shard[:, 1:])
     return {"pval": pval, "t": t, "num_shards": shards, "permutations_per_shard": permutations,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from tqdm import tqdm
 
 
 def windows(length: int, context: int, stride: int) -> list[tuple[int, int, int]]:
@@ -40,7 +41,7 @@ def logprob_one(model, ids: Sequence[int], context: int, stride: int) -> float:
 
 @torch.inference_mode()
 def logprobs_batched(model, sequences: Sequence[Sequence[int]], context: int, stride: int,
-                     batch_size: int = 16, progress=None) -> list[float]:
+                     batch_size: int = 16, progress: bool = False) -> list[float]:
     """The same log-probabilities, many windows per forward pass.
 
     Identical sequences are scored once; windows are sorted by length so batches carry little
@@ -50,6 +51,7 @@ def logprobs_batched(model, sequences: Sequence[Sequence[int]], context: int, st
     jobs = [(seq, w) for seq in distinct for w in windows(len(seq), context, stride)]
     jobs.sort(key=lambda j: j[1][1] - j[1][0])
     sums = dict.fromkeys(distinct, 0.0)
+    bar = tqdm(total=len(jobs), desc="scoring windows", unit="window", disable=not progress)
     for i in range(0, len(jobs), batch_size):
         chunk = jobs[i : i + batch_size]
         width = max(end - start for _, (start, end, _) in chunk)
@@ -63,6 +65,6 @@ def logprobs_batched(model, sequences: Sequence[Sequence[int]], context: int, st
         picked = logp.gather(2, ids[:, 1:, None].to(logp.device))[..., 0].cpu()
         for row, (seq, (start, end, first)) in enumerate(chunk):
             sums[seq] += float(picked[row, first - start - 1 : end - start - 1].sum())
-        if progress is not None:
-            progress.update(len(chunk))
+        bar.update(len(chunk))
+    bar.close()
     return [sums[tuple(s)] for s in sequences]
