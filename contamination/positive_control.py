@@ -48,7 +48,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=128)
     p.add_argument("--shards", type=int, default=32)
     p.add_argument("--permutations", type=int, default=20)
-    p.add_argument("--epochs", type=float, default=4)
+    p.add_argument("--epochs", type=float, default=8)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--block", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
