@@ -46,7 +46,7 @@ class GridConfig:
     out: str = "results"
     model_tag: str | None = None  # folder name of the model; default: the base's last path part
     seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the manifest
+    notes: dict[str, Any] = field(default_factory=dict)  # free-form, kept in the manifest
 
     @property
     def tag(self) -> str:

@@ -5,7 +5,6 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from contamination.run import ContaminationArgs, check_adapter_base, examples, run, sharded_test
 from contamination.scorer import logprob_one, logprobs_batched, windows
