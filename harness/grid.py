@@ -142,7 +142,7 @@ def model_dir(cfg: GridConfig) -> Path:
     return Path(cfg.out) / f"m{cfg.m}" / f"n{cfg.n}" / cfg.tag
 
 
-def start_log(cfg: GridConfig, shard: tuple[int, int]) -> Path:
+def start_log(cfg: GridConfig, shard: tuple[int, int]) -> logging.FileHandler:
     """A log file per run under <model dir>/logs, with what this run does and how long each unit took."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = model_dir(cfg) / "logs" / f"run-{stamp}-shard{shard[0]}of{shard[1]}.log"
@@ -151,7 +151,7 @@ def start_log(cfg: GridConfig, shard: tuple[int, int]) -> Path:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    return path
+    return handler
 
 
 def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, finished: list) -> None:
@@ -174,23 +174,25 @@ def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = 
     cfg.base = resolve(cfg.base)
     todo = [(slug, k) for slug, k in units(cfg, shard)
             if not results.is_done(results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug), k)]
-    logfile = start_log(cfg, shard)
-    started, finished = time.time(), []
+    handler = start_log(cfg, shard)
+    started, finished, touched = time.time(), [], []
     log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(todo), len(units(cfg, shard)), cfg.base)
     write_manifest(cfg, shard, started, finished)
-    if not todo:
-        return []
-    tokenizer = AutoTokenizer.from_pretrained(cfg.base)
-    base, _ = load_base(cfg.base, cfg.quantize, fallback_lora=False)
-    touched = []
-    for slug, k in tqdm(todo, desc="grid units", unit="unit"):
-        tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
-        unit_start = time.time()
-        base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
-        log.info("%s subsample %d: base %.3f extra %.3f test %.3f (%.0f s)", slug, k,
-                 accs["base"], accs["extra"], accs["test"], time.time() - unit_start)
-        finished.append([slug, k])
-        touched.append(tdir)
-        write_manifest(cfg, shard, started, finished)
-    print(f"log: {logfile}")
+    try:
+        if todo:
+            tokenizer = AutoTokenizer.from_pretrained(cfg.base)
+            base, _ = load_base(cfg.base, cfg.quantize, fallback_lora=False)
+        for slug, k in tqdm(todo, desc="grid units", unit="unit"):
+            tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
+            unit_start = time.time()
+            base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
+            log.info("%s subsample %d: base %.3f extra %.3f test %.3f (%.0f s)", slug, k,
+                     accs["base"], accs["extra"], accs["test"], time.time() - unit_start)
+            finished.append([slug, k])
+            touched.append(tdir)
+            write_manifest(cfg, shard, started, finished)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    print(f"log: {handler.baseFilename}")
     return sorted(set(touched))
