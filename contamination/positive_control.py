@@ -4,7 +4,7 @@ order, then check the test flags it and not the base model.
 The labeled examples are concatenated in their canonical order (as a contaminated pretraining
 corpus would hold them), cut into blocks of --block tokens, and a LoRA adapter is trained on them
 for --epochs. Usage:
-    python -m contamination.positive_control --data-dir ../shared/data --n 128 --out control.json
+    python -m contamination.positive_control --data-dir ../shared/data --out control.json
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ def main() -> None:
     p.add_argument("--pretrained", default="SmolLM2-135M-Instruct")
     p.add_argument("--task", default="ag_news")
     p.add_argument("--data-dir", default="../shared/data")
-    p.add_argument("--n", type=int, default=128)
-    p.add_argument("--shards", type=int, default=32)
+    p.add_argument("--n", type=int, default=64)
+    p.add_argument("--shards", type=int, default=16)
     p.add_argument("--permutations", type=int, default=20)
     p.add_argument("--epochs", type=float, default=8)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--block", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="positive_control.json")
