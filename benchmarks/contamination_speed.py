@@ -13,9 +13,8 @@ import time
 
 import numpy as np
 
-from contamination.run import SEPARATOR, examples, load_model
+from contamination.run import examples, load_model, result_of, shard_texts
 from contamination.scorer import logprob_one, logprobs_batched
-from contamination.stat import split_shards, t_statistic
 from harness.docs import subsample_docs
 from harness.models import resolve
 from harness.spec import load_spec
@@ -36,12 +35,7 @@ def main() -> None:
     spec = load_spec(a.task)
     items = examples(spec, subsample_docs(spec, a.data_dir, n=a.n, m=len(spec.classes))["test"], "labeled")
     model, tok = load_model(resolve(a.pretrained), None)
-    rng = np.random.default_rng(0)
-    texts = []
-    for shard in split_shards(items, a.shards):
-        orders = [np.arange(len(shard))] + [rng.permutation(len(shard)) for _ in range(a.permutations)]
-        texts += [SEPARATOR.join(shard[i] for i in o) for o in orders]
-    ids = tok(texts)["input_ids"]
+    ids = tok(shard_texts(items, a.shards, a.permutations))["input_ids"]
     print(f"{a.task}: {a.n} examples, {a.shards} shards, {a.permutations} permutations -> {len(ids)} sequences "
           f"({len({tuple(s) for s in ids})} distinct), {sum(map(len, ids))} tokens")
 
@@ -56,19 +50,14 @@ def main() -> None:
     distinct = list({tuple(s): None for s in ids})
     _, t_batch = timed(lambda: logprobs_batched(model, distinct, a.context_len, a.stride, a.batch_size))
     t_ref_distinct = t_ref * len(distinct) / len(ids)
-    p_ref = t_statistic(*split(ref, a.shards))[1]
-    p_fast = t_statistic(*split(fast, a.shards))[1]
+    p_ref = result_of(list(ref), a.shards, a.permutations)["pval"]
+    p_fast = result_of(list(fast), a.shards, a.permutations)["pval"]
     print(f"max |logprob difference| {np.abs(ref - fast).max():.2e} (relative {np.abs((ref - fast) / ref).max():.1e})")
     print(f"p-value: one-per-pass {p_ref:.6f}, batched {p_fast:.6f}")
     print(f"one sequence per pass: {t_ref:7.1f} s")
     print(f"batched scorer:        {t_fast:7.1f} s   speed-up {t_ref / t_fast:5.1f}x")
     print(f"  batching alone, on the distinct sequences: {t_batch:.1f} s vs an estimated "
           f"{t_ref_distinct:.1f} s one per pass (pro rata): {t_ref_distinct / t_batch:4.1f}x")
-
-
-def split(scores: np.ndarray, shards: int):
-    per_shard = scores.reshape(shards, -1)
-    return per_shard[:, 0], per_shard[:, 1:]
 
 
 if __name__ == "__main__":

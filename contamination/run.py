@@ -79,9 +79,8 @@ def load_model(pretrained: str, peft: str | None):
     return model.eval(), AutoTokenizer.from_pretrained(pretrained)
 
 
-def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: int, context_len: int,
-                 stride: int, seed: int = 0, batch_size: int = 16) -> dict[str, Any]:
-    """Score each shard's canonical concatenation and `permutations` random orders; t and p-value."""
+def shard_texts(items: list[str], shards: int, permutations: int, seed: int = 0) -> list[str]:
+    """Per shard, its canonical concatenation then `permutations` random orders (seeded)."""
     if permutations < 1:
         raise TaskError(f"--permutations must be at least 1, got {permutations}")
     rng = np.random.default_rng(seed)
@@ -89,12 +88,29 @@ def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: 
     for shard in split_shards(items, shards):
         orders = [np.arange(len(shard))] + [rng.permutation(len(shard)) for _ in range(permutations)]
         texts += [SEPARATOR.join(shard[i] for i in order) for order in orders]
-    ids = tokenizer(texts)["input_ids"]
-    scores = logprobs_batched(model, ids, context_len, stride, batch_size, progress=True)
+    return texts
+
+
+def result_of(scores: list[float], shards: int, permutations: int) -> dict[str, Any]:
+    """The test's result from the log-probabilities of shard_texts' sequences, in that order."""
     per_shard = np.array(scores).reshape(shards, permutations + 1)
     t, pval = t_statistic(per_shard[:, 0], per_shard[:, 1:])
     return {"pval": pval, "t": t, "num_shards": shards, "permutations_per_shard": permutations,
             "canonical_logprobs": per_shard[:, 0].tolist(), "shuffled_logprobs": per_shard[:, 1:].tolist()}
+
+
+def score_texts(model, tokenizer, texts: list[str], shards: int, permutations: int, context_len: int,
+                stride: int, batch_size: int = 16) -> dict[str, Any]:
+    ids = tokenizer(texts)["input_ids"]
+    scores = logprobs_batched(model, ids, context_len, stride, batch_size, progress=True)
+    return result_of(scores, shards, permutations)
+
+
+def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: int, context_len: int,
+                 stride: int, seed: int = 0, batch_size: int = 16) -> dict[str, Any]:
+    """Score each shard's canonical concatenation and `permutations` random orders; t and p-value."""
+    texts = shard_texts(items, shards, permutations, seed)
+    return score_texts(model, tokenizer, texts, shards, permutations, context_len, stride, batch_size)
 
 
 def run(args: ContaminationArgs) -> dict[str, Any]:
@@ -103,12 +119,9 @@ def run(args: ContaminationArgs) -> dict[str, Any]:
         raise TaskError(f"--split must be extra or test, got {args.split!r}")
     spec = load_spec(args.task)
     docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
-    items = examples(spec, docs, args.format)
-    split_shards(items, args.shards)  # fail on too few examples before loading the model
-    if args.permutations < 1:
-        raise TaskError(f"--permutations must be at least 1, got {args.permutations}")
-    model, tokenizer = load_model(args.pretrained, args.peft)
+    texts = shard_texts(examples(spec, docs, args.format), args.shards, args.permutations, args.seed)
+    model, tokenizer = load_model(args.pretrained, args.peft)  # after the checks: loading is slow
     start = time.perf_counter()
-    result = sharded_test(model, tokenizer, items, args.shards, args.permutations, args.context_len,
-                          args.stride, args.seed, args.batch_size)
+    result = score_texts(model, tokenizer, texts, args.shards, args.permutations, args.context_len,
+                         args.stride, args.batch_size)
     return {**result, "settings": asdict(args), "seconds": time.perf_counter() - start}

@@ -20,7 +20,6 @@ import pandas as pd
 from harness.spec import TaskError
 
 COLUMNS = ["base", "extra", "test", "majority", "num_classes", "majority_all"]
-CONDITIONS = ("base", "extra", "test")
 
 
 def task_dir(out: Path, m: int, n: int, model_tag: str, slug: str) -> Path:
@@ -67,14 +66,14 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
     """Combine the finished units of several shard outputs into `dest`; returns the rebuilt task dirs."""
     touched = set()
     for src in sources:
+        in_place = Path(src).resolve() == Path(dest).resolve()
         for meta in sorted(Path(src).glob("m*/n*/*/*/units/*.json")):
             rel = meta.relative_to(src)
             target = Path(dest) / rel
-            if target.exists() and target.read_bytes() != meta.read_bytes() and Path(src) != Path(dest):
-                raise TaskError(f"unit {rel} differs between {src} and {dest}; the shards disagree")
-            if Path(src) != Path(dest):
-                table = meta.with_suffix(".parquet")
-                atomic_write(target.with_suffix(".parquet"), table.read_bytes())
+            if not in_place:
+                if target.exists() and target.read_bytes() != meta.read_bytes():
+                    raise TaskError(f"unit {rel} differs between {src} and {dest}; the shards disagree")
+                atomic_write(target.with_suffix(".parquet"), meta.with_suffix(".parquet").read_bytes())
                 atomic_write(target, meta.read_bytes())
             touched.add(target.parent.parent)
     for tdir in sorted(touched):

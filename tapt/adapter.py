@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from harness.spec import TaskError, load_spec
+from harness.spec import TaskError, TaskSpec
 from tapt import record
 from tapt.corpus import TaptInput, prompt_sequences
 
@@ -82,6 +82,7 @@ class Prepared:
     """A ready SFTTrainer and what went into it."""
 
     trainer: object
+    spec: TaskSpec
     steps: record.StepLog
     docs: object
     quantized: bool
@@ -106,14 +107,14 @@ def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     config = sft_config(workdir, args.epochs, args.lr, args.batch_size, max_length, args.seed)
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=lora_config(), callbacks=[steps])
-    return Prepared(trainer, steps, docs, quantized, max_length)
+    return Prepared(trainer, spec, steps, docs, quantized, max_length)
 
 
 def record_of(args: AdapterArgs, run: Prepared) -> dict:
     """The tapt.json content of a finished training run."""
     ids = run.trainer.train_dataset["input_ids"]
     return {
-        "kind": "adapter", "task": load_spec(args.task).slug, "split": args.split, "subsample": args.subsample,
+        "kind": "adapter", "task": run.spec.slug, "split": args.split, "subsample": args.subsample,
         "m": args.m, "n": args.n, "seed": args.seed, "base": args.base, "packing": args.packing,
         "epochs": args.epochs, "quantized_4bit": run.quantized, "lr": args.lr, "batch_size": args.batch_size,
         "max_length": run.max_length, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
