@@ -8,34 +8,34 @@ minutes. Usage:
 
 from __future__ import annotations
 
-import argparse
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from contamination.run import examples, load_model, result_of, shard_texts
+from contamination.run import ContaminationArgs, examples, load_model, result_of, shard_texts
 from contamination.scorer import logprob_one, logprobs_batched
-from harness.docs import subsample_docs
 from harness.models import resolve
-from harness.spec import load_spec
+from harness.settings import option, parse_script
+
+
+@dataclass(kw_only=True)
+class SpeedArgs(ContaminationArgs):
+    """The test's settings in the study's shard shape (2 examples per shard, 50 permutations)."""
+
+    task: str = option("ag_news", "task whose labeled test subsample is scored")
+    m: int = option(4, "train size of the subsample (only sets which rows are test)")
+    n: int = option(32, "examples scored")
+    shards: int = option(16, "number of contiguous shards")
+    permutations: int = option(50, "random orders scored per shard")
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pretrained", default="SmolLM2-135M-Instruct")
-    p.add_argument("--task", default="ag_news")
-    p.add_argument("--data-dir", default="../shared/data")
-    p.add_argument("--n", type=int, default=32)
-    p.add_argument("--shards", type=int, default=16)
-    p.add_argument("--permutations", type=int, default=50)
-    p.add_argument("--context-len", type=int, default=1024)
-    p.add_argument("--stride", type=int, default=512)
-    p.add_argument("--batch-size", type=int, default=16)
-    a = p.parse_args()
-    spec = load_spec(a.task)
-    items = examples(spec, subsample_docs(spec, a.data_dir, n=a.n, m=len(spec.classes))["test"], "labeled")
-    model, tok = load_model(resolve(a.pretrained), None)
-    ids = tok(shard_texts(items, a.shards, a.permutations))["input_ids"]
+    a = parse_script(SpeedArgs, __doc__)
+    spec, docs = a.docs()
+    items = examples(spec, docs, "labeled")
+    model, tok = load_model(resolve(a.base), None)
+    ids = tok(shard_texts(items, a.shards, a.permutations, a.seed))["input_ids"]
     print(f"{a.task}: {a.n} examples, {a.shards} shards, {a.permutations} permutations -> {len(ids)} sequences "
           f"({len({tuple(s) for s in ids})} distinct), {sum(map(len, ids))} tokens")
 

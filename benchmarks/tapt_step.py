@@ -9,16 +9,29 @@ Prints the ratio and tokens per second of each. Usage:
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from harness.models import resolve
+from harness.docs import SplitSettings
+from harness.models import ModelSettings, resolve
+from harness.settings import option, parse_script
 from tapt.adapter import AdapterArgs, prepare
+
+
+@dataclass(kw_only=True)
+class StepBenchArgs(SplitSettings, ModelSettings):
+    """Which data and model the step is timed on."""
+
+    MINIMUM = {"batch_size": 1, "repeats": 1}
+
+    task: str = option("ag_news", "task whose extra split gives the batch")
+    batch_size: int = option(8, "training batch size")
+    repeats: int = option(3, "timed repeats (the median is reported)")
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -56,20 +69,14 @@ def measure(args: AdapterArgs, repeats: int) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--base", default="SmolLM2-135M-Instruct")
-    p.add_argument("--task", default="ag_news")
-    p.add_argument("--data-dir", default="../shared/data")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--repeats", type=int, default=3)
-    a = p.parse_args()
+    a = parse_script(StepBenchArgs, __doc__)
     torch.manual_seed(0)
     base = resolve(a.base)
     print(f"base {a.base}, task {a.task}, batch {a.batch_size}, median of {a.repeats}, torch threads {torch.get_num_threads()}")
     print(f"{'mode':8} {'adapter':6} {'batch shape':12} {'trainer s':>9} {'raw s':>7} {'ratio':>6} {'trainer tok/s':>13} {'raw tok/s':>9}")
     for packing in (False, True):
         for quantize in ("none", "4bit"):
-            args = AdapterArgs(task=a.task, split="extra", base=base, out=Path("unused"), data_dir=a.data_dir,
+            args = AdapterArgs(task=a.task, split="extra", base=base, out="unused", data_dir=a.data_dir,
                                n=8 * a.batch_size if packing else a.batch_size, m=8, packing=packing,
                                quantize=quantize, batch_size=a.batch_size)
             r = measure(args, a.repeats)

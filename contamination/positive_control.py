@@ -9,16 +9,32 @@ for --epochs. Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from contamination.run import SEPARATOR, examples, load_model, sharded_test
-from harness.docs import subsample_docs
+from contamination.run import SEPARATOR, ContaminationArgs, examples, load_model, sharded_test
 from harness.models import resolve
-from harness.spec import load_spec
+from harness.settings import option, parse_script
+
+
+@dataclass(kw_only=True)
+class ControlArgs(ContaminationArgs):
+    """The test's settings with the defaults of the control run that passed (n 64, 16 shards, 8 epochs)."""
+
+    MINIMUM = {"epochs": 0.0, "lr": 0.0, "block": 8}
+
+    task: str = option("ag_news", "task whose labeled test subsample contaminates the model")
+    m: int = option(4, "train size of the subsample (only sets which rows are test)")
+    n: int = option(64, "examples in the contaminating test subsample")
+    shards: int = option(16, "number of contiguous shards")
+    permutations: int = option(20, "random orders scored per shard")
+    epochs: float = option(8.0, "epochs of the contaminating LoRA training")
+    lr: float = option(2e-3, "learning rate of the contaminating training")
+    block: int = option(256, "tokens per training block of the concatenated corpus")
+    out: str | None = option("positive_control.json", "write the report JSON here")
 
 
 def contaminate(model, tokenizer, corpus: str, block: int, epochs: float, lr: float, seed: int):
@@ -27,7 +43,7 @@ def contaminate(model, tokenizer, corpus: str, block: int, epochs: float, lr: fl
     from trl import SFTTrainer
 
     from tapt.adapter import lora_config, sft_config
-    from tapt.record import StepLog
+    from tapt.training import StepLog
 
     ids = tokenizer(corpus)["input_ids"]
     blocks = [ids[i : i + block] for i in range(0, len(ids), block)]
@@ -41,23 +57,12 @@ def contaminate(model, tokenizer, corpus: str, block: int, epochs: float, lr: fl
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pretrained", default="SmolLM2-135M-Instruct")
-    p.add_argument("--task", default="ag_news")
-    p.add_argument("--data-dir", default="../shared/data")
-    p.add_argument("--n", type=int, default=64)
-    p.add_argument("--shards", type=int, default=16)
-    p.add_argument("--permutations", type=int, default=20)
-    p.add_argument("--epochs", type=float, default=8)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--block", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="positive_control.json")
-    a = p.parse_args()
-    spec = load_spec(a.task)
-    items = examples(spec, subsample_docs(spec, a.data_dir, n=a.n, m=len(spec.classes))["test"], "labeled")
-    model, tok = load_model(resolve(a.pretrained), None)
-    test = dict(shards=a.shards, permutations=a.permutations, context_len=1024, stride=512, seed=a.seed)
+    a = parse_script(ControlArgs, __doc__)
+    spec, docs = a.docs()
+    items = examples(spec, docs, "labeled")
+    model, tok = load_model(resolve(a.base), None)
+    test = dict(shards=a.shards, permutations=a.permutations, context_len=a.context_len, stride=a.stride,
+                seed=a.seed, batch_size=a.batch_size)
     start = time.perf_counter()
     base = sharded_test(model, tok, items, **test)
     t_base = time.perf_counter() - start

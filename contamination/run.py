@@ -6,13 +6,16 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from harness import prompts
-from harness.docs import subsample_docs
-from harness.spec import TaskError, TaskSpec, load_spec
+from harness.docs import SplitSettings
+from harness.errors import SettingsError, UserError
+from harness.models import ModelSettings
+from harness.settings import Settings, option
+from harness.spec import TaskSpec
 from contamination.scorer import logprobs_batched
 from contamination.stat import split_shards, t_statistic
 
@@ -20,23 +23,33 @@ FORMATS = ("labeled", "text-only")
 SEPARATOR = "\n"  # between the examples of one concatenation
 
 
-@dataclass
-class ContaminationArgs:
-    pretrained: str
-    task: str
-    split: str = "test"
-    peft: str | None = None
-    subsample: int = 0
-    n: int = 100
-    m: int = 100
-    data_dir: str | None = None
-    shards: int = 10
-    permutations: int = 25
-    format: str = "labeled"
-    context_len: int = 1024
-    stride: int = 512
-    seed: int = 0
-    batch_size: int = 16
+@dataclass(kw_only=True)
+class ContaminationSettings(Settings):
+    """How the test is run (the study: labeled format, 1024-token windows with stride 512)."""
+
+    MINIMUM = {"shards": 2, "permutations": 1, "context_len": 2, "stride": 1, "batch_size": 1}
+
+    shards: int = option(10, "number of contiguous shards (each gets one t-test difference)")
+    permutations: int = option(25, "random orders scored per shard")
+    format: Literal["labeled", "text-only"] = option(
+        "labeled", "labeled: text-label pairs; text-only: the unlabeled prompts TAPT trains on")
+    context_len: int = option(1024, "tokens per scoring window")
+    stride: int = option(512, "tokens between window starts")
+    batch_size: int = option(16, "windows per forward pass")
+
+    def check(self) -> None:
+        super().check()
+        if self.stride > self.context_len:
+            problem = f"must be at most --context-len ({self.context_len}), got {self.stride}"
+            raise SettingsError(f"stride {problem}", "stride", problem)
+
+
+@dataclass(kw_only=True)
+class ContaminationArgs(SplitSettings, ModelSettings, ContaminationSettings):
+    """One `tapt-bench contamination test`: a model (+ adapter) on one split of one subsample."""
+
+    peft: str | None = option(None, "a PEFT adapter dir trained on --base")
+    out: str | None = option(None, "write the result JSON here")
 
 
 def examples(spec: TaskSpec, docs, fmt: str) -> list[str]:
@@ -45,20 +58,20 @@ def examples(spec: TaskSpec, docs, fmt: str) -> list[str]:
         return [prompts.labeled(t, spec.classes[y]) for t, y in zip(docs["text"], docs["label"])]
     if fmt == "text-only":
         return list(docs["prompt"])
-    raise TaskError(f"--format must be one of {FORMATS}, got {fmt!r}")
+    raise UserError(f"format must be one of {FORMATS}, got {fmt!r}")
 
 
 def check_adapter_base(pretrained: str, adapter: str) -> None:
     """The adapter must have been trained on `pretrained` (same path, or the same model name)."""
     config = Path(adapter) / "adapter_config.json"
     if not config.is_file():
-        raise TaskError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
+        raise UserError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
     trained_on = json.loads(config.read_text()).get("base_model_name_or_path") or ""
     same = Path(trained_on).name == Path(pretrained.rstrip("/")).name or (
         Path(trained_on).exists() and Path(pretrained).exists()
         and Path(trained_on).resolve() == Path(pretrained).resolve())
     if not same:
-        raise TaskError(f"--peft {adapter} was trained on {trained_on!r}, not on --pretrained {pretrained!r}; "
+        raise UserError(f"--peft {adapter} was trained on {trained_on!r}, not on --base {pretrained!r}; "
                         "pass the base model the adapter was trained on")
 
 
@@ -79,10 +92,10 @@ def load_model(pretrained: str, peft: str | None):
     return model.eval(), AutoTokenizer.from_pretrained(pretrained)
 
 
-def shard_texts(items: list[str], shards: int, permutations: int, seed: int = 0) -> list[str]:
+def shard_texts(items: list[str], shards: int, permutations: int, seed: int) -> list[str]:
     """Per shard, its canonical concatenation then `permutations` random orders (seeded)."""
     if permutations < 1:
-        raise TaskError(f"--permutations must be at least 1, got {permutations}")
+        raise SettingsError(f"permutations must be at least 1, got {permutations}")
     rng = np.random.default_rng(seed)
     texts = []
     for shard in split_shards(items, shards):
@@ -100,14 +113,14 @@ def result_of(scores: list[float], shards: int, permutations: int) -> dict[str, 
 
 
 def score_texts(model, tokenizer, texts: list[str], shards: int, permutations: int, context_len: int,
-                stride: int, batch_size: int = 16) -> dict[str, Any]:
+                stride: int, batch_size: int) -> dict[str, Any]:
     ids = tokenizer(texts)["input_ids"]
     scores = logprobs_batched(model, ids, context_len, stride, batch_size, progress=True)
     return result_of(scores, shards, permutations)
 
 
 def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: int, context_len: int,
-                 stride: int, seed: int = 0, batch_size: int = 16) -> dict[str, Any]:
+                 stride: int, seed: int, batch_size: int) -> dict[str, Any]:
     """Score each shard's canonical concatenation and `permutations` random orders; t and p-value."""
     texts = shard_texts(items, shards, permutations, seed)
     return score_texts(model, tokenizer, texts, shards, permutations, context_len, stride, batch_size)
@@ -115,12 +128,9 @@ def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: 
 
 def run(args: ContaminationArgs) -> dict[str, Any]:
     """The full test for a task split, with its settings and wall time in the result."""
-    if args.split not in ("extra", "test"):
-        raise TaskError(f"--split must be extra or test, got {args.split!r}")
-    spec = load_spec(args.task)
-    docs = subsample_docs(spec, args.data_dir, args.subsample, args.m, args.n, args.seed)[args.split]
+    spec, docs = args.docs()
     texts = shard_texts(examples(spec, docs, args.format), args.shards, args.permutations, args.seed)
-    model, tokenizer = load_model(args.pretrained, args.peft)  # after the checks: loading is slow
+    model, tokenizer = load_model(args.base, args.peft)  # after the checks: loading is slow
     start = time.perf_counter()
     result = score_texts(model, tokenizer, texts, args.shards, args.permutations, args.context_len,
                          args.stride, args.batch_size)

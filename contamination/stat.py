@@ -3,7 +3,8 @@
 A model that saw a dataset in its released (canonical) order assigns that order a higher
 log-probability than random orders of the same examples. Per shard s, d_s = canonical_s minus the
 mean over shuffled orders; t = mean(d) / std(d) * sqrt(S) (std with ddof 0); the p-value is
-1 - F(t) with F Student's t CDF with S - 1 degrees of freedom.
+the upper tail of Student's t with S - 1 degrees of freedom (its survival function, which stays
+accurate where 1 - CDF would round to 0).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.spec import TaskError
+from harness.errors import UserError
 
 LOG_KEYS = ("canonical_logprobs", "shuffled_logprobs")
 
@@ -22,9 +23,9 @@ LOG_KEYS = ("canonical_logprobs", "shuffled_logprobs")
 def shard_sizes(count: int, shards: int) -> list[int]:
     """Near-equal contiguous shard sizes; the first count % shards shards get one extra example."""
     if shards < 2:
-        raise TaskError(f"need at least 2 shards for a t statistic, got {shards}")
+        raise UserError(f"need at least 2 shards for a t statistic, got {shards}")
     if count < shards:
-        raise TaskError(f"{count} examples cannot fill {shards} shards; lower --shards or raise --n")
+        raise UserError(f"{count} examples cannot fill {shards} shards; lower --shards or raise --n")
     base, extra = divmod(count, shards)
     return [base + 1 if i < extra else base for i in range(shards)]
 
@@ -41,16 +42,16 @@ def t_statistic(canonical: Sequence[float], shuffled: Sequence[Sequence[float]])
     """(t, p-value) from per-shard canonical log-probabilities and lists of shuffled ones."""
     canonical = np.asarray(canonical, dtype=float)
     if len(canonical) != len(shuffled) or len(canonical) < 2:
-        raise TaskError(f"need one shuffled list per shard and at least 2 shards; got {len(canonical)} "
+        raise UserError(f"need one shuffled list per shard and at least 2 shards; got {len(canonical)} "
                         f"canonical and {len(shuffled)} shuffled")
     diffs = canonical - np.array([np.mean(s) for s in shuffled])
     t = float(np.mean(diffs) / np.std(diffs) * np.sqrt(len(diffs)))
-    return t, float(1 - stats.t.cdf(t, df=len(diffs) - 1))
+    return t, float(stats.t.sf(t, df=len(diffs) - 1))
 
 
 def pvalue_from_log(log: dict[str, Any], source: str = "log") -> float:
     """The p-value of a result/log JSON holding canonical_logprobs and shuffled_logprobs."""
     missing = [k for k in LOG_KEYS if k not in log]
     if missing:
-        raise TaskError(f"{source}: missing key(s) {missing}; a test log holds {list(LOG_KEYS)}")
+        raise UserError(f"{source}: missing key(s) {missing}; a test log holds {list(LOG_KEYS)}")
     return t_statistic(log["canonical_logprobs"], log["shuffled_logprobs"])[1]

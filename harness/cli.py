@@ -1,13 +1,44 @@
-"""The `tapt-bench` command line."""
+"""The `tapt-bench` command line. Each command's flags are generated from its settings dataclass."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.spec import TASKS_DIR, TaskError
+from harness.errors import SettingsError, UserError
+from harness.settings import Settings, from_namespace, key_table, option
+from harness.spec import TASKS_DIR
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults after each flag's help; epilogs (tables of config keys) kept as written."""
+
+
+@dataclass(kw_only=True)
+class RunOptions(Settings):
+    """How `tapt-bench run` executes a grid config (what it computes is in the config)."""
+
+    config: str = option(help="grid config YAML, e.g. configs/demo.yaml")
+    shard: str = option("0/1", "run the i-th of N deterministic slices of the units, as i/N")
+    keep_adapters: bool = option(False, "keep each unit's adapters beside its results")
+    overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
+    no_summary: bool = option(False, "skip the summary table at the end")
+
+    def check(self) -> None:
+        super().check()
+        self.shard_pair()
+
+    def shard_pair(self) -> tuple[int, int]:
+        try:
+            i, count = (int(x) for x in self.shard.split("/"))
+        except ValueError:
+            raise SettingsError(f"--shard must look like i/N (e.g. 0/4), got {self.shard!r}") from None
+        if not 0 <= i < count:
+            raise SettingsError(f"--shard {self.shard}: need 0 <= i < N")
+        return i, count
 
 
 def cmd_models_prepare(args: argparse.Namespace) -> None:
@@ -30,11 +61,14 @@ def cmd_tasks_list(args: argparse.Namespace) -> None:
 
 
 def cmd_tasks_show(args: argparse.Namespace) -> None:
+    from harness.docs import SplitSettings
+    from harness.settings import pick
     from harness.spec import task_path
     from harness.validate import build_task, render_first
 
-    meta = {"data_dir": args.data_dir, "subsample": args.subsample, "m": args.m, "n": args.n, "split": args.split}
-    shown = render_first(build_task(task_path(args.task), meta))
+    chosen = from_namespace(SplitSettings, args)
+    meta = {k: v for k, v in pick(chosen, SplitSettings).items() if k != "task"}
+    shown = render_first(build_task(task_path(chosen.task), meta))
     print(shown["prompt"])
     print("\n--- choices (each scored as a continuation of the prompt):")
     for c in shown["choices"]:
@@ -42,14 +76,16 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
 
 
 def cmd_tasks_validate(args: argparse.Namespace) -> None:
+    from harness.subsample import SampleSettings
     from harness.validate import problems
 
+    sample = from_namespace(SampleSettings, args)
     target = Path(args.path)
     paths = sorted(target.glob("tapt_*.yaml")) if target.is_dir() else [target]
     paths = [p for p in paths if p.name != "tapt_all.yaml"]
     failed = 0
     for path in paths:
-        found = problems(path, args.data_dir, args.m, args.n)
+        found = problems(path, sample)
         failed += bool(found)
         print(f"{'FAIL' if found else 'ok  '} {path}")
         for problem in found:
@@ -63,9 +99,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     from harness.models import resolve
     from tapt.adapter import AdapterArgs, train_adapter
 
-    kw = {k: v for k, v in vars(args).items() if k in AdapterArgs.__dataclass_fields__}
-    rec = train_adapter(AdapterArgs(**{**kw, "base": resolve(args.base), "out": Path(args.out)}))
-    print(f"adapter: {args.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
+    train = from_namespace(AdapterArgs, args)
+    train.base = resolve(train.base)
+    rec = train_adapter(train)
+    print(f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
           f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
 
 
@@ -73,9 +110,10 @@ def cmd_pretrain_text(args: argparse.Namespace) -> None:
     from harness.models import resolve
     from tapt.textlm import TextArgs, pretrain_text
 
-    kw = {k: v for k, v in vars(args).items() if k in TextArgs.__dataclass_fields__}
-    rec = pretrain_text(TextArgs(**{**kw, "base": resolve(args.base), "out": Path(args.out)}))
-    print(f"model: {args.out}  objective {rec['objective']}  epochs {rec['epochs']}  sequences {rec['sequences']}  "
+    train = from_namespace(TextArgs, args)
+    train.base = resolve(train.base)
+    rec = pretrain_text(train)
+    print(f"model: {train.out}  objective {rec['objective']}  epochs {rec['epochs']}  sequences {rec['sequences']}  "
           f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
 
 
@@ -83,21 +121,12 @@ def cmd_run(args: argparse.Namespace) -> None:
     from harness import grid
     from harness.summary import collect, format_tables, summarize
 
-    cfg = grid.load_config(args.config)
-    shard = parse_shard(args.shard)
-    grid.run(cfg, shard, args.keep_adapters)
-    if shard[1] == 1 and not args.no_summary:
+    opts = from_namespace(RunOptions, args)
+    cfg = grid.load_config(opts.config)
+    shard = opts.shard_pair()
+    grid.run(cfg, shard, opts.keep_adapters, opts.overwrite)
+    if shard[1] == 1 and not opts.no_summary:
         print(format_tables(summarize(collect(grid.model_dir(cfg)))))
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    try:
-        i, count = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise TaskError(f"--shard must look like i/N (e.g. 0/4), got {text!r}") from None
-    if not 0 <= i < count:
-        raise TaskError(f"--shard {text}: need 0 <= i < N")
-    return i, count
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
@@ -118,12 +147,13 @@ def cmd_contamination_test(args: argparse.Namespace) -> None:
     from contamination.run import ContaminationArgs, run
     from harness.models import resolve
 
-    kw = {k: v for k, v in vars(args).items() if k in ContaminationArgs.__dataclass_fields__}
-    result = run(ContaminationArgs(**{**kw, "pretrained": resolve(args.pretrained)}))
-    if args.out:
+    test = from_namespace(ContaminationArgs, args)
+    test.base = resolve(test.base)
+    result = run(test)
+    if test.out:
         from harness.results import atomic_write
 
-        atomic_write(Path(args.out), json.dumps(result, indent=1).encode())
+        atomic_write(Path(test.out), json.dumps(result, indent=1).encode())
     print(f"pval {result['pval']:.6g}  t {result['t']:.4f}  shards {result['num_shards']}  "
           f"permutations {result['permutations_per_shard']}  {result['seconds']:.1f} s")
 
@@ -133,118 +163,76 @@ def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
 
     try:
         log = json.loads(Path(args.log).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise TaskError(f"{args.log}: cannot read a JSON log ({err})") from err
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{args.log}: not a JSON test log ({type(err).__name__}: {err}); pass the .json file "
+                        "written by `contamination test --out` or a study log") from err
+    if not isinstance(log, dict):
+        raise UserError(f"{args.log}: a test log is a JSON object, got {type(log).__name__}")
     pval = pvalue_from_log(log, args.log)
     print(json.dumps({"pval": pval}) if args.json else f"pval {pval:.10g}")
 
 
-def add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", help="folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the hub)")
-    p.add_argument("--m", type=int, default=100, help="labeled train size")
-    p.add_argument("--n", type=int, default=100, help="extra and test size")
-
-
 def parser() -> argparse.ArgumentParser:
+    from transformers import HfArgumentParser
+
+    from contamination.run import ContaminationArgs
+    from harness.docs import SplitSettings
+    from harness.grid import GridConfig
+    from harness.subsample import DataSettings, SampleSettings
+    from tapt.adapter import AdapterArgs
+    from tapt.textlm import TextArgs
+
     top = argparse.ArgumentParser(prog="tapt-bench", description=__doc__)
-    sub = top.add_subparsers(dest="command", required=True)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
+
+    def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None):
+        p = group.add_parser(name, dataclass_types=list(settings), help=help, description=help, epilog=epilog,
+                             formatter_class=HelpFormatter)
+        p.set_defaults(func=func)
+        return p
 
     models = sub.add_parser("models", help="embedded default models").add_subparsers(dest="action", required=True)
-    p = models.add_parser("prepare", help="materialise the default models as HF model dirs and print their paths")
+    p = command(models, "prepare", cmd_models_prepare, "materialise the default models as HF model dirs and print their paths")
     p.add_argument("names", nargs="*", help="default: all")
-    p.set_defaults(func=cmd_models_prepare)
 
     tasks = sub.add_parser("tasks", help="the task YAMLs").add_subparsers(dest="action", required=True)
-    p = tasks.add_parser("list", help="the tasks, their classes and whether data is offline")
-    p.add_argument("--data-dir")
-    p.set_defaults(func=cmd_tasks_list)
-    p = tasks.add_parser("show", help="render one real prompt with its choices and target")
-    p.add_argument("task")
-    add_data_args(p)
-    p.add_argument("--subsample", type=int, default=0)
-    p.add_argument("--split", default="test", choices=["train", "extra", "test"])
-    p.set_defaults(func=cmd_tasks_show)
-    p = tasks.add_parser("validate", help="check task YAML(s) end to end and explain every problem")
+    command(tasks, "list", cmd_tasks_list, "the tasks, their classes and whether data is offline", DataSettings)
+    command(tasks, "show", cmd_tasks_show, "render one real prompt with its choices and target", SplitSettings)
+    p = command(tasks, "validate", cmd_tasks_validate, "check task YAML(s) end to end and explain every problem",
+                SampleSettings)
     p.add_argument("path", nargs="?", default=str(TASKS_DIR), help="a task YAML or a folder of them")
-    add_data_args(p)
-    p.set_defaults(func=cmd_tasks_validate)
-    p = sub.add_parser("train", help="TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts")
-    add_tapt_args(p)
-    p.add_argument("--packing", action="store_true", help="instruction once, then 8 texts per sequence")
-    p.add_argument("--epochs", type=float, default=1.0)
-    p.add_argument("--quantize", choices=["4bit", "none"], default="4bit")
-    p.add_argument("--fallback-lora", action="store_true", help="train plain LoRA if 4-bit loading fails")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--max-length", type=int, help="default 256 (padding) or 2048 (packing)")
-    p.add_argument("--lr", type=float, default=2e-4)
-    p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("pretrain-text", help="classifier TAPT: MLM (encoder) or CLM (decoder) on raw texts")
-    add_tapt_args(p)
-    p.add_argument("--epochs", type=float, help="default 2 (encoder) or 1 (decoder)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.set_defaults(func=cmd_pretrain_text)
+    command(sub, "train", cmd_train, "TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts",
+            AdapterArgs)
+    command(sub, "pretrain-text", cmd_pretrain_text, "classifier TAPT: MLM (encoder) or CLM (decoder) on raw texts",
+            TextArgs)
+    command(sub, "run", cmd_run, "run an experiment grid (resumable; shardable)", RunOptions,
+            epilog="config file keys (relative paths resolve against the file's folder):\n" + key_table(GridConfig))
 
-    p = sub.add_parser("run", help="run an experiment grid (resumable; shardable)")
-    p.add_argument("--config", required=True, help="grid config YAML, e.g. configs/demo.yaml")
-    p.add_argument("--shard", default="0/1", help="run the i-th of N deterministic slices of the units")
-    p.add_argument("--keep-adapters", action="store_true", help="keep each unit's adapters beside its results")
-    p.add_argument("--no-summary", action="store_true")
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("merge", help="combine the finished units of shard outputs and rebuild the tables")
+    p = command(sub, "merge", cmd_merge, "combine the finished units of shard outputs and rebuild the tables")
     p.add_argument("sources", nargs="+", help="output dirs of the shards")
     p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("summarize", help="boost, bias, per-task permutation tests with BH adjustment")
+    p = command(sub, "summarize", cmd_summarize, "boost, bias, per-task permutation tests with BH adjustment")
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
-    p.set_defaults(func=cmd_summarize)
 
     cont = sub.add_parser("contamination", help="the sharded exchangeability test (Oren et al. 2024)")
     cont = cont.add_subparsers(dest="action", required=True)
-    p = cont.add_parser("test", help="run the test on a task split for a model, optionally with an adapter")
-    p.add_argument("--pretrained", required=True)
-    p.add_argument("--peft", help="a PEFT adapter dir trained on --pretrained")
-    p.add_argument("--task", required=True)
-    p.add_argument("--split", default="test")
-    p.add_argument("--subsample", type=int, default=0)
-    add_data_args(p)
-    p.add_argument("--shards", type=int, default=10)
-    p.add_argument("--permutations", type=int, default=25)
-    p.add_argument("--format", choices=["labeled", "text-only"], default="labeled")
-    p.add_argument("--context-len", type=int, default=1024)
-    p.add_argument("--stride", type=int, default=512)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--out", help="write the result JSON here")
-    p.set_defaults(func=cmd_contamination_test)
-    p = cont.add_parser("pvalue", help="recompute the p-value of a test log")
+    command(cont, "test", cmd_contamination_test, "run the test on a task split for a model, optionally with an adapter",
+            ContaminationArgs)
+    p = command(cont, "pvalue", cmd_contamination_pvalue, "recompute the p-value of a test log")
     p.add_argument("log")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_contamination_pvalue)
     return top
-
-
-def add_tapt_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True)
-    p.add_argument("--split", required=True, help="extra or test")
-    p.add_argument("--subsample", type=int, default=0)
-    add_data_args(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--base", default="SmolLM2-135M-Instruct", help="hub id, model dir, or an embedded default's name")
-    p.add_argument("--out", required=True)
-    p.add_argument("--overwrite", action="store_true")
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         args.func(args)
-    except (TaskError, FileNotFoundError) as err:
+    except (UserError, FileNotFoundError) as err:
         sys.exit(f"tapt-bench: error: {err}")
 
 

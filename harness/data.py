@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.spec import TaskError, TaskSpec
+from harness.errors import TaskError
+from harness.spec import TaskSpec
 
 DATA_DIR_ENV = "TAPT_BENCH_DATA_DIR"
 LOCAL_FILES = ("data.parquet", "data.csv", "data.jsonl")
@@ -75,7 +76,15 @@ def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
     missing = [c for c in ("text", "label") if c not in df.columns]
     if missing:
         return [f"missing column(s) {missing}; columns are {list(df.columns)}"]
+    if df.empty:
+        return ["no rows: the data has a header but no labeled rows (or the task's filters "
+                "drop_empty/max_chars removed every row); add rows with a `text` and a `label`"]
     problems = []
+    if pd.api.types.is_numeric_dtype(df["text"]):
+        problems.append(
+            f"column `text` holds numbers (dtype {df['text'].dtype}, first {df['text'].iloc[0]}), not texts; "
+            "is it the right column? The prompt would read '### Text: <number>'"
+        )
     empty = df["text"].isna() | (df["text"].astype(str).str.strip() == "")
     if empty.any():
         problems.append(

@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Literal
 
 import pandas as pd
 
 from harness import prompts
 from harness.data import load_pool
-from harness.spec import TaskSpec
-from harness.subsample import SPLITS, draw
+from harness.settings import option
+from harness.spec import TaskSpec, load_spec
+from harness.subsample import SPLITS, SampleSettings, draw
 
-DEFAULTS = {"subsample": 0, "m": 100, "n": 100, "seed": 0}
+
+@dataclass(kw_only=True)
+class SplitSettings(SampleSettings):
+    """One split of one subsample of a task."""
+
+    MINIMUM = {"subsample": 0}
+
+    task: str = option(help="task slug (ag_news), task name (tapt_ag_news) or a task YAML path")
+    split: Literal["train", "extra", "test"] = option("test", "which split of the subsample")
+    subsample: int = option(0, "index of the seeded subsample")
+
+    def docs(self) -> tuple[TaskSpec, pd.DataFrame]:
+        """The task's spec and the docs of this split."""
+        spec = load_spec(self.task)
+        return spec, subsample_docs(spec, self, self.subsample)[self.split]
 
 
-def subsample_docs(
-    spec: TaskSpec,
-    data_dir: str | Path | None = None,
-    subsample: int = 0,
-    m: int = 100,
-    n: int = 100,
-    seed: int = 0,
-) -> dict[str, pd.DataFrame]:
+def subsample_docs(spec: TaskSpec, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
     """train/extra/test docs: columns `text`, `label`, `row` (pool position), `prompt` (no answer)."""
-    pool = load_pool(spec, data_dir)
-    sub = draw(pool["label"].to_numpy(), subsample, m, n, seed)
+    pool = load_pool(spec, sample.data_dir)
+    sub = draw(pool["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed)
     out = {}
     for split in SPLITS:
         rows = sub.rows(split)

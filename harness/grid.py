@@ -7,9 +7,8 @@ import json
 import logging
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,35 +17,40 @@ import yaml
 from harness import results
 from harness.data import load_pool
 from harness.docs import subsample_docs
-from harness.models import resolve
+from harness.errors import SettingsError, UserError
+from harness.models import ModelSettings, resolve
 from harness.score import score, scorer
-from harness.spec import TaskError, all_slugs, load_spec
-from harness.subsample import draw
+from harness.settings import differences, fingerprint, from_mapping, option, pick
+from harness.spec import all_slugs, load_spec
+from harness.subsample import SampleSettings, draw
+from tapt.adapter import AdapterSettings
 
 log = logging.getLogger("tapt_bench.grid")
 
 
-@dataclass
-class GridConfig:
-    """One experiment: a base model, tasks and subsample sizes (see configs/*.yaml)."""
+@dataclass(kw_only=True)
+class GridConfig(SampleSettings, ModelSettings, AdapterSettings):
+    """One experiment: a base model, tasks, the cell (m, n) and the adapter training (see configs/*.yaml).
 
-    base: str
-    tasks: list[str] | str = "all"
-    m: int = 100
-    n: int = 100
-    subsamples: int = 20
-    packing: bool = False
-    epochs: float = 1.0
-    quantize: str = "4bit"
-    lr: float = 2e-4
-    max_length: int | None = None
-    train_batch_size: int = 8
-    eval_batch_size: int = 8
-    data_dir: str | None = None
-    out: str = "results"
-    model_tag: str | None = None  # folder name of the model; default: the base's last path part
-    seed: int = 0
-    notes: dict[str, Any] = field(default_factory=dict)  # free-form, kept in the manifest
+    The sample, model and adapter keys are those of `tapt-bench train`, with the same meaning and
+    defaults. Relative paths in a config file resolve against the file's folder.
+    """
+
+    MINIMUM = {"subsamples": 1, "eval_batch_size": 1}
+    PATHS = ("out",)
+    NOT_IN_RESULTS = ("tasks", "subsamples", "out", "model_tag", "notes", "data_dir")  # cannot change a number
+
+    tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
+    subsamples: int = option(20, "subsamples per task")
+    eval_batch_size: int = option(8, "lm-eval scoring batch size")
+    out: str = option("results", "results root; units go to <out>/m<m>/n<n>/<model>/<task>/")
+    model_tag: str | None = option(None, "folder name of the model (default: the base's last path part)")
+    notes: str | None = option(None, "free-form, kept in the manifest")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tasks, str):
+            self.tasks = [self.tasks]
+        super().__post_init__()
 
     @property
     def tag(self) -> str:
@@ -54,28 +58,27 @@ class GridConfig:
 
     @property
     def slugs(self) -> list[str]:
-        return all_slugs() if self.tasks == "all" else [t.removeprefix("tapt_") for t in self.tasks]
+        return all_slugs() if self.tasks == ["all"] else [t.removeprefix("tapt_") for t in self.tasks]
+
+    def result_settings(self) -> dict:
+        """The settings that can change a unit's numbers; recorded with every unit."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.NOT_IN_RESULTS}
 
 
 def load_config(path: str | Path) -> GridConfig:
-    """Read and check a grid config: known keys, known tasks, pools large enough for m + 2n."""
+    """Read and check a grid config: known keys, types, known tasks, pools large enough for m + 2n."""
+    path = Path(path)
     try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise TaskError(f"{path}: cannot read the config ({err})") from err
-    known = {f.name for f in dataclasses.fields(GridConfig)}
-    if not isinstance(raw, dict) or "base" not in raw:
-        raise TaskError(f"{path}: a grid config is a mapping with at least `base`")
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise TaskError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(known)}")
-    cfg = GridConfig(**raw)
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise SettingsError(f"{path}: cannot read the config ({err})") from err
+    cfg = from_mapping(GridConfig, raw, str(path), folder=path.resolve().parent)
     for slug in cfg.slugs:
         try:
             labels = load_pool(load_spec(slug), cfg.data_dir)["label"].to_numpy()
             draw(labels, 0, cfg.m, cfg.n, cfg.seed)
-        except TaskError as err:
-            raise TaskError(f"{path}: task {slug!r}: {err}") from err
+        except UserError as err:
+            raise type(err)(f"{path}: task {slug!r}: {err}") from err
     return cfg
 
 
@@ -102,44 +105,80 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
     from tapt.adapter import AdapterArgs, prepare, record_of
 
     spec = load_spec(slug)
-    meta = {"data_dir": cfg.data_dir, "subsample": k, "m": cfg.m, "n": cfg.n, "seed": cfg.seed, "split": "test"}
+    sample = pick(cfg, SampleSettings)
+    meta = {**sample, "subsample": k, "split": "test"}
     seconds, training = {}, {}
     clock = time.perf_counter()
 
     def lap(name: str) -> None:
         nonlocal clock
         seconds[name], clock = time.perf_counter() - clock, time.perf_counter()
+        log.info("%s subsample %d: %s done (%.1f s)", slug, k, name, seconds[name])
 
     scored = {"base": score(scorer(base, tokenizer, cfg.eval_batch_size), spec, meta)}
     lap("score_base")
     for split in ("extra", "test"):
-        args = AdapterArgs(task=slug, split=split, base=cfg.base, out=tdir / "adapters" / f"{k}_{split}",
-                           subsample=k, n=cfg.n, m=cfg.m, seed=cfg.seed, data_dir=cfg.data_dir,
-                           packing=cfg.packing, epochs=cfg.epochs, quantize=cfg.quantize, lr=cfg.lr,
-                           batch_size=cfg.train_batch_size, max_length=cfg.max_length)
+        args = AdapterArgs(**sample, **pick(cfg, AdapterSettings), task=slug, split=split, subsample=k,
+                           base=resolve(cfg.base), out=str(tdir / "adapters" / f"{k}_{split}"))
         with tempfile.TemporaryDirectory() as work:  # the Trainer's scratch dir
             run = prepare(args, Path(work), model=base)
             run.trainer.train()
         rec = record_of(args, run)
         training[split] = {key: v for key, v in rec.items() if key != "rows"}
         if keep_adapters:
-            with record.staged(args.out, overwrite=True) as tmp:
+            with record.staged(Path(args.out), overwrite=True) as tmp:
                 run.trainer.model.save_pretrained(tmp)
                 record.write_record(tmp, rec)
         lap(f"train_{split}")
         scored[split] = score(scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), spec, meta)
         lap(f"score_{split}")
         base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
-    docs = subsample_docs(spec, cfg.data_dir, k, cfg.m, cfg.n, cfg.seed)
+    docs = subsample_docs(spec, cfg, k)
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs, len(spec.classes))
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
-    results.write_unit(tdir, k, accs, probs, {"seconds": seconds, "training": training})
+    settings = cfg.result_settings()
+    results.write_unit(tdir, k, accs, probs, {"settings": settings, "settings_hash": fingerprint(settings),
+                                              "seconds": seconds, "training": training})
     results.rebuild(tdir)
     return base, accs
 
 
 def model_dir(cfg: GridConfig) -> Path:
     return Path(cfg.out) / f"m{cfg.m}" / f"n{cfg.n}" / cfg.tag
+
+
+def stale_units(cfg: GridConfig) -> list[tuple[Path, int, dict]]:
+    """Finished units of this config's tasks (any shard) whose recorded settings differ from cfg's."""
+    want = cfg.result_settings()
+    stale = []
+    for slug in cfg.slugs:
+        tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
+        for k, unit in results.finished(tdir).items():
+            if unit.get("settings") != want:
+                stale.append((tdir, k, unit.get("settings", {})))
+    return stale
+
+
+def check_settings(cfg: GridConfig, overwrite: bool) -> None:
+    """Refuse to add units to results made with other settings; with `overwrite`, delete those units."""
+    stale = stale_units(cfg)
+    if not stale:
+        return
+    if overwrite:
+        for tdir, k, _ in stale:
+            results.remove_unit(tdir, k)
+        for tdir in sorted({tdir for tdir, _, _ in stale}):
+            results.rebuild(tdir)
+        log.info("--overwrite: removed %d unit(s) made with other settings", len(stale))
+        return
+    tdir, k, old = stale[0]
+    changed = differences(old, cfg.result_settings()) if old else ["no settings recorded (an older tapt-bench)"]
+    raise SettingsError(
+        f"{model_dir(cfg)} holds {len(stale)} finished unit(s) made with other settings "
+        f"(e.g. {tdir.name} subsample {k}):\n  " + "\n  ".join(changed) + "\n"
+        "Their numbers would be mixed with this run's. Either write to a new `out`, or pass "
+        "--overwrite to delete those units and recompute them with these settings."
+    )
 
 
 def start_log(cfg: GridConfig, shard: tuple[int, int]) -> logging.FileHandler:
@@ -158,20 +197,22 @@ def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, fini
     from tapt.record import library_versions
 
     path = model_dir(cfg) / f"manifest-shard{shard[0]}of{shard[1]}.json"
-    manifest = {"config": dataclasses.asdict(cfg), "shard": list(shard), "versions": library_versions(),
-                "seed": cfg.seed, "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+    manifest = {"config": dataclasses.asdict(cfg), "settings_hash": fingerprint(cfg.result_settings()),
+                "shard": list(shard), "versions": library_versions(), "seed": cfg.seed,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                 "seconds": time.time() - started, "finished_units": finished}
     results.atomic_write(path, json.dumps(manifest, indent=1).encode())
 
 
-def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = False) -> list[Path]:
+def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = False,
+        overwrite: bool = False) -> list[Path]:
     """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun."""
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
     from tapt.adapter import load_base
 
-    cfg.base = resolve(cfg.base)
+    check_settings(cfg, overwrite)  # before anything is written
     todo = [(slug, k) for slug, k in units(cfg, shard)
             if not results.is_done(results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug), k)]
     handler = start_log(cfg, shard)
@@ -180,11 +221,13 @@ def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = 
     write_manifest(cfg, shard, started, finished)
     try:
         if todo:
-            tokenizer = AutoTokenizer.from_pretrained(cfg.base)
-            base, _ = load_base(cfg.base, cfg.quantize, fallback_lora=False)
+            base_path = resolve(cfg.base)
+            tokenizer = AutoTokenizer.from_pretrained(base_path)
+            base, _ = load_base(base_path, cfg.quantize, cfg.fallback_lora)
         for slug, k in tqdm(todo, desc="grid units", unit="unit"):
             tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
             unit_start = time.time()
+            log.info("%s subsample %d: start", slug, k)
             base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
             log.info("%s subsample %d: base %.3f extra %.3f test %.3f (%.0f s)", slug, k,
                      accs["base"], accs["extra"], accs["test"], time.time() - unit_start)

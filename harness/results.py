@@ -17,7 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness.spec import TaskError
+from harness.settings import differences
+
+from harness.errors import SettingsError, UserError
 
 COLUMNS = ["base", "extra", "test", "majority", "num_classes", "majority_all"]
 
@@ -42,6 +44,18 @@ def is_done(tdir: Path, subsample: int) -> bool:
     return unit_paths(tdir, subsample)[0].is_file()
 
 
+def finished(tdir: Path) -> dict[int, dict[str, Any]]:
+    """The finished units of a task dir: subsample -> its recorded JSON (accuracies, settings, timings)."""
+    units = (json.loads(p.read_text()) for p in sorted((tdir / "units").glob("*.json")))
+    return {u["subsample"]: u for u in units}
+
+
+def remove_unit(tdir: Path, subsample: int) -> None:
+    """Delete a finished unit: the marker first, so a kill in between leaves it unfinished, not half."""
+    for path in unit_paths(tdir, subsample):
+        path.unlink(missing_ok=True)
+
+
 def write_unit(tdir: Path, subsample: int, accuracies: dict[str, Any], probs: pd.DataFrame,
                extra: dict[str, Any]) -> None:
     """Record one finished unit: per-example probabilities, then its accuracies (the marker)."""
@@ -52,8 +66,7 @@ def write_unit(tdir: Path, subsample: int, accuracies: dict[str, Any], probs: pd
 
 def rebuild(tdir: Path) -> pd.DataFrame:
     """Rewrite accuracies.csv and probabilities.parquet from the finished units; returns the accuracies."""
-    units = sorted((json.loads(p.read_text()) for p in (tdir / "units").glob("*.json")),
-                   key=lambda u: u["subsample"])
+    units = list(finished(tdir).values())
     acc = pd.DataFrame([{c: u[c] for c in COLUMNS} for u in units], columns=COLUMNS)
     atomic_write(tdir / "accuracies.csv", acc.to_csv(index=False).encode())
     tables = [pd.read_parquet(unit_paths(tdir, u["subsample"])[1]) for u in units]
@@ -62,8 +75,26 @@ def rebuild(tdir: Path) -> pd.DataFrame:
     return acc
 
 
+def check_same_settings(sources: list[Path]) -> None:
+    """Refuse shards whose units were made with different settings (per m/n/model folder)."""
+    seen: dict[Path, tuple[str, Path]] = {}
+    for src in sources:
+        for meta in sorted(Path(src).glob("m*/n*/*/*/units/*.json")):
+            folder = meta.relative_to(src).parents[2]
+            unit = json.loads(meta.read_text())
+            tag = unit.get("settings_hash", "not recorded")
+            first = seen.setdefault(folder, (tag, meta, unit.get("settings", {})))
+            if first[0] != tag:
+                changed = "\n  ".join(differences(first[2], unit.get("settings", {})))
+                raise SettingsError(
+                    f"cannot merge {folder}: {first[1]} and {meta} were made with different settings:\n  "
+                    f"{changed}\nMerge only shards of one config; rerun the odd shard with the others' config."
+                )
+
+
 def merge(sources: list[Path], dest: Path) -> list[Path]:
     """Combine the finished units of several shard outputs into `dest`; returns the rebuilt task dirs."""
+    check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
     touched = set()
     for src in sources:
         in_place = Path(src).resolve() == Path(dest).resolve()
@@ -72,7 +103,7 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
             target = Path(dest) / rel
             if not in_place:
                 if target.exists() and target.read_bytes() != meta.read_bytes():
-                    raise TaskError(f"unit {rel} differs between {src} and {dest}; the shards disagree")
+                    raise UserError(f"unit {rel} differs between {src} and {dest}; the shards disagree")
                 atomic_write(target.with_suffix(".parquet"), meta.with_suffix(".parquet").read_bytes())
                 atomic_write(target, meta.read_bytes())
             touched.add(target.parent.parent)

@@ -11,7 +11,7 @@ import pandas as pd
 from harness.spec import TASKS_DIR, TaskSpec
 
 
-def scorer(model, tokenizer, batch_size: int = 8):
+def scorer(model, tokenizer, batch_size: int):
     """lm-eval's HF model around an already loaded model (a PEFT-wrapped one included)."""
     from lm_eval.models.huggingface import HFLM
 

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.errors import TaskError
+
 TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks_yaml"
 TASK_PREFIX = "tapt_"
-
-
-class TaskError(ValueError):
-    """A task YAML or its data is unusable; the message names the task and the fix."""
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.spec import TaskError
+from harness.errors import TaskError
+from harness.settings import Settings, option
 
 SPLITS = ("train", "extra", "test")
+
+
+@dataclass(kw_only=True)
+class DataSettings(Settings):
+    """Where the task data come from."""
+
+    PATHS = ("data_dir",)
+
+    data_dir: str | None = option(
+        None, "folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the Hugging Face hub)")
+
+
+@dataclass(kw_only=True)
+class SampleSettings(DataSettings):
+    """The design of a cell: sizes and seed (the study's default cell: m = n = 100)."""
+
+    MINIMUM = {"m": 1, "n": 1, "seed": 0}
+
+    m: int = option(100, "labeled train size (stratified by class)")
+    n: int = option(100, "size of the unlabeled extra set and of the labeled test set")
+    seed: int = option(0, "seed of the subsample draw and of training")
 
 
 @dataclass(frozen=True)
@@ -38,7 +60,7 @@ def stratified_counts(class_counts: np.ndarray, m: int) -> np.ndarray:
     return counts
 
 
-def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int = 0) -> Subsample:
+def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int) -> Subsample:
     """Draw subsample `subsample` of a pool with these labels (0..K-1, in pool order).
 
     train: m rows stratified by class (every class present); extra and test: n rows each drawn

@@ -11,7 +11,7 @@ import pandas as pd
 from scipy import stats
 
 from harness.results import COLUMNS
-from harness.spec import TaskError
+from harness.errors import UserError
 
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 RESAMPLES = 10_000
@@ -22,15 +22,23 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
     except Exception as err:  # any parser failure means an unusable file
-        raise TaskError(f"{path}: unreadable accuracies.csv ({type(err).__name__}: {err})") from err
+        raise UserError(f"{path}: unreadable accuracies.csv ({type(err).__name__}: {err})") from err
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
-        raise TaskError(f"{path}: missing column(s) {missing}; expected {COLUMNS}")
+        raise UserError(f"{path}: missing column(s) {missing}; expected {COLUMNS}")
+    for col in COLUMNS:
+        numbers = pd.to_numeric(df[col], errors="coerce")
+        bad = numbers.isna()
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise UserError(f"{path}: row {row} (line {row + 2}), column {col!r}: {df[col].iloc[row]!r} is not a "
+                            "number; fix or delete that row")
+        df[col] = numbers
     counts = df[["base", "extra", "test"]].to_numpy(dtype=float) * n
     off = np.abs(counts - np.round(counts)) > 1e-6
     if off.any():
         row = int(np.argwhere(off)[0][0])
-        raise TaskError(
+        raise UserError(
             f"{path}: row {row} is not a multiple of 1/{n} although the folder says n={n}: "
             "rows of another n are mixed into this folder; keep one n per n<n> folder"
         )
@@ -44,12 +52,12 @@ def collect(root: str | Path) -> pd.DataFrame:
     for path in sorted(root.rglob("accuracies.csv")):
         match = LAYOUT.search(path.as_posix())
         if not match:
-            raise TaskError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
+            raise UserError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
         m, n, model, task = match.groups()
         df = read_accuracies(path, int(n))
         frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=range(len(df))))
     if not frames:
-        raise TaskError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
+        raise UserError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
     return pd.concat(frames, ignore_index=True)
 
 

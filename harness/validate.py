@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import load_pool
-from harness.spec import TaskError, load_task_config, spec_from_config
-from harness.subsample import draw
+from harness.errors import TaskError
+from harness.spec import load_task_config, spec_from_config
+from harness.settings import pick
+from harness.subsample import SampleSettings, draw
 
 EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside TaskConfig
 
@@ -31,7 +33,7 @@ def render_first(task) -> dict[str, Any]:
             "target": choices[task.doc_to_target(doc)], "delimiter": task.config.target_delimiter}
 
 
-def problems(path: Path, data_dir: str | None, m: int, n: int) -> list[str]:
+def problems(path: Path, sample: SampleSettings) -> list[str]:
     """Every problem found in one task YAML; empty when it is ready to use."""
     from lm_eval.api.task import TaskConfig
 
@@ -46,17 +48,17 @@ def problems(path: Path, data_dir: str | None, m: int, n: int) -> list[str]:
     except TaskError as err:
         return found + [str(err)]
     try:
-        pool = load_pool(spec, data_dir)
+        pool = load_pool(spec, sample.data_dir)
     except TaskError as err:
         return found + [str(err)]
     try:
-        draw(pool["label"].to_numpy(), 0, m, n)
+        draw(pool["label"].to_numpy(), 0, sample.m, sample.n, sample.seed)
     except TaskError as err:
         found.append(f"task {spec.task_name}: {err}")
     if found:
         return found
     try:
-        render_first(build_task(path, {"data_dir": data_dir, "m": m, "n": n}))
+        render_first(build_task(path, pick(sample, SampleSettings)))
     except Exception as err:  # anything lm-eval raises while building or rendering is a finding
         found.append(f"task {spec.task_name}: lm-eval cannot render the prompt: {type(err).__name__}: {err}")
     return found

@@ -2,42 +2,54 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
-from harness.spec import TaskError, TaskSpec
-from tapt import record
+from harness.errors import UserError
+from harness.settings import Settings, option
+from harness.spec import TaskSpec
+from tapt import record, training
 from tapt.corpus import TaptInput, prompt_sequences
 
+LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": "all-linear"}  # the study's adapter
 
-@dataclass
-class AdapterArgs(TaptInput):
-    """Study defaults: LoRA r 16, alpha 32, dropout 0.05 on all linear layers, 1 epoch, lr 2e-4."""
 
-    packing: bool = False
-    epochs: float = 1.0
-    quantize: str = "4bit"
-    fallback_lora: bool = False  # allow plain LoRA when 4-bit loading is impossible
-    batch_size: int = 8
-    max_length: int | None = None  # default: 256 for padding, 2048 for packing
-    lr: float = 2e-4
+@dataclass(kw_only=True)
+class AdapterSettings(Settings):
+    """How a prompt-TAPT adapter is trained (the study: QLoRA, 1 epoch, lr 2e-4, batch 8)."""
+
+    MINIMUM = {"epochs": 0.0, "batch_size": 1, "max_length": 8, "lr": 0.0}
+
+    packing: bool = option(False, "instruction once, then 8 texts per sequence (default: one prompt per sequence)")
+    epochs: float = option(1.0, "training epochs")
+    quantize: Literal["4bit", "none"] = option("4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA")
+    fallback_lora: bool = option(False, "train plain LoRA if 4-bit loading fails")
+    batch_size: int = option(8, "training batch size")
+    max_length: int | None = option(None, "tokens per sequence (default: 256 padding, 2048 packing)")
+    lr: float = option(2e-4, "learning rate")
+
+
+@dataclass(kw_only=True)
+class AdapterArgs(TaptInput, AdapterSettings):
+    """One `tapt-bench train` run: the split to train on and how."""
 
 
 def lora_config():
     from peft import LoraConfig
 
-    return LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, bias="none",
-                      target_modules="all-linear", task_type="CAUSAL_LM")
+    return LoraConfig(**LORA, bias="none", task_type="CAUSAL_LM")
 
 
 def load_base(base: str, quantize: str, fallback_lora: bool):
     """The base model, in 4-bit NF4 with double quantisation when asked; returns (model, quantized)."""
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    dtype = torch.bfloat16 if record.use_bf16() else torch.float32
+    dtype = torch.bfloat16 if training.use_bf16() else torch.float32
     if quantize == "4bit":
         bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                  bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
@@ -45,27 +57,20 @@ def load_base(base: str, quantize: str, fallback_lora: bool):
             return AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype), True
         except (ImportError, RuntimeError, ValueError) as err:
             if not fallback_lora:
-                raise TaskError(
+                raise UserError(
                     f"cannot load {base} in 4-bit ({type(err).__name__}: {err}); pass --quantize none "
                     "or --fallback-lora to train plain LoRA instead"
                 ) from err
             warnings.warn(f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows")
-    elif quantize != "none":
-        raise TaskError(f"--quantize must be 4bit or none, got {quantize!r}")
     return AutoModelForCausalLM.from_pretrained(base, dtype=dtype), False
 
 
 def sft_config(workdir: Path, epochs: float, lr: float, batch_size: int, max_length: int, seed: int):
-    """TRL settings shared by every adapter we train: explicit precision, no checkpointing, a log per step."""
+    """TRL's SFTConfig with the shared training settings; the sequences come pre-tokenized."""
     from trl import SFTConfig
 
-    return SFTConfig(
-        output_dir=str(workdir / "trainer"), num_train_epochs=epochs, learning_rate=lr,
-        per_device_train_batch_size=batch_size, max_length=max_length, packing=False,
-        bf16=record.use_bf16(), fp16=False, gradient_checkpointing=False,
-        logging_steps=1, logging_nan_inf_filter=False, save_strategy="no", report_to="none",
-        seed=seed, data_seed=seed, use_cpu=not torch.cuda.is_available(),
-    )
+    return training.arguments(workdir, epochs, lr, batch_size, seed, cls=SFTConfig, max_length=max_length,
+                              packing=False)
 
 
 def tokenized(tokenizer, sequences: list[str], max_length: int):
@@ -83,7 +88,7 @@ class Prepared:
 
     trainer: object
     spec: TaskSpec
-    steps: record.StepLog
+    steps: training.StepLog
     docs: object
     quantized: bool
     max_length: int
@@ -103,7 +108,7 @@ def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     quantized = getattr(model, "is_loaded_in_4bit", False)
     if model is None:
         model, quantized = load_base(args.base, args.quantize, args.fallback_lora)
-    steps = record.StepLog()
+    steps = training.StepLog()
     config = sft_config(workdir, args.epochs, args.lr, args.batch_size, max_length, args.seed)
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=lora_config(), callbacks=[steps])
@@ -111,12 +116,11 @@ def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
 
 
 def record_of(args: AdapterArgs, run: Prepared) -> dict:
-    """The tapt.json content of a finished training run."""
+    """The tapt.json content of a finished training run: its settings, data, and training log."""
     ids = run.trainer.train_dataset["input_ids"]
+    settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}
     return {
-        "kind": "adapter", "task": run.spec.slug, "split": args.split, "subsample": args.subsample,
-        "m": args.m, "n": args.n, "seed": args.seed, "base": args.base, "packing": args.packing,
-        "epochs": args.epochs, "quantized_4bit": run.quantized, "lr": args.lr, "batch_size": args.batch_size,
+        "kind": "adapter", **settings, "task": run.spec.slug, "quantized_4bit": run.quantized,
         "max_length": run.max_length, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
         "rows": run.docs["row"].tolist(), **run.steps.summary(),
     }

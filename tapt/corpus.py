@@ -3,44 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from harness import prompts
-from harness.docs import subsample_docs
-from harness.spec import TaskError, TaskSpec, load_spec
+from harness.docs import SplitSettings
+from harness.errors import SettingsError
+from harness.models import ModelSettings
+from harness.settings import option
+from harness.spec import TaskSpec
 
 TAPT_SPLITS = ("extra", "test")
 
 
-@dataclass
-class TaptInput:
+@dataclass(kw_only=True)
+class TaptInput(SplitSettings, ModelSettings):
     """Which unlabeled texts a TAPT run trains on, from which base, into which output."""
 
-    task: str
-    split: str
-    base: str
-    out: Path
-    subsample: int = 0
-    n: int = 100
-    m: int = 100
-    seed: int = 0
-    data_dir: str | None = None
-    overwrite: bool = False
+    out: str = option(help="output dir (written atomically: staged, then moved into place)")
+    overwrite: bool = option(False, "replace an existing output dir")
 
-    def docs(self) -> tuple[TaskSpec, pd.DataFrame]:
-        """The task's spec and the docs of the chosen split (checked to be extra or test)."""
-        check_split(self.split)
-        spec = load_spec(self.task)
-        return spec, subsample_docs(spec, self.data_dir, self.subsample, self.m, self.n, self.seed)[self.split]
-
-
-def check_split(split: str) -> None:
-    if split not in TAPT_SPLITS:
-        raise TaskError(
-            f"--split must be one of {TAPT_SPLITS} (TAPT never trains on the labeled train split), got {split!r}"
-        )
+    def check(self) -> None:
+        super().check()
+        if self.split not in TAPT_SPLITS:
+            problem = f"must be one of {TAPT_SPLITS} (TAPT never trains on the labeled train split), got {self.split!r}"
+            raise SettingsError(f"split {problem}", "split", problem)
 
 
 def prompt_sequences(spec: TaskSpec, docs: pd.DataFrame, packing: bool) -> list[str]:

@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from tapt import record
+from harness.settings import Settings, option
+from tapt import record, training
 from tapt.corpus import TaptInput, raw_texts
 
 MLM_PROBABILITY = 0.15
 MAX_LENGTH = 256
 
 
-@dataclass
-class TextArgs(TaptInput):
-    """Defaults: 256 tokens, one text per sequence, lr 5e-5, batch 16."""
+@dataclass(kw_only=True)
+class TextSettings(Settings):
+    """How a backbone is pretrained on raw texts (256 tokens, one text per sequence)."""
 
-    epochs: float | None = None  # default: 2 for an encoder, 1 for a decoder
-    batch_size: int = 16
-    lr: float = 5e-5
+    MINIMUM = {"epochs": 0.0, "batch_size": 1, "lr": 0.0}
+
+    epochs: float | None = option(None, "default: 2 for an encoder (MLM), 1 for a decoder (CLM)")
+    batch_size: int = option(16, "training batch size")
+    lr: float = option(5e-5, "learning rate (transformers' AdamW default)")
+
+
+@dataclass(kw_only=True)
+class TextArgs(TaptInput, TextSettings):
+    """One `tapt-bench pretrain-text` run."""
 
 
 def is_decoder(base: str) -> bool:
@@ -41,7 +50,7 @@ def collator(tokenizer, decoder: bool):
 def pretrain_text(args: TextArgs) -> dict:
     """Pretrain args.base on a split's raw texts and save a model dir (with tokenizer and tapt.json)."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, TrainingArguments, set_seed
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
 
     spec, docs = args.docs()
     record.check_base(args.base)
@@ -53,22 +62,16 @@ def pretrain_text(args: TextArgs) -> dict:
         ids = tokenizer(raw_texts(docs), truncation=True, max_length=MAX_LENGTH)["input_ids"]
         auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
         model = auto.from_pretrained(args.base, dtype=torch.float32)
-        steps = record.StepLog()
-        training = TrainingArguments(
-            output_dir=str(tmp / "trainer"), num_train_epochs=epochs, learning_rate=args.lr,
-            per_device_train_batch_size=args.batch_size, bf16=record.use_bf16(), logging_steps=1,
-            logging_nan_inf_filter=False, save_strategy="no", report_to="none", seed=args.seed,
-            data_seed=args.seed, use_cpu=not torch.cuda.is_available(),
-        )
-        Trainer(model=model, args=training, train_dataset=Dataset.from_dict({"input_ids": ids}),
+        steps = training.StepLog()
+        Trainer(model=model, args=training.arguments(tmp, epochs, args.lr, args.batch_size, args.seed),
+                train_dataset=Dataset.from_dict({"input_ids": ids}),
                 data_collator=collator(tokenizer, decoder), callbacks=[steps]).train()
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}
         rec = {
-            "kind": "text", "objective": "clm" if decoder else "mlm", "task": spec.slug, "split": args.split,
-            "subsample": args.subsample, "m": args.m, "n": args.n, "seed": args.seed, "base": args.base,
-            "packing": False, "epochs": epochs, "lr": args.lr, "batch_size": args.batch_size,
-            "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
+            "kind": "text", **settings, "objective": "clm" if decoder else "mlm", "task": spec.slug,
+            "epochs": epochs, "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
             "rows": docs["row"].tolist(), **steps.summary(),
         }
         record.write_record(tmp, rec)

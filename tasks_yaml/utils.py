@@ -5,25 +5,44 @@ lm-eval calls it with the task's `metadata` (including `--metadata` and `--model
 """
 
 import dataclasses
+import sys
 
 import datasets
 
-from harness.docs import DEFAULTS, subsample_docs
-from harness.spec import TaskError, TaskSpec
-from harness.subsample import SPLITS
+from harness.docs import SplitSettings, subsample_docs
+from harness.errors import UserError
+from harness.settings import field_names
+from harness.spec import TaskSpec
 
 FACTS = {f.name for f in dataclasses.fields(TaskSpec)}
+METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
+
+
+def report_user_errors(kind, error, tb, default=sys.excepthook):
+    """lm_eval's CLI lets exceptions escape as tracebacks; ours carry their fix, so print just that."""
+    if issubclass(kind, UserError):
+        print(f"lm_eval: error: {error}", file=sys.stderr)
+    else:
+        default(kind, error, tb)
+
+
+sys.excepthook = report_user_errors
 
 
 def load_docs(**kwargs) -> datasets.DatasetDict:
     """`test`: the docs of metadata `split` (default: the test subsample); `train`: the labeled train subsample."""
     source = kwargs.get("config_source", "task YAML")
     spec = TaskSpec.from_kwargs({k: v for k, v in kwargs.items() if k in FACTS}, source)
-    split = kwargs.get("split", "test")
-    if split not in SPLITS:
-        raise TaskError(f"task {spec.task_name}: metadata split must be one of {SPLITS}, got {split!r}")
-    run = {k: int(kwargs.get(k, v)) for k, v in DEFAULTS.items()}
-    docs = subsample_docs(spec, kwargs.get("data_dir"), **run)
+    given = {k: v for k, v in kwargs.items() if k in METADATA}
+    try:
+        sample = SplitSettings(task=spec.slug, **given)
+        docs = subsample_docs(spec, sample, sample.subsample)
+    except UserError as err:
+        what = f"--metadata {err.key!r} {err.problem}" if getattr(err, "key", None) else str(err)
+        raise type(err)(
+            f"task {spec.task_name}: {what}\n(lm_eval sets the subsample with --metadata, e.g. "
+            f"--metadata '{{\"data_dir\": \"DIR\", \"m\": 50, \"n\": 50, \"subsample\": 0}}'; now {given})"
+        ) from None
     return datasets.DatasetDict(
-        {name: datasets.Dataset.from_pandas(docs[s]) for name, s in (("train", "train"), ("test", split))}
+        {name: datasets.Dataset.from_pandas(docs[s]) for name, s in (("train", "train"), ("test", sample.split))}
     )

@@ -11,7 +11,9 @@ from contamination.scorer import logprob_one, logprobs_batched, windows
 from contamination.stat import pvalue_from_log, shard_sizes, split_shards, t_statistic
 from harness.cli import main
 from harness.docs import subsample_docs
-from harness.spec import TaskError, load_spec
+from harness.errors import UserError
+from harness.subsample import SampleSettings
+from harness.spec import load_spec
 
 REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "contamination"
 
@@ -58,7 +60,7 @@ def test_sliding_window_equals_full_context_when_it_fits(tiny):
     ids = tok("one two three four five six seven eight nine ten " * 3)["input_ids"]
     full = logprob_one(model, ids, context=len(ids), stride=len(ids))
     assert logprob_one(model, ids, context=len(ids) + 10, stride=4) == pytest.approx(full, abs=1e-4)
-    assert logprobs_batched(model, [ids], context=len(ids), stride=3)[0] == pytest.approx(full, abs=1e-4)
+    assert logprobs_batched(model, [ids], context=len(ids), stride=3, batch_size=4)[0] == pytest.approx(full, abs=1e-4)
     assert logprob_one(model, ids, context=8, stride=4) != pytest.approx(full, abs=1e-3)  # windows do cut context
 
 
@@ -72,7 +74,7 @@ def test_batched_equals_one_sequence_per_pass(tiny):
 
 def test_examples_in_both_formats(data_dir):
     spec = load_spec("ag_news")
-    docs = subsample_docs(spec, str(data_dir), n=5, m=8)["test"]
+    docs = subsample_docs(spec, SampleSettings(data_dir=str(data_dir), n=5, m=8), 0)["test"]
     labeled = examples(spec, docs, "labeled")
     assert labeled[0] == f"### Text: {docs['text'][0][:1000]}\n ### Answer: {spec.classes[docs['label'][0]]}"
     assert examples(spec, docs, "text-only") == list(docs["prompt"])
@@ -80,23 +82,25 @@ def test_examples_in_both_formats(data_dir):
 
 def test_result_has_shards_and_permutations(tiny):
     model, tok = tiny
-    out = sharded_test(model, tok, [f"example number {i}" for i in range(9)], shards=3, permutations=4,
+    out = sharded_test(model, tok, [f"example number {i}" for i in range(9)], shards=3, permutations=4, seed=0, batch_size=4,
                        context_len=64, stride=32)
     assert out["num_shards"] == 3 and len(out["canonical_logprobs"]) == 3
     assert [len(s) for s in out["shuffled_logprobs"]] == [4, 4, 4]
-    assert out["pval"] == pytest.approx(pvalue_from_log(out))
+    canonical = "\n".join(f"example number {i}" for i in range(3))  # shard 0 in its canonical order
+    assert out["canonical_logprobs"][0] == pytest.approx(logprob_one(model, tok(canonical)["input_ids"], 64, 32), abs=1e-3)
+    assert out["shuffled_logprobs"][0] != pytest.approx([out["canonical_logprobs"][0]] * 4, abs=1e-3)
 
 
 def test_bad_input(tiny_llama, data_dir, tmp_path):
-    args = {"pretrained": str(tiny_llama), "task": "ag_news", "data_dir": str(data_dir), "n": 5, "m": 8}
-    with pytest.raises(TaskError, match="5 examples cannot fill 8 shards"):
+    args = {"base": str(tiny_llama), "task": "ag_news", "data_dir": str(data_dir), "n": 5, "m": 8}
+    with pytest.raises(UserError, match="5 examples cannot fill 8 shards"):
         run(ContaminationArgs(**args, shards=8))
-    with pytest.raises(TaskError, match="--permutations must be at least 1, got 0"):
+    with pytest.raises(UserError, match="permutations must be at least 1, got 0"):
         run(ContaminationArgs(**args, shards=2, permutations=0))
     (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/other-model"}))
-    with pytest.raises(TaskError, match="was trained on 'org/other-model', not on --pretrained"):
+    with pytest.raises(UserError, match="was trained on 'org/other-model', not on --base"):
         check_adapter_base(str(tiny_llama), str(tmp_path))
-    with pytest.raises(TaskError, match=r"missing key\(s\) \['shuffled_logprobs'\]"):
+    with pytest.raises(UserError, match=r"missing key\(s\) \['shuffled_logprobs'\]"):
         pvalue_from_log({"canonical_logprobs": [1, 2]}, "x.json")
     (tmp_path / "log.json").write_text(json.dumps({"pval": 0.5}))
     with pytest.raises(SystemExit, match="log.json: missing key"):

@@ -13,14 +13,14 @@ import pytest
 from harness import grid
 from harness.cli import main
 from harness.results import merge
-from harness.spec import TaskError
+from harness.errors import SettingsError, TaskError
 
 TASK_DIR = "m4/n6/tiny/ag_news"
 
 
 def config(tmp_path, tiny_llama, data_dir, out, **extra):
     cfg = {"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6,
-           "subsamples": 3, "quantize": "none", "lr": 0.01, "train_batch_size": 4, "eval_batch_size": 8,
+           "subsamples": 3, "quantize": "none", "lr": 0.01, "batch_size": 4, "eval_batch_size": 8,
            "data_dir": str(data_dir), "out": str(out), **extra}
     path = tmp_path / f"{out.name}.yaml"
     path.write_text(json.dumps(cfg))
@@ -44,7 +44,10 @@ def test_layout_and_rows(uninterrupted):
     assert list(acc.columns) == ["base", "extra", "test", "majority", "num_classes", "majority_all"]
     assert len(acc) == 3 and (acc["num_classes"] == 4).all() and (acc["majority_all"] == 0.25).all()
     assert len(probs) == 3 * 3 * 6 and set(probs["condition"]) == {"base", "extra", "test"}
-    assert probs["probs"].map(sum).round(6).eq(1).all()
+    predicted = probs["probs"].map(lambda p: int(max(range(len(p)), key=p.__getitem__)))
+    assert probs["probs"].map(len).eq(4).all() and (predicted == probs["label"]).eq(probs["correct"]).all()
+    per_condition = probs.groupby(["subsample", "condition"])["correct"].mean().unstack()
+    assert per_condition[["base", "extra", "test"]].to_numpy() == pytest.approx(acc[["base", "extra", "test"]].to_numpy())
     assert (acc[["extra", "test"]] * 6).round(6).mod(1).eq(0).all().all()
     manifest = json.loads((uninterrupted / "m4/n6/tiny/manifest-shard0of1.json").read_text())
     assert manifest["finished_units"] == [["ag_news", 0], ["ag_news", 1], ["ag_news", 2]]
@@ -56,10 +59,12 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
     cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = tmp_path / "killed" / TASK_DIR / "units" / "0.json"
+    logs = tmp_path / "killed" / "m4/n6/tiny/logs"
     deadline = time.time() + 300
-    while not first.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    time.sleep(2.0)  # well into unit 1
+    while time.time() < deadline and proc.poll() is None:  # until unit 1 is half done: its extra adapter trained
+        if any("ag_news subsample 1: train_extra done" in p.read_text() for p in logs.glob("*.log")):
+            break
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     done = sorted(p.name for p in first.parent.glob("*.json"))
@@ -80,12 +85,46 @@ def test_two_shards_merge_to_the_unsharded_run(uninterrupted, tmp_path, tiny_lla
         pd.testing.assert_frame_equal(got, want)
 
 
+def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path, tiny_llama, data_dir, capsys):
+    out = tmp_path / "out"
+    grid.run(grid.load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=1)))
+    unit = out / TASK_DIR / "units" / "0.json"
+    manifest = out / "m4/n6/tiny/manifest-shard0of1.json"
+    before = manifest.read_bytes(), unit.read_bytes()
+    changed = config(tmp_path, tiny_llama, data_dir, out, subsamples=1, epochs=2)
+    with pytest.raises(SystemExit) as err:
+        main(["run", "--config", str(changed), "--no-summary"])
+    message = str(err.value)
+    assert "holds 1 finished unit(s) made with other settings" in message and "epochs: 1.0 -> 2.0" in message
+    assert "new `out`" in message and "--overwrite" in message
+    assert (manifest.read_bytes(), unit.read_bytes()) == before  # nothing rewritten by the refused start
+    main(["run", "--config", str(changed), "--no-summary", "--overwrite"])
+    assert json.loads(unit.read_text())["settings"]["epochs"] == 2.0
+    assert json.loads(manifest.read_text())["config"]["epochs"] == 2.0
+    main(["run", "--config", str(changed), "--no-summary"])  # same settings now: nothing to redo
+    assert any("0 units to run of 1" in p.read_text() for p in (out / "m4/n6/tiny/logs").glob("*.log"))
+
+
+def test_merge_refuses_shards_run_with_other_settings(uninterrupted, tmp_path):
+    import shutil
+
+    odd = tmp_path / "odd"
+    shutil.copytree(uninterrupted, odd)
+    unit = odd / TASK_DIR / "units" / "1.json"
+    record = json.loads(unit.read_text())
+    record["settings"]["lr"], record["settings_hash"] = 0.5, "0123456789abcdef"
+    unit.write_text(json.dumps(record))
+    with pytest.raises(SettingsError, match="cannot merge m4/n6/tiny: .* different settings:\n  lr: 0.01 -> 0.5"):
+        merge([uninterrupted, odd], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
+
+
 def test_config_errors(tmp_path, tiny_llama, data_dir):
     with pytest.raises(TaskError, match="task 'nope': unknown task 'nope'"):
         grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
     with pytest.raises(TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 1535"):
         grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
-    with pytest.raises(TaskError, match="unknown key\\(s\\) \\['subsample'\\]"):
+    with pytest.raises(SettingsError, match="unknown key\\(s\\) \\['subsample'\\]"):
         grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3))
     with pytest.raises(SystemExit, match="--shard must look like i/N"):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])

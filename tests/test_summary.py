@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
-from harness.spec import TaskError
+from harness.errors import UserError
 from harness.summary import bias_pvalue, collect, summarize
 
 REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "accuracies"
@@ -76,16 +76,19 @@ def test_reads_the_study_release(family, rows):
 
 
 def test_bad_input(tmp_path):
-    with pytest.raises(TaskError, match="no accuracies.csv found"):
+    with pytest.raises(UserError, match="no accuracies.csv found"):
         collect(tmp_path)
     d = tmp_path / "m10" / "n10" / "toy" / "a"
     d.mkdir(parents=True)
     (d / "accuracies.csv").write_bytes(b"\x00\xff\xfe garbage \"unclosed\n1,2")
-    with pytest.raises(TaskError, match="a/accuracies.csv: unreadable accuracies.csv"):
+    with pytest.raises(UserError, match="a/accuracies.csv: unreadable accuracies.csv"):
         collect(tmp_path)
     (d / "accuracies.csv").write_text("base,extra,test\n0.1,0.2,0.3\n")
-    with pytest.raises(TaskError, match=r"missing column\(s\) \['majority', 'num_classes', 'majority_all'\]"):
+    with pytest.raises(UserError, match=r"missing column\(s\) \['majority', 'num_classes', 'majority_all'\]"):
         collect(tmp_path)
     (d / "accuracies.csv").write_text("base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.25,0.2,0.3,0,2,0.5\n")
-    with pytest.raises(TaskError, match="row 1 is not a multiple of 1/10 .* rows of another n are mixed"):
+    with pytest.raises(UserError, match="row 1 is not a multiple of 1/10 .* rows of another n are mixed"):
+        collect(tmp_path)
+    (d / "accuracies.csv").write_text("base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.1,abc,0.3,0,2,0.5\n")
+    with pytest.raises(UserError, match="row 1 \\(line 3\\), column 'extra': 'abc' is not a number"):
         collect(tmp_path)

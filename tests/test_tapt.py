@@ -7,7 +7,9 @@ import torch
 
 from harness import prompts
 from harness.docs import subsample_docs
-from harness.spec import TaskError, load_spec
+from harness.errors import UserError
+from harness.subsample import SampleSettings
+from harness.spec import load_spec
 from tapt.adapter import AdapterArgs, train_adapter
 from tapt.corpus import prompt_sequences
 from tapt.textlm import TextArgs, collator, pretrain_text
@@ -17,7 +19,7 @@ SUB = {"subsample": 1, "m": 8, "n": 20}
 
 @pytest.fixture(scope="module")
 def docs(data_dir):
-    return subsample_docs(load_spec("ag_news"), str(data_dir), **SUB)
+    return subsample_docs(load_spec("ag_news"), SampleSettings(data_dir=str(data_dir), m=8, n=20), 1)
 
 
 def test_packing_holds_8_texts_per_sequence_and_the_instruction_once(docs):
@@ -97,19 +99,19 @@ def test_pretrain_text_saves_a_model_dir(which, request, data_dir, tmp_path):
     "change, message",
     [
         ({"task": "no_such_task"}, "unknown task 'no_such_task'"),
-        ({"split": "train"}, "--split must be one of ('extra', 'test')"),
+        ({"split": "train"}, "split must be one of ('extra', 'test')"),
         ({"base": "/nowhere/model"}, "base model '/nowhere/model' not found"),
         ({"lr": 1e30, "quantize": "none"}, "training loss became"),
     ],
 )
 def test_bad_input(tiny_llama, data_dir, tmp_path, change, message):
-    with pytest.raises(TaskError, match=message.replace("(", "\\(").replace(")", "\\)")):
+    with pytest.raises(UserError, match=message.replace("(", "\\(").replace(")", "\\)")):
         train_adapter(adapter_args(tiny_llama, data_dir, tmp_path, **change))
 
 
 def test_existing_output_is_kept_unless_overwrite(tiny_llama, data_dir, tmp_path):
     (tmp_path / "ad").mkdir()
     (tmp_path / "ad" / "keep.txt").write_text("old")
-    with pytest.raises(TaskError, match="exists; pass --overwrite"):
+    with pytest.raises(UserError, match="exists; pass --overwrite"):
         train_adapter(adapter_args(tiny_llama, data_dir, tmp_path))
     assert (tmp_path / "ad" / "keep.txt").read_text() == "old"

@@ -5,7 +5,8 @@ import sys
 import pytest
 
 from harness import prompts
-from harness.spec import TASKS_DIR, TaskError, all_slugs, load_spec
+from harness.errors import TaskError
+from harness.spec import TASKS_DIR, all_slugs, load_spec
 from harness.validate import build_task, render_first
 
 OFFLINE_MISSING = {"app_reviews", "frenk_hate_en", "mtop_domain", "patent_classification", "yahoo_answers_topics"}
@@ -69,6 +70,16 @@ def test_lm_eval_cli_reports_acc_and_fails_fast_offline(tiny_llama, data_dir, tm
     ok = subprocess.run([*base, "--tasks", "tapt_ag_news", "--output_path", str(tmp_path)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr[-2000:]
     results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"]["tapt_ag_news"]
-    assert 0.0 <= results["acc,none"] <= 1.0
+    from harness.score import score, scorer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tok = AutoModelForCausalLM.from_pretrained(tiny_llama), AutoTokenizer.from_pretrained(tiny_llama)
+    in_process = score(scorer(model, tok, 8), load_spec("ag_news"), {"data_dir": str(data_dir), "n": 10})
+    assert len(in_process) == 10 and results["acc,none"] == pytest.approx(in_process["correct"].mean())
     bad = subprocess.run([*base, "--tasks", "tapt_app_reviews"], capture_output=True, text=True)
     assert bad.returncode != 0 and "task tapt_app_reviews: its data is not available offline" in bad.stderr
+    too_big = json.dumps({"data_dir": str(data_dir), "n": 5000})  # with the default m = 100: 10,100 rows
+    small = subprocess.run([*base[:-1], too_big, "--tasks", "tapt_trec"], capture_output=True, text=True)
+    assert small.returncode != 0 and "Traceback" not in small.stderr, small.stderr[-2000:]
+    assert "lm_eval: error: task tapt_trec: m + 2n = 100 + 2*5000 = 10100 exceeds the pool" in small.stderr
+    assert "--metadata" in small.stderr.splitlines()[-1]

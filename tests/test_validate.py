@@ -51,9 +51,12 @@ def test_a_good_task_passes(tmp_path, capsys):
         (GOOD, {"text": ["a"] * 60, "label": [i % 2 for i in range(60)]}, [], "class-count mismatch: the data has 2 distinct labels [0, 1], the YAML names 3 classes"),
         (GOOD, None, ["--m", "2", "--n", "10"], "m=2 is smaller than the number of classes (3)"),
         (GOOD, None, ["--m", "6", "--n", "40"], "m + 2n = 6 + 2*40 = 86 exceeds the pool of 60 rows"),
+        (GOOD, {"text": [], "label": []}, [], "no rows: the data has a header but no labeled rows"),
+        (GOOD, {"text": list(range(1600, 1660)), "label": [i % 3 for i in range(60)]}, [],
+         "column `text` holds numbers (dtype int64, first 1600), not texts"),
     ],
     ids=["malformed", "unknown-field", "unknown-fact", "no-text", "no-label", "empty-text", "label-gap",
-         "class-count", "m-too-small", "n-too-large"],
+         "class-count", "m-too-small", "n-too-large", "no-rows", "numeric-text"],
 )
 def test_each_problem_is_explained(tmp_path, capsys, yaml_text, rows, args, expected):
     code, out = validate(capsys, write_task(tmp_path, yaml_text, rows), *args)
@@ -64,3 +67,11 @@ def test_several_problems_are_all_reported(tmp_path, capsys):
     rows = {"text": ["a"] * 59 + [""], "label": [i % 2 for i in range(60)]}
     code, out = validate(capsys, write_task(tmp_path, GOOD + "doc_to_txt: prompt\n", rows))
     assert "unknown field(s)" in out and "missing or empty text" in out and "class-count mismatch" in out
+
+
+def test_a_header_only_csv_says_no_rows(tmp_path, capsys):
+    path = write_task(tmp_path)
+    (tmp_path / "data" / "toy" / "data.parquet").unlink()
+    (tmp_path / "data" / "toy" / "data.csv").write_text("text,label\n")
+    code, out = validate(capsys, path)
+    assert code == 1 and "no rows" in out and "class-count" not in out, out

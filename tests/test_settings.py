@@ -1,0 +1,97 @@
+"""Settings: one declaration per setting, the same clear error from a config key, a flag or lm-eval's
+--metadata, and nothing written before the checks pass."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from contamination.stat import t_statistic
+from harness.cli import main
+from harness.errors import SettingsError, UserError
+from harness.grid import GridConfig, load_config
+
+
+def write_config(folder, **keys):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "grid.yaml"
+    path.write_text(json.dumps({"base": "SmolLM2-135M-Instruct", "tasks": ["trec"], "m": 8, "n": 16, **keys}))
+    return path
+
+
+def test_a_key_of_the_wrong_type_is_named_with_the_file(tmp_path, data_dir):
+    path = write_config(tmp_path, data_dir=str(data_dir), m="eight")
+    with pytest.raises(SettingsError, match=r"grid.yaml: key 'm' must be an integer, got 'eight'"):
+        load_config(path)
+
+
+def test_a_single_task_name_is_one_task(tmp_path, data_dir):
+    cfg = load_config(write_config(tmp_path, data_dir=str(data_dir), tasks="rotten_tomatoes"))
+    assert cfg.slugs == ["rotten_tomatoes"]
+
+
+def test_a_bad_choice_fails_before_the_log_and_the_manifest_are_written(tmp_path, data_dir):
+    out = tmp_path / "out"
+    manifest = out / "m8" / "n16" / "SmolLM2-135M-Instruct" / "manifest-shard0of1.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text('{"an": "earlier run"}')
+    path = write_config(tmp_path, data_dir=str(data_dir), out=str(out), quantize="8bit")
+    with pytest.raises(SystemExit, match=r"key 'quantize' must be one of '4bit', 'none', got '8bit'"):
+        main(["run", "--config", str(path)])
+    assert manifest.read_text() == '{"an": "earlier run"}'
+    assert not (manifest.parent / "logs").exists()
+
+
+@pytest.mark.parametrize("n", [0, -3])
+def test_n_below_1_is_refused_everywhere(tmp_path, data_dir, n):
+    with pytest.raises(SettingsError, match=f"key 'n' must be at least 1, got {n}"):
+        load_config(write_config(tmp_path, data_dir=str(data_dir), n=n))
+    with pytest.raises(SystemExit, match=f"--n must be at least 1, got {n}"):
+        main(["tasks", "show", "--task", "trec", "--data-dir", str(data_dir), "--n", str(n)])
+    from tasks_yaml.utils import load_docs
+
+    kwargs = {"slug": "trec", "hub_id": "trec", "classes": ["a"] * 6, "instruction": "x."}
+    with pytest.raises(SettingsError, match=f"(?s)task tapt_trec: --metadata 'n' must be at least 1, got {n}.*lm_eval sets the subsample with --metadata"):
+        load_docs(**kwargs, data_dir=str(data_dir), n=n)
+
+
+def test_lm_eval_hook_names_the_metadata_fix_when_the_pool_is_too_small(data_dir):
+    from tasks_yaml.utils import load_docs
+
+    kwargs = {"slug": "trec", "hub_id": "trec", "classes": ["a"] * 6, "instruction": "x."}
+    with pytest.raises(UserError, match=r"(?s)task tapt_trec: m \+ 2n = 100 \+ 2\*5000 .*--metadata"):
+        load_docs(**kwargs, data_dir=str(data_dir), n=5000)
+
+
+def test_contamination_pvalue_on_a_binary_file(tmp_path):
+    (tmp_path / "log.json").write_bytes(bytes(range(256)))
+    with pytest.raises(SystemExit, match="log.json: not a JSON test log"):
+        main(["contamination", "pvalue", str(tmp_path / "log.json")])
+
+
+def test_relative_paths_in_a_config_resolve_against_its_folder(tmp_path, data_dir, monkeypatch):
+    folder = tmp_path / "configs"
+    path = write_config(folder, data_dir=os.path.relpath(data_dir, folder), out="../results")
+    monkeypatch.chdir("/")
+    cfg = load_config(path)
+    assert cfg.data_dir == str(data_dir.resolve()) and cfg.out == str(tmp_path / "results")
+    with pytest.raises(UserError, match=str(folder / "nowhere" / "trec")):
+        load_config(write_config(folder, data_dir="nowhere"))
+
+
+def test_python_callers_get_the_same_checks():
+    with pytest.raises(SettingsError, match="eval_batch_size must be at least 1, got 0"):
+        GridConfig(eval_batch_size=0)
+    with pytest.raises(SettingsError, match="epochs must be a number, got '3'"):
+        GridConfig(epochs="3")
+    assert GridConfig(epochs=3).epochs == 3.0 and isinstance(GridConfig(epochs=3).epochs, float)
+
+
+def test_p_value_of_a_large_t_does_not_underflow():
+    z = np.random.default_rng(0).normal(size=256)
+    d = 0.75 + (z - z.mean()) / z.std()  # mean 0.75, std 1: t = 0.75 * sqrt(256) = 12
+    t, p = t_statistic(d, [[0.0]] * 256)
+    assert t == pytest.approx(12.0)
+    assert p > 0 and p == pytest.approx(stats.t.sf(12.0, 255)) and p < 1e-25
