@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contamination.run import ContaminationArgs, examples, load_model, result_of, shard_texts
-from contamination.scorer import logprob_one, logprobs_batched
+from contamination.sharded_test import ContaminationArgs, examples, load_model, result_of, shard_texts
+from contamination.logprobs import logprob_one, logprobs_batched
 from harness.models import resolve
 from harness.settings import option, parse_script
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from harness.docs import SplitSettings
+from harness.splits import SplitSettings
 from harness.models import ModelSettings, resolve
 from harness.settings import option, parse_script
 from tapt.adapter import AdapterArgs, prepare

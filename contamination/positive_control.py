@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contamination.run import SEPARATOR, ContaminationArgs, examples, load_model, sharded_test
+from contamination.sharded_test import SEPARATOR, ContaminationArgs, examples, load_model, sharded_test
 from harness.models import resolve
 from harness.settings import option, parse_script
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import SettingsError, UserError
-from harness.settings import Settings, from_namespace, key_table, option
+from harness.settings import Settings, field_names, from_namespace, key_table, option
 from harness.spec import TASKS_DIR
 
 
@@ -21,7 +21,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 class RunOptions(Settings):
     """How `tapt-bench run` executes a grid config (what it computes is in the config)."""
 
-    config: str = option(help="grid config YAML, e.g. configs/demo.yaml")
+    config: str = option(help="grid config YAML, or a shipped config's name (demo, zero_shot, ...)")
     shard: str = option("0/1", "run the i-th of N deterministic slices of the units, as i/N")
     keep_adapters: bool = option(False, "keep each unit's adapters beside its results")
     overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
@@ -50,25 +50,34 @@ def cmd_models_prepare(args: argparse.Namespace) -> None:
 
 def cmd_tasks_list(args: argparse.Namespace) -> None:
     from harness.data import LOCAL_FILES, resolve_data_dir
-    from harness.spec import all_slugs, load_spec
+    from harness.spec import TASKS_DIR, load_task_config, spec_from_config, task_files
+    from harness.subsample import DataSettings
 
-    root = resolve_data_dir(args.data_dir)
-    print(f"{'task':38} {'classes':>7}  {'offline':7}  hub id")
-    for slug in all_slugs():
-        spec = load_spec(slug)
+    source = from_namespace(DataSettings, args)
+    root = resolve_data_dir(source.data_dir)
+    print(f"{'task':38} {'classes':>7}  {'offline':7}  {'hub id':34} file")
+    for slug, path in sorted(task_files(source.include_path).items()):
+        spec = spec_from_config(load_task_config(path), str(path))
         offline = "-" if root is None else ("yes" if any((root / slug / f).is_file() for f in LOCAL_FILES) else "no")
-        print(f"{spec.task_name:38} {len(spec.classes):>7}  {offline:7}  {spec.hub_id}")
+        where = path.name if path.parent == TASKS_DIR else str(path)
+        print(f"{spec.task_name:38} {len(spec.classes):>7}  {offline:7}  {spec.hub_id:34} {where}")
+
+
+def cmd_tasks_path(args: argparse.Namespace) -> None:
+    from harness.spec import TASKS_DIR
+
+    print(TASKS_DIR)
 
 
 def cmd_tasks_show(args: argparse.Namespace) -> None:
-    from harness.docs import SplitSettings
+    from harness.splits import SplitSettings
     from harness.settings import pick
     from harness.spec import task_path
     from harness.validate import build_task, render_first
 
     chosen = from_namespace(SplitSettings, args)
     meta = {k: v for k, v in pick(chosen, SplitSettings).items() if k != "task"}
-    shown = render_first(build_task(task_path(chosen.task), meta))
+    shown = render_first(build_task(task_path(chosen.task, chosen.include_path), meta, chosen.include_path))
     print(shown["prompt"])
     print("\n--- choices (each scored as a continuation of the prompt):")
     for c in shown["choices"]:
@@ -79,10 +88,10 @@ def cmd_tasks_validate(args: argparse.Namespace) -> None:
     from harness.subsample import SampleSettings
     from harness.validate import problems
 
+    from harness.spec import validation_targets
+
     sample = from_namespace(SampleSettings, args)
-    target = Path(args.path)
-    paths = sorted(target.glob("tapt_*.yaml")) if target.is_dir() else [target]
-    paths = [p for p in paths if p.name != "tapt_all.yaml"]
+    paths = validation_targets(Path(args.path))
     failed = 0
     for path in paths:
         found = problems(path, sample)
@@ -104,11 +113,29 @@ def cmd_train(args: argparse.Namespace) -> None:
     rec = train_adapter(train)
     print(f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
           f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
+    print("evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train))
+
+
+def lm_eval_command(train) -> str:
+    """The lm_eval command that scores an adapter on its subsample's test split (lm-eval needs the
+    base as `pretrained=`, the adapter as `peft=`, and the task's folder as --include_path)."""
+    import shlex
+
+    from harness.data import resolve_data_dir
+    from harness.spec import load_task_config, task_path
+
+    yaml = task_path(train.task, train.include_path).resolve()
+    data_dir = resolve_data_dir(train.data_dir)
+    meta = {"data_dir": str(data_dir.resolve()) if data_dir else None, "m": train.m, "n": train.n,
+            "seed": train.seed, "subsample": train.subsample, "split": "test"}
+    model_args = f"pretrained={train.base},peft={Path(train.out).resolve()}"
+    return shlex.join(["lm_eval", "--model", "hf", "--model_args", model_args, "--include_path", str(yaml.parent),
+                       "--tasks", load_task_config(yaml)["task"], "--metadata", json.dumps(meta)])
 
 
 def cmd_pretrain_text(args: argparse.Namespace) -> None:
     from harness.models import resolve
-    from tapt.textlm import TextArgs, pretrain_text
+    from tapt.raw_text import TextArgs, pretrain_text
 
     train = from_namespace(TextArgs, args)
     train.base = resolve(train.base)
@@ -122,7 +149,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     from harness.summary import collect, format_tables, summarize
 
     opts = from_namespace(RunOptions, args)
-    cfg = grid.load_config(opts.config)
+    overrides = {k: getattr(args, k) for k in field_names(grid.GridConfig) if hasattr(args, k)}
+    cfg = grid.load_config(opts.config, overrides)
     shard = opts.shard_pair()
     grid.run(cfg, shard, opts.keep_adapters, opts.overwrite)
     if shard[1] == 1 and not opts.no_summary:
@@ -144,7 +172,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 
 
 def cmd_contamination_test(args: argparse.Namespace) -> None:
-    from contamination.run import ContaminationArgs, run
+    from contamination.sharded_test import ContaminationArgs, run
     from harness.models import resolve
 
     test = from_namespace(ContaminationArgs, args)
@@ -175,12 +203,12 @@ def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
 def parser() -> argparse.ArgumentParser:
     from transformers import HfArgumentParser
 
-    from contamination.run import ContaminationArgs
-    from harness.docs import SplitSettings
+    from contamination.sharded_test import ContaminationArgs
+    from harness.splits import SplitSettings
     from harness.grid import GridConfig
     from harness.subsample import DataSettings, SampleSettings
     from tapt.adapter import AdapterArgs
-    from tapt.textlm import TextArgs
+    from tapt.raw_text import TextArgs
 
     top = argparse.ArgumentParser(prog="tapt-bench", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
@@ -197,6 +225,7 @@ def parser() -> argparse.ArgumentParser:
 
     tasks = sub.add_parser("tasks", help="the task YAMLs").add_subparsers(dest="action", required=True)
     command(tasks, "list", cmd_tasks_list, "the tasks, their classes and whether data is offline", DataSettings)
+    command(tasks, "path", cmd_tasks_path, "print the folder of the shipped task YAMLs (for lm_eval --include_path)")
     command(tasks, "show", cmd_tasks_show, "render one real prompt with its choices and target", SplitSettings)
     p = command(tasks, "validate", cmd_tasks_validate, "check task YAML(s) end to end and explain every problem",
                 SampleSettings)
@@ -206,8 +235,13 @@ def parser() -> argparse.ArgumentParser:
             AdapterArgs)
     command(sub, "pretrain-text", cmd_pretrain_text, "classifier TAPT: MLM (encoder) or CLM (decoder) on raw texts",
             TextArgs)
-    command(sub, "run", cmd_run, "run an experiment grid (resumable; shardable)", RunOptions,
-            epilog="config file keys (relative paths resolve against the file's folder):\n" + key_table(GridConfig))
+    p = command(sub, "run", cmd_run, "run an experiment grid (resumable; shardable)", RunOptions, GridConfig,
+                epilog="config keys and their defaults; each is also a flag, which overrides the file's value\n"
+                       "(input paths in the file resolve against its folder, `out` against the current one):\n"
+                       + key_table(GridConfig))
+    for action in p._actions:  # a config key's flag counts only when given; else the file's value stays
+        if action.dest in field_names(GridConfig):
+            action.default = argparse.SUPPRESS
 
     p = command(sub, "merge", cmd_merge, "combine the finished units of shard outputs and rebuild the tables")
     p.add_argument("sources", nargs="+", help="output dirs of the shards")

@@ -22,8 +22,9 @@ def local_file(spec: TaskSpec, data_dir: str | Path) -> Path:
             return folder / name
     raise TaskError(
         f"task {spec.task_name}: its data is not available offline: no {' / '.join(LOCAL_FILES)} "
-        f"in {folder}. Provide {folder}/data.parquet (or .csv/.jsonl) with columns `text` and "
-        f"`label` (0..{len(spec.classes) - 1} in the order {list(spec.classes)}), or run with "
+        f"in {folder}. Provide {folder}/data.parquet (or .csv/.jsonl) with the YAML's text_field and "
+        f"label_field columns, or `text` and `label` (0..{len(spec.classes) - 1} in the order "
+        f"{list(spec.classes)}, or the class names), or run with "
         f"network access and no data_dir to load {spec.hub_id!r} from the Hugging Face hub."
     )
 
@@ -40,26 +41,52 @@ def read_local(path: Path) -> pd.DataFrame:
 
 
 def read_hub(spec: TaskSpec) -> pd.DataFrame:
-    """The task's split from the hub, mapped to canonical `text` and `label` columns."""
+    """The task's split from the hub, as the hub's columns."""
     import datasets
 
     try:
-        raw = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_split).to_pandas()
+        return datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_split).to_pandas()
     except Exception as err:  # offline, missing or renamed dataset: all end here
         raise TaskError(
             f"task {spec.task_name}: cannot load {spec.hub_id!r} from the Hugging Face hub "
             f"({type(err).__name__}: {err}). Offline, pass a data directory (metadata `data_dir` "
             f"or ${DATA_DIR_ENV}) holding {spec.slug}/data.parquet with columns `text`, `label`."
         ) from err
+
+
+def to_canonical(spec: TaskSpec, raw: pd.DataFrame, source: str) -> pd.DataFrame:
+    """`text` and `label` columns from the YAML's text_field(s), label_field and label_map (hub or
+    local data alike); data already in canonical `text`/`label` form pass through."""
     fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
-    for f in [*fields, spec.label_field]:
-        if f not in raw.columns:
-            raise TaskError(f"task {spec.task_name}: hub data has no column {f!r} ({list(raw.columns)})")
-    text = raw[fields].fillna("").astype(str).agg("\n".join, axis=1) if len(fields) > 1 else raw[fields[0]]
-    label = raw[spec.label_field]
+    if all(f in raw.columns for f in [*fields, spec.label_field]):
+        text = raw[fields].fillna("").astype(str).agg("\n".join, axis=1) if len(fields) > 1 else raw[fields[0]]
+        label = raw[spec.label_field]
+    elif {"text", "label"} <= set(raw.columns):
+        text, label = raw["text"], raw["label"]
+    else:
+        return raw  # pool_problems names the missing columns
+    return pd.DataFrame({"text": text, "label": canonical_labels(spec, label, source)})
+
+
+def canonical_labels(spec: TaskSpec, label: pd.Series, source: str) -> pd.Series:
+    """Class indices 0..K-1: kept if already so, else through label_map, else class names to indices."""
+    k = len(spec.classes)
+    numbers = pd.to_numeric(label, errors="coerce")
+    if label.dtype != bool and numbers.notna().all() and numbers.isin(range(k)).all():
+        return label
     if spec.label_map is not None:
-        label = label.map(lambda v: spec.label_map.get(v, spec.label_map.get(str(v))))
-    return pd.DataFrame({"text": text, "label": label})
+        table = {**{str(key): v for key, v in spec.label_map.items()}, **spec.label_map}
+    elif label.map(lambda v: isinstance(v, str)).all():
+        table = {name: i for i, name in enumerate(spec.classes)}
+    else:
+        return label  # pool_problems names the bad labels
+    mapped = label.map(lambda v: table.get(v, table.get(str(v))))
+    unknown = label[mapped.isna()]
+    if len(unknown):
+        known = list(spec.label_map) if spec.label_map is not None else list(spec.classes)
+        raise TaskError(f"task {spec.task_name} ({source}): label {unknown.iloc[0]!r} is not one of {known} "
+                        f"({len(unknown)} row(s)); fix the data or the YAML's label_map/classes")
+    return mapped.astype("int64")
 
 
 def apply_filters(spec: TaskSpec, df: pd.DataFrame) -> pd.DataFrame:
@@ -75,7 +102,9 @@ def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
     """Every violation of the TASKS.md invariants: columns, empty texts, labels 0..K-1 all present."""
     missing = [c for c in ("text", "label") if c not in df.columns]
     if missing:
-        return [f"missing column(s) {missing}; columns are {list(df.columns)}"]
+        fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
+        return [f"missing column(s) {missing}; columns are {list(df.columns)}; name them in the YAML's "
+                f"text_field/label_field (now {fields}/{spec.label_field!r}) or rename them to text/label"]
     if df.empty:
         return ["no rows: the data has a header but no labeled rows (or the task's filters "
                 "drop_empty/max_chars removed every row); add rows with a `text` and a `label`"]
@@ -131,6 +160,7 @@ def load_pool(spec: TaskSpec, data_dir: str | Path | None = None) -> pd.DataFram
         df, source = read_local(path), str(path)
     else:
         df, source = read_hub(spec), f"hub {spec.hub_id}"
+    df = to_canonical(spec, df, source)
     if "text" in df.columns:
         df = apply_filters(spec, df)
     return validate_pool(spec, df, source)

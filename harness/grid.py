@@ -16,11 +16,11 @@ import yaml
 
 from harness import results
 from harness.data import load_pool
-from harness.docs import subsample_docs
+from harness.splits import subsample_docs
 from harness.errors import SettingsError, UserError
 from harness.models import ModelSettings, resolve
-from harness.score import score, scorer
-from harness.settings import differences, fingerprint, from_mapping, option, pick
+from harness.zero_shot import score, scorer
+from harness.settings import against, differences, fingerprint, flag, from_mapping, merged, option, pick
 from harness.spec import all_slugs, load_spec
 from harness.subsample import SampleSettings, draw
 from tapt.adapter import AdapterSettings
@@ -33,12 +33,12 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings):
     """One experiment: a base model, tasks, the cell (m, n) and the adapter training (see configs/*.yaml).
 
     The sample, model and adapter keys are those of `tapt-bench train`, with the same meaning and
-    defaults. Relative paths in a config file resolve against the file's folder.
+    defaults. In a config file, the input paths (data_dir, include_path) resolve against the file's
+    folder; `out` against the directory the run starts from.
     """
 
     MINIMUM = {"subsamples": 1, "eval_batch_size": 1}
-    PATHS = ("out",)
-    NOT_IN_RESULTS = ("tasks", "subsamples", "out", "model_tag", "notes", "data_dir")  # cannot change a number
+    NOT_IN_RESULTS = ("tasks", "subsamples", "out", "model_tag", "notes", "data_dir", "include_path")  # no number changes
 
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
@@ -58,28 +58,54 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings):
 
     @property
     def slugs(self) -> list[str]:
-        return all_slugs() if self.tasks == ["all"] else [t.removeprefix("tapt_") for t in self.tasks]
+        return all_slugs(self.include_path) if self.tasks == ["all"] else [t.removeprefix("tapt_") for t in self.tasks]
 
     def result_settings(self) -> dict:
         """The settings that can change a unit's numbers; recorded with every unit."""
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.NOT_IN_RESULTS}
 
 
-def load_config(path: str | Path) -> GridConfig:
-    """Read and check a grid config: known keys, types, known tasks, pools large enough for m + 2n."""
-    path = Path(path)
+CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
+
+
+def config_path(name: str | Path) -> Path:
+    """A config file, or the name of a shipped one (`demo` is harness/configs/demo.yaml)."""
+    path = Path(name)
+    if path.is_file() or path.suffix in (".yaml", ".yml") or not (CONFIGS_DIR / f"{name}.yaml").is_file():
+        return path
+    return CONFIGS_DIR / f"{name}.yaml"
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
+    """Read and check a grid config (a file, or a shipped config's name) with `overrides` (from flags)
+    on top: known keys, types, known tasks, pools large enough for m + 2n."""
+    path = config_path(path)
     try:
         raw = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise SettingsError(f"{path}: cannot read the config ({err})") from err
-    cfg = from_mapping(GridConfig, raw, str(path), folder=path.resolve().parent)
+        shipped = ", ".join(p.stem for p in sorted(CONFIGS_DIR.glob("*.yaml")))
+        raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err
+    overrides = overrides or {}
+    if isinstance(raw, dict):
+        raw = against_folder(raw, path.resolve().parent) | overrides
+    try:
+        cfg = from_mapping(GridConfig, raw, str(path))
+    except SettingsError as err:
+        if err.key not in overrides:
+            raise
+        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
     for slug in cfg.slugs:
         try:
-            labels = load_pool(load_spec(slug), cfg.data_dir)["label"].to_numpy()
+            labels = load_pool(load_spec(slug, cfg.include_path), cfg.data_dir)["label"].to_numpy()
             draw(labels, 0, cfg.m, cfg.n, cfg.seed)
         except UserError as err:
             raise type(err)(f"{path}: task {slug!r}: {err}") from err
     return cfg
+
+
+def against_folder(raw: dict, folder: Path) -> dict:
+    """The config's input paths (PATHS: data_dir, include_path) resolved against its folder."""
+    return {k: against(folder, v) if k in merged(GridConfig, "PATHS") else v for k, v in raw.items()}
 
 
 def units(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, int]]:
@@ -101,10 +127,10 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
 
     Returns the (clean) base model and the unit's accuracies.
     """
-    from tapt import record
+    from tapt import output
     from tapt.adapter import AdapterArgs, prepare, record_of
 
-    spec = load_spec(slug)
+    spec = load_spec(slug, cfg.include_path)
     sample = pick(cfg, SampleSettings)
     meta = {**sample, "subsample": k, "split": "test"}
     seconds, training = {}, {}
@@ -115,7 +141,7 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
         seconds[name], clock = time.perf_counter() - clock, time.perf_counter()
         log.info("%s subsample %d: %s done (%.1f s)", slug, k, name, seconds[name])
 
-    scored = {"base": score(scorer(base, tokenizer, cfg.eval_batch_size), spec, meta)}
+    scored = {"base": score(scorer(base, tokenizer, cfg.eval_batch_size), spec, meta, cfg.include_path)}
     lap("score_base")
     for split in ("extra", "test"):
         args = AdapterArgs(**sample, **pick(cfg, AdapterSettings), task=slug, split=split, subsample=k,
@@ -126,11 +152,11 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
         rec = record_of(args, run)
         training[split] = {key: v for key, v in rec.items() if key != "rows"}
         if keep_adapters:
-            with record.staged(Path(args.out), overwrite=True) as tmp:
+            with output.staged(Path(args.out), overwrite=True) as tmp:
                 run.trainer.model.save_pretrained(tmp)
-                record.write_record(tmp, rec)
+                output.write_record(tmp, rec)
         lap(f"train_{split}")
-        scored[split] = score(scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), spec, meta)
+        scored[split] = score(scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), spec, meta, cfg.include_path)
         lap(f"score_{split}")
         base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
     docs = subsample_docs(spec, cfg, k)
@@ -194,7 +220,7 @@ def start_log(cfg: GridConfig, shard: tuple[int, int]) -> logging.FileHandler:
 
 
 def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, finished: list) -> None:
-    from tapt.record import library_versions
+    from tapt.output import library_versions
 
     path = model_dir(cfg) / f"manifest-shard{shard[0]}of{shard[1]}.json"
     manifest = {"config": dataclasses.asdict(cfg), "settings_hash": fingerprint(cfg.result_settings()),

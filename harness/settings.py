@@ -146,11 +146,8 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def from_mapping(cls: type[S], raw: Any, source: str, folder: Path | None = None) -> S:
-    """Build `cls` from a config mapping (a parsed YAML file), naming `source` and the key in errors.
-
-    Relative paths in PATHS fields resolve against `folder` (the config file's folder).
-    """
+def from_mapping(cls: type[S], raw: Any, source: str) -> S:
+    """Build `cls` from a config mapping (a parsed YAML file), naming `source` and the key in errors."""
     if not isinstance(raw, dict):
         raise SettingsError(f"{source}: a config is a mapping of keys to values, got {type(raw).__name__}")
     known = field_names(cls)
@@ -161,15 +158,20 @@ def from_mapping(cls: type[S], raw: Any, source: str, folder: Path | None = None
                if f.name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
         raise SettingsError(f"{source}: missing required key(s) {missing}")
-    values = dict(raw)
-    for key in merged(cls, "PATHS"):
-        if folder is not None and isinstance(values.get(key), str) and not Path(values[key]).is_absolute():
-            values[key] = str((folder / values[key]).resolve())
     try:
-        return cls(**values)
+        return cls(**raw)
     except SettingsError as err:
         where = f"key {err.key!r} {err.problem}" if err.key else str(err)
         raise SettingsError(f"{source}: {where}", err.key, err.problem) from None
+
+
+def against(folder: Path, value: Any) -> Any:
+    """A relative path (or each of a list of them) resolved against `folder`; other values as given."""
+    if isinstance(value, list):
+        return [against(folder, v) for v in value]
+    if isinstance(value, str) and not Path(value).is_absolute():
+        return str((folder / value).resolve())
+    return value
 
 
 def fingerprint(values: dict[str, Any]) -> str:

@@ -1,16 +1,21 @@
-"""The facts of one task, read from its lm-eval YAML (the single source of truth)."""
+"""The facts of one task, read from its lm-eval YAML (the single source of truth), and the index of
+task YAMLs in the shipped folder and the user's include folders."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from harness.errors import TaskError
 
 TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks_yaml"
 TASK_PREFIX = "tapt_"
+TASK_TAG = "tapt_tasks"  # set by _template_yaml: every task that includes it joins the tapt_all group
 
 
 @dataclass(frozen=True)
@@ -25,7 +30,7 @@ class TaskSpec:
     hub_split: str = "train"
     text_field: str | tuple[str, ...] = "text"  # several fields are joined with "\n"
     label_field: str = "label"
-    label_map: dict[Any, int] | None = None  # raw hub label -> class index
+    label_map: dict[Any, int] | None = None  # raw label -> class index
     max_chars: int | None = None  # keep texts shorter than this
     drop_empty: bool = False
 
@@ -53,18 +58,33 @@ class TaskSpec:
         return TASK_PREFIX + self.slug
 
 
-def load_task_config(path: str | Path) -> dict[str, Any]:
-    """The merged lm-eval config of one task YAML (includes resolved, functions not imported)."""
-    import yaml
-    from lm_eval.tasks._yaml_loader import load_yaml
+class _Loader(yaml.SafeLoader):
+    """YAML with lm-eval's `!function` tag kept as its text (we read facts, never call functions)."""
 
+
+_Loader.add_constructor("!function", lambda loader, node: f"!function {loader.construct_scalar(node)}")
+
+
+def load_task_config(path: str | Path) -> dict[str, Any]:
+    """The merged config of one task YAML: its `include`s first (relative to the file), its own keys over them.
+
+    Written here because lm-eval's loader is private API (`lm_eval.tasks._yaml_loader`, absent in
+    some 0.4.x releases); we need only its `include` merge.
+    """
     path = Path(path)
     if not path.is_file():
         raise TaskError(f"{path}: no such task YAML")
     try:
-        return load_yaml(path, resolve_func=False)
-    except (yaml.YAMLError, ValueError, OSError) as err:
+        cfg = yaml.load(path.read_text(), Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
         raise TaskError(f"{path}: malformed YAML: {err}") from err
+    if not isinstance(cfg, dict):
+        raise TaskError(f"{path}: malformed YAML: expected a mapping of keys, got {type(cfg).__name__}")
+    merged: dict[str, Any] = {}
+    includes = cfg.pop("include", [])
+    for inc in includes if isinstance(includes, list) else [includes]:
+        merged.update(load_task_config(path.parent / inc))  # an absolute `inc` replaces the folder
+    return merged | cfg
 
 
 def spec_from_config(cfg: dict[str, Any], source: str) -> TaskSpec:
@@ -83,26 +103,79 @@ def spec_from_config(cfg: dict[str, Any], source: str) -> TaskSpec:
     return spec
 
 
-def task_path(task: str, tasks_dir: Path = TASKS_DIR) -> Path:
+def is_task(cfg: dict[str, Any]) -> bool:
+    tags = cfg.get("tag") or []
+    return TASK_TAG in (tags if isinstance(tags, list) else [tags])
+
+
+def task_folders(include_path: Sequence[str] = ()) -> list[Path]:
+    """The shipped tasks folder, then the user's include folders (each checked to exist)."""
+    folders = [TASKS_DIR]
+    for folder in map(Path, include_path):
+        if not folder.is_dir():
+            raise TaskError(f"include path {folder}: no such folder of task YAMLs")
+        if folder.resolve() != TASKS_DIR.resolve():
+            folders.append(folder)
+    return folders
+
+
+def task_files(include_path: Sequence[str] = ()) -> dict[str, Path]:
+    """slug -> YAML of every task (a YAML tagged tapt_tasks) in the task folders.
+
+    A task defined by two files is an error naming both. A broken YAML is skipped here and
+    reported by `tapt-bench tasks validate`.
+    """
+    found: dict[str, Path] = {}
+    for folder in task_folders(include_path):
+        for path in sorted(folder.glob("*.yaml")):
+            try:
+                cfg = load_task_config(path)
+            except TaskError:
+                continue
+            if not is_task(cfg) or not isinstance(cfg.get("task"), str):
+                continue
+            slug = cfg["task"].removeprefix(TASK_PREFIX)
+            if slug in found:
+                raise TaskError(f"task {cfg['task']} is defined twice: {found[slug]} and {path}; "
+                                "rename one (its `task` and `dataset_kwargs.slug`) or drop one folder")
+            found[slug] = path
+    return found
+
+
+def task_path(task: str, include_path: Sequence[str] = ()) -> Path:
     """YAML path of a task given as slug, task name or path."""
     if task.endswith(".yaml"):
         return Path(task)
+    files = task_files(include_path)
     slug = task.removeprefix(TASK_PREFIX)
-    path = tasks_dir / f"{TASK_PREFIX}{slug}.yaml"
-    if not path.is_file():
+    if slug not in files:
+        folders = ", ".join(map(str, task_folders(include_path)))
         raise TaskError(
-            f"unknown task {task!r}: no {path.name} in {tasks_dir} "
-            f"(known: {', '.join(all_slugs(tasks_dir))})"
+            f"unknown task {task!r}: no task YAML with `task: {TASK_PREFIX}{slug}` in {folders}; "
+            f"add its folder with --include-path (known: {', '.join(sorted(files))})"
         )
-    return path
+    return files[slug]
 
 
-def load_spec(task: str, tasks_dir: Path = TASKS_DIR) -> TaskSpec:
+def load_spec(task: str, include_path: Sequence[str] = ()) -> TaskSpec:
     """TaskSpec of a task given as slug, task name or YAML path."""
-    path = task_path(task, tasks_dir)
+    path = task_path(task, include_path)
     return spec_from_config(load_task_config(path), str(path))
 
 
-def all_slugs(tasks_dir: Path = TASKS_DIR) -> list[str]:
-    return sorted(p.stem.removeprefix(TASK_PREFIX) for p in tasks_dir.glob(f"{TASK_PREFIX}*.yaml")
-                  if p.stem != "tapt_all")
+def all_slugs(include_path: Sequence[str] = ()) -> list[str]:
+    return sorted(task_files(include_path))
+
+
+def validation_targets(target: Path) -> list[Path]:
+    """A YAML, or a folder's task YAMLs: those tagged tapt_tasks, and those that do not load (to report)."""
+    if not target.is_dir():
+        return [target]
+    found = []
+    for path in sorted(target.glob("*.yaml")):
+        try:
+            if is_task(load_task_config(path)):
+                found.append(path)
+        except TaskError:
+            found.append(path)
+    return found

@@ -14,12 +14,14 @@ SPLITS = ("train", "extra", "test")
 
 @dataclass(kw_only=True)
 class DataSettings(Settings):
-    """Where the task data come from."""
+    """Where the task YAMLs and their data come from."""
 
-    PATHS = ("data_dir",)
+    PATHS = ("data_dir", "include_path")
 
     data_dir: str | None = option(
         None, "folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the Hugging Face hub)")
+    include_path: list[str] = option(
+        [], "extra folders of task YAMLs, searched after the shipped tasks (as lm_eval's --include_path)")
 
 
 @dataclass(kw_only=True)

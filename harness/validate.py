@@ -8,21 +8,23 @@ from typing import Any
 
 from harness.data import load_pool
 from harness.errors import TaskError
-from harness.spec import load_task_config, spec_from_config
+from harness.spec import load_task_config, spec_from_config, task_folders
 from harness.settings import pick
 from harness.subsample import SampleSettings, draw
 
 EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside TaskConfig
 
 
-def build_task(path: Path, metadata: dict[str, Any]):
-    """The lm-eval ConfigurableTask of a YAML, its docs loaded through our hook with `metadata`."""
-    from lm_eval.api.task import ConfigurableTask
-    from lm_eval.tasks._yaml_loader import load_yaml
+def build_task(path: Path, metadata: dict[str, Any], include_path: list[str] = ()):
+    """The lm-eval task of a YAML, built by lm-eval's TaskManager from the YAML's folder and the task
+    folders, its docs loaded through our hook with `metadata`."""
+    from lm_eval.tasks import TaskManager
 
-    cfg = load_yaml(path, resolve_func=True)
-    cfg["metadata"] = {**cfg.get("metadata", {}), **metadata, "config_source": str(path)}
-    return ConfigurableTask(config=cfg)
+    name = load_task_config(path)["task"]
+    folders = {str(f.resolve()): None for f in [*task_folders(include_path), Path(path).parent]}
+    manager = TaskManager(include_path=list(folders), include_defaults=False,
+                          metadata={**metadata, "config_source": str(path)})
+    return manager.load(name)["tasks"][name]
 
 
 def render_first(task) -> dict[str, Any]:
@@ -58,7 +60,7 @@ def problems(path: Path, sample: SampleSettings) -> list[str]:
     if found:
         return found
     try:
-        render_first(build_task(path, pick(sample, SampleSettings)))
+        render_first(build_task(path, pick(sample, SampleSettings), sample.include_path))
     except Exception as err:  # anything lm-eval raises while building or rendering is a finding
         found.append(f"task {spec.task_name}: lm-eval cannot render the prompt: {type(err).__name__}: {err}")
     return found

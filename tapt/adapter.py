@@ -13,7 +13,7 @@ import torch
 from harness.errors import UserError
 from harness.settings import Settings, option
 from harness.spec import TaskSpec
-from tapt import record, training
+from tapt import base_model, output, training
 from tapt.corpus import TaptInput, prompt_sequences
 
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": "all-linear"}  # the study's adapter
@@ -100,10 +100,10 @@ def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     from trl import SFTTrainer
 
     spec, docs = args.docs()
-    record.check_base(args.base)
+    base_model.check_base(args.base)
     max_length = args.max_length or (2048 if args.packing else 256)
     set_seed(args.seed)
-    tokenizer = record.tokenizer(args.base)
+    tokenizer = base_model.tokenizer(args.base)
     dataset = tokenized(tokenizer, prompt_sequences(spec, docs, args.packing), max_length)
     quantized = getattr(model, "is_loaded_in_4bit", False)
     if model is None:
@@ -128,10 +128,10 @@ def record_of(args: AdapterArgs, run: Prepared) -> dict:
 
 def train_adapter(args: AdapterArgs) -> dict:
     """Train and save the adapter to args.out with its tapt.json; returns the record."""
-    with record.staged(Path(args.out), args.overwrite) as tmp:
+    with output.staged(Path(args.out), args.overwrite) as tmp:
         run = prepare(args, tmp)
         run.trainer.train()
         run.trainer.model.save_pretrained(tmp)
         rec = record_of(args, run)
-        record.write_record(tmp, rec)
+        output.write_record(tmp, rec)
     return rec

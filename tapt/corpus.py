@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness import prompts
-from harness.docs import SplitSettings
+from harness.splits import SplitSettings
 from harness.errors import SettingsError
 from harness.models import ModelSettings
 from harness.settings import option

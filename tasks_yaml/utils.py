@@ -9,7 +9,7 @@ import sys
 
 import datasets
 
-from harness.docs import SplitSettings, subsample_docs
+from harness.splits import SplitSettings, subsample_docs
 from harness.errors import UserError
 from harness.settings import field_names
 from harness.spec import TaskSpec

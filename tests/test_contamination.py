@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from contamination.run import ContaminationArgs, check_adapter_base, examples, run, sharded_test
-from contamination.scorer import logprob_one, logprobs_batched, windows
+from contamination.sharded_test import ContaminationArgs, check_adapter_base, examples, run, sharded_test
+from contamination.logprobs import logprob_one, logprobs_batched, windows
 from contamination.stat import pvalue_from_log, shard_sizes, split_shards, t_statistic
 from harness.cli import main
-from harness.docs import subsample_docs
+from harness.splits import subsample_docs
 from harness.errors import UserError
 from harness.subsample import SampleSettings
 from harness.spec import load_spec

@@ -4,7 +4,7 @@ import pytest
 
 from harness import models
 from tapt.adapter import AdapterArgs, train_adapter
-from tapt.textlm import TextArgs, pretrain_text
+from tapt.raw_text import TextArgs, pretrain_text
 
 pytestmark = pytest.mark.e2e
 

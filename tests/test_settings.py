@@ -71,14 +71,29 @@ def test_contamination_pvalue_on_a_binary_file(tmp_path):
         main(["contamination", "pvalue", str(tmp_path / "log.json")])
 
 
-def test_relative_paths_in_a_config_resolve_against_its_folder(tmp_path, data_dir, monkeypatch):
+def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_cwd(tmp_path, data_dir, monkeypatch):
     folder = tmp_path / "configs"
-    path = write_config(folder, data_dir=os.path.relpath(data_dir, folder), out="../results")
+    path = write_config(folder, data_dir=os.path.relpath(data_dir, folder), include_path=["mine"], out="results")
+    (folder / "mine").mkdir()
     monkeypatch.chdir("/")
     cfg = load_config(path)
-    assert cfg.data_dir == str(data_dir.resolve()) and cfg.out == str(tmp_path / "results")
+    assert cfg.data_dir == str(data_dir.resolve()) and cfg.include_path == [str(folder / "mine")]
+    assert cfg.out == "results"  # where the run starts
     with pytest.raises(UserError, match=str(folder / "nowhere" / "trec")):
         load_config(write_config(folder, data_dir="nowhere"))
+
+
+def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, monkeypatch):
+    from harness import grid
+
+    seen = {}
+    monkeypatch.setattr(grid, "run", lambda cfg, *a: seen.setdefault("cfg", cfg))
+    path = write_config(tmp_path, data_dir=str(data_dir), epochs=1, out=str(tmp_path / "out"))
+    main(["run", "--config", str(path), "--epochs", "2", "--no-summary"])
+    cfg = seen["cfg"]
+    assert cfg.epochs == 2.0 and cfg.m == 8 and cfg.tasks == ["trec"] and cfg.quantize == "4bit"
+    with pytest.raises(SystemExit, match="--lr must be at least 0.0, got -1.0"):
+        main(["run", "--config", str(path), "--lr", "-1"])
 
 
 def test_python_callers_get_the_same_checks():

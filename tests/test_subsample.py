@@ -40,7 +40,7 @@ def test_different_subsamples_differ_and_same_one_repeats():
 
 def test_identical_rows_in_separate_processes(data_dir):
     code = (
-        "import json; from harness.docs import subsample_docs; from harness.spec import load_spec;"
+        "import json; from harness.splits import subsample_docs; from harness.spec import load_spec;"
         "from harness.subsample import SampleSettings;"
         f"d = subsample_docs(load_spec('ag_news'), SampleSettings(data_dir={str(data_dir)!r}, m=20, n=30), 2);"
         "print(json.dumps({s: d[s]['row'].tolist() for s in d}))"

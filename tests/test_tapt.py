@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from harness import prompts
-from harness.docs import subsample_docs
+from harness.splits import subsample_docs
 from harness.errors import UserError
 from harness.subsample import SampleSettings
 from harness.spec import load_spec
 from tapt.adapter import AdapterArgs, train_adapter
 from tapt.corpus import prompt_sequences
-from tapt.textlm import TextArgs, collator, pretrain_text
+from tapt.raw_text import TextArgs, collator, pretrain_text
 
 SUB = {"subsample": 1, "m": 8, "n": 20}
 

@@ -6,7 +6,7 @@ import pytest
 
 from harness import prompts
 from harness.errors import TaskError
-from harness.spec import TASKS_DIR, all_slugs, load_spec
+from harness.spec import TASKS_DIR, all_slugs, load_spec, load_task_config
 from harness.validate import build_task, render_first
 
 OFFLINE_MISSING = {"app_reviews", "frenk_hate_en", "mtop_domain", "patent_classification", "yahoo_answers_topics"}
@@ -19,12 +19,14 @@ AG_NEWS_PROMPT = (
 )
 
 
-def test_25_tasks_and_the_group_are_indexed_by_lm_eval():
+def test_every_task_yaml_is_a_member_of_tapt_all_in_lm_evals_index():
     from lm_eval.tasks import TaskManager
 
-    names = set(TaskManager(include_path=str(TASKS_DIR), include_defaults=False).all_tasks)
-    assert {f"tapt_{s}" for s in all_slugs()} | {"tapt_all"} <= names
-    assert len(all_slugs()) == 25
+    index = TaskManager(include_path=str(TASKS_DIR), include_defaults=False).task_index
+    task_files = {load_task_config(p)["task"] for p in TASKS_DIR.glob("tapt_*.yaml") if "task" in load_task_config(p)
+                  and "group" not in load_task_config(p)}
+    assert len(task_files) >= 25 and task_files == {f"tapt_{s}" for s in all_slugs()}
+    assert index["tapt_all"].cfg["task"] == ["tapt_tasks"] and index["tapt_tasks"].tags == task_files
 
 
 @pytest.mark.parametrize("slug", all_slugs())
@@ -70,11 +72,11 @@ def test_lm_eval_cli_reports_acc_and_fails_fast_offline(tiny_llama, data_dir, tm
     ok = subprocess.run([*base, "--tasks", "tapt_ag_news", "--output_path", str(tmp_path)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr[-2000:]
     results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"]["tapt_ag_news"]
-    from harness.score import score, scorer
+    from harness.zero_shot import score, scorer
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model, tok = AutoModelForCausalLM.from_pretrained(tiny_llama), AutoTokenizer.from_pretrained(tiny_llama)
-    in_process = score(scorer(model, tok, 8), load_spec("ag_news"), {"data_dir": str(data_dir), "n": 10})
+    in_process = score(scorer(model, tok, 8), load_spec("ag_news"), {"data_dir": str(data_dir), "n": 10}, [])
     assert len(in_process) == 10 and results["acc,none"] == pytest.approx(in_process["correct"].mean())
     bad = subprocess.run([*base, "--tasks", "tapt_app_reviews"], capture_output=True, text=True)
     assert bad.returncode != 0 and "task tapt_app_reviews: its data is not available offline" in bad.stderr

@@ -11,12 +11,12 @@ from typing import Any, Literal
 import numpy as np
 
 from harness import prompts
-from harness.docs import SplitSettings
+from harness.splits import SplitSettings
 from harness.errors import SettingsError, UserError
 from harness.models import ModelSettings
 from harness.settings import Settings, option
 from harness.spec import TaskSpec
-from contamination.scorer import logprobs_batched
+from contamination.logprobs import logprobs_batched
 from contamination.stat import split_shards, t_statistic
 
 FORMATS = ("labeled", "text-only")
@@ -79,7 +79,7 @@ def load_model(pretrained: str, peft: str | None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tapt.record import check_base
+    from tapt.base_model import check_base
 
     check_base(pretrained)
     if peft:

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from harness.settings import Settings, option
-from tapt import record, training
+from tapt import base_model, output, training
 from tapt.corpus import TaptInput, raw_texts
 
 MLM_PROBABILITY = 0.15
@@ -53,12 +53,12 @@ def pretrain_text(args: TextArgs) -> dict:
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
 
     spec, docs = args.docs()
-    record.check_base(args.base)
+    base_model.check_base(args.base)
     decoder = is_decoder(args.base)
     epochs = args.epochs or (1.0 if decoder else 2.0)
-    with record.staged(Path(args.out), args.overwrite) as tmp:
+    with output.staged(Path(args.out), args.overwrite) as tmp:
         set_seed(args.seed)
-        tokenizer = record.tokenizer(args.base)
+        tokenizer = base_model.tokenizer(args.base)
         ids = tokenizer(raw_texts(docs), truncation=True, max_length=MAX_LENGTH)["input_ids"]
         auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
         model = auto.from_pretrained(args.base, dtype=torch.float32)
@@ -74,5 +74,5 @@ def pretrain_text(args: TextArgs) -> dict:
             "epochs": epochs, "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
             "rows": docs["row"].tolist(), **steps.summary(),
         }
-        record.write_record(tmp, rec)
+        output.write_record(tmp, rec)
     return rec

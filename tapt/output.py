@@ -1,4 +1,4 @@
-"""A TAPT run's output: staged into place atomically, with its tapt.json; the base and tokenizer checks."""
+"""A TAPT run's output dir: staged, then moved into place on success, with its tapt.json."""
 
 from __future__ import annotations
 
@@ -35,27 +35,6 @@ def staged(out: Path, overwrite: bool) -> Iterator[Path]:
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
-
-
-def check_base(base: str) -> None:
-    from transformers import AutoConfig
-
-    try:
-        AutoConfig.from_pretrained(base)
-    except (OSError, ValueError) as err:
-        raise UserError(
-            f"base model {base!r} not found: not a local model dir and not loadable from the hub ({err})"
-        ) from err
-
-
-def tokenizer(base: str):
-    """The base's tokenizer, padding with EOS where it has no pad token."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(base)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
 
 
 def library_versions() -> dict[str, str]:

@@ -26,7 +26,7 @@ class SplitSettings(SampleSettings):
 
     def docs(self) -> tuple[TaskSpec, pd.DataFrame]:
         """The task's spec and the docs of this split."""
-        spec = load_spec(self.task)
+        spec = load_spec(self.task, self.include_path)
         return spec, subsample_docs(spec, self, self.subsample)[self.split]
 
 

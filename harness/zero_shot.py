@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.spec import TASKS_DIR, TaskSpec
+from harness.spec import TaskSpec, task_folders
 
 
 def scorer(model, tokenizer, batch_size: int):
@@ -19,13 +19,14 @@ def scorer(model, tokenizer, batch_size: int):
     return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
 
 
-def score(lm, spec: TaskSpec, metadata: dict[str, Any]) -> pd.DataFrame:
+def score(lm, spec: TaskSpec, metadata: dict[str, Any], include_path: list[str]) -> pd.DataFrame:
     """One row per eval doc: `row` (pool position), `label`, `probs` (softmax over the class
     log-likelihoods lm-eval computed) and `correct` (lm-eval's acc for that doc)."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False, metadata=metadata)
+    folders = [str(f) for f in task_folders(include_path)]
+    manager = TaskManager(include_path=folders, include_defaults=False, metadata=metadata)
     out = simple_evaluate(model=lm, tasks=[spec.task_name], task_manager=manager, log_samples=True,
                           num_fewshot=0, verbosity="ERROR")
     samples = sorted(out["samples"][spec.task_name], key=lambda s: s["doc_id"])
