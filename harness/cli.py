@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args)
     except (UserError, FileNotFoundError) as err:
         sys.exit(f"tapt-bench: error: {err}")
+    except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -179,3 +179,18 @@ def validation_targets(target: Path) -> list[Path]:
         except TaskError:
             found.append(path)
     return found
+
+
+def lm_eval_tasks(include_path: Sequence[str], metadata: dict[str, Any]):
+    """lm-eval's TaskManager over the task folders, with `metadata` for every task.
+
+    lm-eval 0.4.13 indexes each folder on its own and lets a later folder's tag replace an earlier
+    one's (it warns "Task 'tapt_tasks' ... overrides"); we load tasks by name, so silence that.
+    """
+    import logging
+
+    from lm_eval.tasks import TaskManager
+
+    logging.getLogger("lm_eval.tasks._index").setLevel(logging.ERROR)
+    folders = {str(f.resolve()): None for f in task_folders(include_path)}
+    return TaskManager(include_path=list(folders), include_defaults=False, metadata=metadata)

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.data import load_pool
 from harness.errors import TaskError
-from harness.spec import load_task_config, spec_from_config, task_folders
+from harness.spec import lm_eval_tasks, load_task_config, spec_from_config
 from harness.settings import pick
 from harness.subsample import SampleSettings, draw
 
@@ -18,12 +18,8 @@ EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside Ta
 def build_task(path: Path, metadata: dict[str, Any], include_path: list[str] = ()):
     """The lm-eval task of a YAML, built by lm-eval's TaskManager from the YAML's folder and the task
     folders, its docs loaded through our hook with `metadata`."""
-    from lm_eval.tasks import TaskManager
-
     name = load_task_config(path)["task"]
-    folders = {str(f.resolve()): None for f in [*task_folders(include_path), Path(path).parent]}
-    manager = TaskManager(include_path=list(folders), include_defaults=False,
-                          metadata={**metadata, "config_source": str(path)})
+    manager = lm_eval_tasks([*include_path, str(Path(path).parent)], {**metadata, "config_source": str(path)})
     return manager.load(name)["tasks"][name]
 
 

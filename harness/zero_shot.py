@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.spec import TaskSpec, task_folders
+from harness.spec import TaskSpec, lm_eval_tasks
 
 
 def scorer(model, tokenizer, batch_size: int):
@@ -23,10 +23,8 @@ def score(lm, spec: TaskSpec, metadata: dict[str, Any], include_path: list[str])
     """One row per eval doc: `row` (pool position), `label`, `probs` (softmax over the class
     log-likelihoods lm-eval computed) and `correct` (lm-eval's acc for that doc)."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
-    folders = [str(f) for f in task_folders(include_path)]
-    manager = TaskManager(include_path=folders, include_defaults=False, metadata=metadata)
+    manager = lm_eval_tasks(include_path, metadata)
     out = simple_evaluate(model=lm, tasks=[spec.task_name], task_manager=manager, log_samples=True,
                           num_fewshot=0, verbosity="ERROR")
     samples = sorted(out["samples"][spec.task_name], key=lambda s: s["doc_id"])
