@@ -1,8 +1,9 @@
 """Cost of one TRL training step against a raw forward+backward of the same batch on the same model.
 
 For padding and packing, LoRA and QLoRA: builds the SFTTrainer exactly as `tapt-bench train` does,
-takes one batch from its dataloader, then times (median of --repeats) the trainer's full step
-(training_step + optimizer step + zero_grad) and a bare `loss = model(**batch).loss; loss.backward()`.
+takes one batch from its dataloader, then times the trainer's full step (training_step + optimizer
+step + zero_grad) and a bare `loss = model(**batch).loss; loss.backward()`, interleaved (trainer,
+raw, trainer, raw, ...) --repeats times so that machine noise hits both alike; medians.
 Prints the ratio and tokens per second of each. Usage:
     python benchmarks/tapt_step.py --data-dir ../shared/data [--base SmolLM2-135M-Instruct]
 """
@@ -31,17 +32,20 @@ class StepBenchArgs(SplitSettings, ModelSettings):
 
     task: str = option("ag_news", "task whose extra split gives the batch")
     batch_size: int = option(8, "training batch size")
-    repeats: int = option(3, "timed repeats (the median is reported)")
+    repeats: int = option(5, "interleaved timed repeats (the medians are reported)")
 
 
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def interleaved_medians(fns, repeats: int) -> list[float]:
+    """Median seconds of each function, timed in turn `repeats` times after one warm-up call each."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, spent in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def measure(args: AdapterArgs, repeats: int) -> dict:
@@ -64,7 +68,7 @@ def measure(args: AdapterArgs, repeats: int) -> dict:
             model(**batch).loss.backward()
             model.zero_grad()
 
-        step, raw = median_seconds(trainer_step, repeats), median_seconds(raw_step, repeats)
+        step, raw = interleaved_medians([trainer_step, raw_step], repeats)
     return {"step": step, "raw": raw, "tokens": tokens, "shape": tuple(batch["input_ids"].shape)}
 
 
@@ -72,7 +76,8 @@ def main() -> None:
     a = parse_script(StepBenchArgs, __doc__)
     torch.manual_seed(0)
     base = resolve(a.base)
-    print(f"base {a.base}, task {a.task}, batch {a.batch_size}, median of {a.repeats}, torch threads {torch.get_num_threads()}")
+    print(f"base {a.base}, task {a.task}, batch {a.batch_size}, medians of {a.repeats} interleaved repeats, "
+          f"torch threads {torch.get_num_threads()}")
     print(f"{'mode':8} {'adapter':6} {'batch shape':12} {'trainer s':>9} {'raw s':>7} {'ratio':>6} {'trainer tok/s':>13} {'raw tok/s':>9}")
     for packing in (False, True):
         for quantize in ("none", "4bit"):

@@ -27,6 +27,9 @@ class RunOptions(Settings):
     keep_adapters: bool = option(False, "keep each unit's adapters beside its results")
     overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
     no_summary: bool = option(False, "skip the summary table at the end")
+    workers: int = option(1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)")
+
+    MINIMUM = {"workers": 1}
 
     def check(self) -> None:
         super().check()
@@ -147,15 +150,45 @@ def cmd_pretrain_text(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> None:
     from harness import grid
-    from harness.summary import collect, format_tables, summarize
+    from harness.summary import collect, format_changes, format_tables, prediction_changes, summarize
 
     opts = from_namespace(RunOptions, args)
     overrides = {k: getattr(args, k) for k in field_names(grid.GridConfig) if hasattr(args, k)}
     cfg = grid.load_config(opts.config, overrides)
     shard = opts.shard_pair()
-    grid.run(cfg, shard, opts.keep_adapters, opts.overwrite)
+    if opts.workers > 1:
+        run_workers(args.argv, cfg, shard, opts.workers, opts.overwrite)
+    else:
+        for cell in cfg.cell_configs():
+            grid.run(cell, shard, opts.keep_adapters, opts.overwrite)
     if shard[1] == 1 and not opts.no_summary:
-        print(format_tables(summarize(collect(grid.model_dir(cfg)))))
+        for cell in cfg.cell_configs():
+            print(format_tables(summarize(collect(grid.model_dir(cell)))))
+            print(format_changes(prediction_changes(grid.model_dir(cell))) + "\n")
+
+
+def run_workers(argv: list[str], cfg, shard: tuple[int, int], workers: int, overwrite: bool) -> None:
+    """`workers` processes on this machine, each a shard of this run's units, writing the same layout;
+    then the tables are rebuilt once from every finished unit (each worker rebuilt them for its own)."""
+    import subprocess
+
+    from harness import grid, results
+
+    for cell in cfg.cell_configs():  # once, here, rather than racing in every worker
+        grid.check_settings(cell, overwrite)
+    i, count = shard
+    command = [sys.executable, "-m", "harness.cli", *argv]  # repeated flags: the last one counts
+    procs = [subprocess.Popen([*command, "--workers", "1", "--no-summary", "--shard", f"{i + j * count}/{count * workers}"])
+             for j in range(workers)]
+    failed = [j for j, proc in enumerate(procs) if proc.wait() != 0]
+    for cell in cfg.cell_configs():
+        for slug in cell.slugs:
+            tdir = results.task_dir(Path(cell.out), cell.m, cell.n, cell.tag, slug)
+            if (tdir / "units").is_dir():
+                results.rebuild(tdir)
+    if failed:
+        raise UserError(f"worker(s) {failed} of {workers} failed (their output is above); rerun the same command "
+                        "to finish their units: finished units are kept")
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
@@ -265,6 +298,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args.func(args)
     except (UserError, FileNotFoundError) as err:

@@ -1,4 +1,7 @@
-"""The experiment grid: for each (task, subsample) unit, score base, TAPT on extra, TAPT on test."""
+"""The experiment grid: for each (task, subsample) unit, score base, TAPT on extra, TAPT on test.
+
+Two flows: zero_shot (prompt adapters, scored zero-shot through lm-eval) and classifier (raw-text
+pretraining, then a classification head fine-tuned on train)."""
 
 from __future__ import annotations
 
@@ -9,39 +12,50 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from harness import results
+from harness.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
 from harness.data import load_pool
 from harness.splits import subsample_docs
 from harness.errors import SettingsError, UserError
 from harness.models import ModelSettings, resolve
 from harness.zero_shot import score, scorer
-from harness.settings import against, differences, fingerprint, flag, from_mapping, merged, option, pick
+from harness.settings import (against, differences, field_names, fingerprint, flag, from_mapping, merged, option,
+                              pick)
 from harness.spec import all_slugs, load_spec
 from harness.subsample import SampleSettings, draw
 from tapt.adapter import AdapterSettings
+from tapt.raw_text import TextSettings
 
 log = logging.getLogger("tapt_bench.grid")
 
 
 @dataclass(kw_only=True)
-class GridConfig(SampleSettings, ModelSettings, AdapterSettings):
-    """One experiment: a base model, tasks, the cell (m, n) and the adapter training (see configs/*.yaml).
+class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, ClassifierSettings):
+    """One experiment: a base model, tasks, the cell(s) (m, n), the flow and its training settings
+    (see harness/configs/*.yaml).
 
-    The sample, model and adapter keys are those of `tapt-bench train`, with the same meaning and
-    defaults. In a config file, the input paths (data_dir, include_path) resolve against the file's
+    The sample, model, adapter and pretraining keys are those of `tapt-bench train` and
+    `pretrain-text`, with the same meaning and defaults. In a config file, the input paths (data_dir, include_path) resolve against the file's
     folder; `out` against the directory the run starts from.
     """
 
     MINIMUM = {"subsamples": 1, "eval_batch_size": 1}
-    NOT_IN_RESULTS = ("tasks", "subsamples", "out", "model_tag", "notes", "data_dir", "include_path")  # no number changes
+    NOT_IN_RESULTS = ("tasks", "subsamples", "cells", "out", "model_tag", "notes", "data_dir", "include_path")
 
+    flow: Literal["zero_shot", "classifier"] = option(
+        "zero_shot", "zero_shot: prompt adapters scored zero-shot; classifier: raw-text TAPT, then a head fine-tuned on train")
+    task_overrides: dict[str, dict] = option(
+        STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)")
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
+    cells: list[str] = option(
+        [], "several cells in one run, each 'm/n/subsamples' (e.g. 50/500/20); empty: the one cell m, n, subsamples")
     eval_batch_size: int = option(8, "lm-eval scoring batch size")
     out: str = option("results", "results root; units go to <out>/m<m>/n<n>/<model>/<task>/")
     model_tag: str | None = option(None, "folder name of the model (default: the base's last path part)")
@@ -52,6 +66,33 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings):
             self.tasks = [self.tasks]
         super().__post_init__()
 
+    def check(self) -> None:
+        super().check()
+        fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
+        for slug, values in self.task_overrides.items():
+            keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
+            bad = sorted(keys - set(field_names(GridConfig)) | keys & fixed)
+            if bad:
+                problem = f"{slug}: {bad} cannot be set per task; per-task keys are training settings such as clf_epochs"
+                raise SettingsError(f"task_overrides {problem}", "task_overrides", problem)
+        self.cell_configs()  # checks the form of each cell
+
+    def cell_configs(self) -> list["GridConfig"]:
+        """One config per cell: `cells` expanded, or this config's own m, n, subsamples."""
+        out = []
+        for cell in self.cells:
+            try:
+                m, n, subsamples = (int(x) for x in cell.split("/"))
+            except ValueError:
+                problem = f"entries look like 'm/n/subsamples' (e.g. 50/500/20), got {cell!r}"
+                raise SettingsError(f"cells {problem}", "cells", problem) from None
+            out.append(dataclasses.replace(self, m=m, n=n, subsamples=subsamples, cells=[]))
+        return out or [self]
+
+    def for_task(self, slug: str) -> "GridConfig":
+        """These settings with the task's overrides applied (checked like any settings)."""
+        return dataclasses.replace(self, **self.task_overrides.get(slug, {}))
+
     @property
     def tag(self) -> str:
         return self.model_tag or Path(self.base.rstrip("/")).name
@@ -61,8 +102,10 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings):
         return all_slugs(self.include_path) if self.tasks == ["all"] else [t.removeprefix("tapt_") for t in self.tasks]
 
     def result_settings(self) -> dict:
-        """The settings that can change a unit's numbers; recorded with every unit."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.NOT_IN_RESULTS}
+        """The settings that can change a unit's numbers (those of its flow); recorded with every unit."""
+        other = field_names(AdapterSettings) if self.flow == "classifier" else [
+            *field_names(TextSettings), *field_names(ClassifierSettings)]
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
 
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
@@ -97,7 +140,8 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
     for slug in cfg.slugs:
         try:
             labels = load_pool(load_spec(slug, cfg.include_path), cfg.data_dir)["label"].to_numpy()
-            draw(labels, 0, cfg.m, cfg.n, cfg.seed)
+            for cell in cfg.cell_configs():
+                draw(labels, 0, cell.m, cell.n, cell.seed)
         except UserError as err:
             raise type(err)(f"{path}: task {slug!r}: {err}") from err
     return cfg
@@ -159,14 +203,45 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
         scored[split] = score(scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), spec, meta, cfg.include_path)
         lap(f"score_{split}")
         base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
+    accs = record_unit(cfg, tdir, k, spec, subsample_docs(spec, cfg, k), scored, seconds, training)
+    return base, accs
+
+
+def classifier_unit(cfg: GridConfig, slug: str, k: int, tdir: Path) -> dict:
+    """Fine-tune a classifier on train from the base LM, then from the LM pretrained on the raw texts
+    of extra, then on those of test; returns the unit's accuracies."""
+    from harness.classifier import classify
+    from tapt.corpus import raw_texts
+    from tapt.raw_text import pretrain
+
+    spec = load_spec(slug, cfg.include_path)
+    settings = cfg.for_task(slug)
     docs = subsample_docs(spec, cfg, k)
+    unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
+    seconds, training, scored = {}, {}, {}
+    for cond in ("base", "extra", "test"):
+        clock = time.perf_counter()
+        with tempfile.TemporaryDirectory() as work:
+            backbone = resolve(cfg.base)
+            if cond != "base":  # TAPT on the split's texts only: never its labels, never train
+                training[f"pretrain_{cond}"] = pretrain(backbone, raw_texts(docs[cond]), settings, unit_seed, Path(work))
+                backbone = work
+            scored[cond], training[f"classify_{cond}"] = classify(
+                backbone, docs["train"], docs["test"], len(spec.classes), settings, cfg.eval_batch_size, unit_seed)
+        seconds[cond] = time.perf_counter() - clock
+        log.info("%s subsample %d: %s done (%.1f s)", slug, k, cond, seconds[cond])
+    return record_unit(cfg, tdir, k, spec, docs, scored, seconds, training)
+
+
+def record_unit(cfg: GridConfig, tdir: Path, k: int, spec, docs, scored: dict, seconds: dict, training: dict) -> dict:
+    """Write the unit (accuracies, per-example probabilities, settings, timings) and rebuild the tables."""
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs, len(spec.classes))
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     settings = cfg.result_settings()
     results.write_unit(tdir, k, accs, probs, {"settings": settings, "settings_hash": fingerprint(settings),
                                               "seconds": seconds, "training": training})
     results.rebuild(tdir)
-    return base, accs
+    return accs
 
 
 def model_dir(cfg: GridConfig) -> Path:
@@ -246,7 +321,7 @@ def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = 
     log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(todo), len(units(cfg, shard)), cfg.base)
     write_manifest(cfg, shard, started, finished)
     try:
-        if todo:
+        if todo and cfg.flow == "zero_shot":  # one base model for every unit; adapters come and go
             base_path = resolve(cfg.base)
             tokenizer = AutoTokenizer.from_pretrained(base_path)
             base, _ = load_base(base_path, cfg.quantize, cfg.fallback_lora)
@@ -254,7 +329,10 @@ def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = 
             tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
             unit_start = time.time()
             log.info("%s subsample %d: start", slug, k)
-            base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
+            if cfg.flow == "classifier":
+                accs = classifier_unit(cfg, slug, k, tdir)
+            else:
+                base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
             log.info("%s subsample %d: base %.3f extra %.3f test %.3f (%.0f s)", slug, k,
                      accs["base"], accs["extra"], accs["test"], time.time() - unit_start)
             finished.append([slug, k])

@@ -109,3 +109,25 @@ def format_tables(summary: dict[str, Any]) -> str:
                              f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f}")
         lines.append("")
     return "\n".join(lines)
+
+
+def prediction_changes(root: str | Path) -> pd.DataFrame:
+    """Per task, the share of test documents whose predicted class differs between two conditions
+    (a condition that never changes a prediction cannot change an accuracy either)."""
+    rows = []
+    for path in sorted(Path(root).rglob("probabilities.parquet")):
+        probs = pd.read_parquet(path)
+        predicted = probs.assign(pred=probs["probs"].map(np.argmax)).pivot_table(
+            index=["subsample", "row"], columns="condition", values="pred")
+        rows.append({"task": path.parent.name, "docs": len(predicted),
+                     **{f"{a} vs {b}": float((predicted[a] != predicted[b]).mean())
+                        for a, b in (("extra", "base"), ("test", "base"), ("test", "extra"))}})
+    return pd.DataFrame(rows)
+
+
+def format_changes(changes: pd.DataFrame) -> str:
+    lines = ["share of test predictions that differ between conditions:",
+             f"  {'task':34} {'docs':>5} {'extra/base':>10} {'test/base':>10} {'test/extra':>10}"]
+    for r in changes.itertuples(index=False):
+        lines.append(f"  {r.task:34} {r.docs:5d} {r[2]:10.1%} {r[3]:10.1%} {r[4]:10.1%}")
+    return "\n".join(lines)

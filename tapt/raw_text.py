@@ -1,8 +1,10 @@
-"""Raw-text TAPT for the classifier flow: masked-LM (encoder) or causal-LM (decoder), all weights."""
+"""Raw-text TAPT for the classifier flow: masked-LM (encoder) or causal-LM (decoder), all weights,
+one text per sequence, padded (never packed)."""
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,13 +20,13 @@ MAX_LENGTH = 256
 
 @dataclass(kw_only=True)
 class TextSettings(Settings):
-    """How a backbone is pretrained on raw texts (256 tokens, one text per sequence)."""
+    """How a backbone is pretrained on raw texts (the study: batch 16; 2 epochs for BERT, 1 for GPT-2)."""
 
-    MINIMUM = {"epochs": 0.0, "batch_size": 1, "lr": 0.0}
+    MINIMUM = {"pretrain_epochs": 0.0, "pretrain_batch_size": 1, "pretrain_lr": 0.0}
 
-    epochs: float | None = option(None, "default: 2 for an encoder (MLM), 1 for a decoder (CLM)")
-    batch_size: int = option(16, "training batch size")
-    lr: float = option(5e-5, "learning rate (transformers' AdamW default)")
+    pretrain_epochs: float | None = option(None, "default: 2 for an encoder (MLM), 1 for a decoder (CLM)")
+    pretrain_batch_size: int = option(16, "pretraining batch size")
+    pretrain_lr: float = option(5e-5, "pretraining learning rate (transformers' AdamW default)")
 
 
 @dataclass(kw_only=True)
@@ -44,35 +46,72 @@ def collator(tokenizer, decoder: bool):
     """Pads each batch; masks 15% of tokens for MLM, or shifts for CLM (pads ignored in the loss)."""
     from transformers import DataCollatorForLanguageModeling
 
-    return DataCollatorForLanguageModeling(tokenizer, mlm=not decoder, mlm_probability=MLM_PROBABILITY)
+    pad_and_mask = DataCollatorForLanguageModeling(tokenizer, mlm=not decoder, mlm_probability=MLM_PROBABILITY)
+    return pad_and_mask if decoder else AtLeastOneMask(pad_and_mask, tokenizer)
+
+
+class AtLeastOneMask:
+    """A batch of a few short texts can draw no masked token at all, and its MLM loss is then NaN
+    (a mean over no token); transformers' collator has no guard, so mask one token of such a batch."""
+
+    def __init__(self, collate, tokenizer) -> None:
+        self.collate, self.tokenizer = collate, tokenizer
+
+    def __call__(self, examples):
+        batch = self.collate(examples)
+        if (batch["labels"] != -100).any():
+            return batch
+        ids = batch["input_ids"]
+        special = torch.tensor([self.tokenizer.get_special_tokens_mask(row.tolist(), already_has_special_tokens=True)
+                                for row in ids], dtype=torch.bool)
+        candidates = (~special & (batch["attention_mask"] == 1)).nonzero()
+        if len(candidates):
+            i, j = candidates[torch.randint(len(candidates), (1,)).item()]
+            batch["labels"][i, j] = ids[i, j]
+            ids[i, j] = self.tokenizer.mask_token_id
+        return batch
+
+
+def lm_head_is_new(base: str) -> bool:
+    """True when the checkpoint has no MLM head (all-MiniLM-L6-v2, say): MLM then starts from a random head."""
+    from transformers import AutoConfig
+
+    archs = AutoConfig.from_pretrained(base).architectures or []
+    return not any(a.endswith(("ForMaskedLM", "ForPreTraining", "ForCausalLM", "LMHeadModel")) for a in archs)
+
+
+def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out: Path) -> dict:
+    """Pretrain `base` on `texts` and save model and tokenizer to `out`; returns the training record."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
+
+    decoder = is_decoder(base)
+    epochs = settings.pretrain_epochs or (1.0 if decoder else 2.0)
+    new_head = not decoder and lm_head_is_new(base)
+    if new_head:
+        warnings.warn(f"{base} has no MLM head: masked-LM pretraining starts from a randomly initialised one "
+                      "(it is discarded afterwards: the classifier keeps only the encoder)")
+    set_seed(seed)
+    tokenizer = base_model.tokenizer(base)
+    ids = tokenizer(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"]
+    model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(base, dtype=torch.float32)
+    steps = training.StepLog()
+    args = training.arguments(out, epochs, settings.pretrain_lr, settings.pretrain_batch_size, seed)
+    Trainer(model=model, args=args, train_dataset=Dataset.from_dict({"input_ids": ids}),
+            data_collator=collator(tokenizer, decoder), callbacks=[steps]).train()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return {"objective": "clm" if decoder else "mlm", "epochs": epochs, "mlm_head_was_new": new_head,
+            "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))), **steps.summary()}
 
 
 def pretrain_text(args: TextArgs) -> dict:
     """Pretrain args.base on a split's raw texts and save a model dir (with tokenizer and tapt.json)."""
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
-
     spec, docs = args.docs()
     base_model.check_base(args.base)
-    decoder = is_decoder(args.base)
-    epochs = args.epochs or (1.0 if decoder else 2.0)
     with output.staged(Path(args.out), args.overwrite) as tmp:
-        set_seed(args.seed)
-        tokenizer = base_model.tokenizer(args.base)
-        ids = tokenizer(raw_texts(docs), truncation=True, max_length=MAX_LENGTH)["input_ids"]
-        auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
-        model = auto.from_pretrained(args.base, dtype=torch.float32)
-        steps = training.StepLog()
-        Trainer(model=model, args=training.arguments(tmp, epochs, args.lr, args.batch_size, args.seed),
-                train_dataset=Dataset.from_dict({"input_ids": ids}),
-                data_collator=collator(tokenizer, decoder), callbacks=[steps]).train()
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        trained = pretrain(args.base, raw_texts(docs), args, args.seed, tmp)
         settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}
-        rec = {
-            "kind": "text", **settings, "objective": "clm" if decoder else "mlm", "task": spec.slug,
-            "epochs": epochs, "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))),
-            "rows": docs["row"].tolist(), **steps.summary(),
-        }
+        rec = {"kind": "text", **settings, "task": spec.slug, **trained, "rows": docs["row"].tolist()}
         output.write_record(tmp, rec)
     return rec

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.e2e
 
 def test_minilm_masked_lm_pretraining_lowers_its_loss(data_dir, tmp_path):
     rec = pretrain_text(TextArgs(task="ag_news", split="test", base=str(models.prepare(models.MINILM)),
-                                 out=tmp_path / "mlm", data_dir=str(data_dir), n=32, m=8, batch_size=16))
+                                 out=tmp_path / "mlm", data_dir=str(data_dir), n=32, m=8, pretrain_batch_size=16))
     assert rec["objective"] == "mlm" and rec["steps"] == 4
     assert rec["final_loss"] < rec["losses"][0]
 

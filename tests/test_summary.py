@@ -92,3 +92,16 @@ def test_bad_input(tmp_path):
     (d / "accuracies.csv").write_text("base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.1,abc,0.3,0,2,0.5\n")
     with pytest.raises(UserError, match="row 1 \\(line 3\\), column 'extra': 'abc' is not a number"):
         collect(tmp_path)
+
+
+def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
+    from harness.summary import prediction_changes
+
+    d = tmp_path / "m10" / "n10" / "toy" / "a"
+    d.mkdir(parents=True)
+    predicted = {"base": [0, 1, 1, 0], "extra": [0, 1, 0, 0], "test": [1, 1, 0, 1]}  # 2 subsamples x 2 docs
+    rows = [{"subsample": i // 2, "row": i % 2, "condition": c, "probs": [0.9, 0.1] if p == 0 else [0.2, 0.8]}
+            for c, preds in predicted.items() for i, p in enumerate(preds)]
+    pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
+    (got,) = prediction_changes(tmp_path).to_dict("records")
+    assert got == {"task": "a", "docs": 4, "extra vs base": 0.25, "test vs base": 0.75, "test vs extra": 0.5}

@@ -89,7 +89,7 @@ def test_masking_rate_is_15_percent(tiny_bert):
 def test_pretrain_text_saves_a_model_dir(which, request, data_dir, tmp_path):
     base = request.getfixturevalue(which)
     rec = pretrain_text(TextArgs(task="ag_news", split="extra", base=str(base), out=tmp_path / "m",
-                                 data_dir=str(data_dir), batch_size=8, **SUB))
+                                 data_dir=str(data_dir), pretrain_batch_size=8, **SUB))
     assert rec["objective"] == ("mlm" if which == "tiny_bert" else "clm")
     assert rec["epochs"] == (2.0 if which == "tiny_bert" else 1.0) and rec["steps"] == (6 if which == "tiny_bert" else 3)
     assert (tmp_path / "m" / "model.safetensors").is_file() and (tmp_path / "m" / "tapt.json").is_file()
@@ -115,3 +115,15 @@ def test_existing_output_is_kept_unless_overwrite(tiny_llama, data_dir, tmp_path
     with pytest.raises(UserError, match="exists; pass --overwrite"):
         train_adapter(adapter_args(tiny_llama, data_dir, tmp_path))
     assert (tmp_path / "ad" / "keep.txt").read_text() == "old"
+
+
+def test_an_mlm_batch_always_has_a_masked_token(tiny_bert):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    collate = collator(tok, decoder=False)
+    torch.manual_seed(0)
+    batches = [collate([{"input_ids": tok("a b")["input_ids"]}]) for _ in range(200)]  # 2 maskable tokens
+    assert all((b["labels"] != -100).sum() >= 1 for b in batches)
+    forced = [b for b in batches if (b["labels"] != -100).sum() == 1 and (b["input_ids"] == tok.mask_token_id).sum() == 1]
+    assert len(forced) > 100  # P(no token masked of 2) = 0.85^2: the guard does most of the masking here
