@@ -10,7 +10,6 @@ fine-tune, the Trainer's full step (training_step + optimizer step + zero_grad) 
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from harness.settings import option, parse_script
 from harness.splits import SplitSettings
 from tapt.corpus import raw_texts
 from tapt.raw_text import TextSettings, pretrain
+from tapt_step import interleaved_medians  # benchmarks/ is on the path when a script here runs
 
 
 @dataclass(kw_only=True)
@@ -75,14 +75,8 @@ def step_costs(a: UnitBenchArgs, base: str, docs: dict, classes: int) -> tuple[f
             raw_opt.step()
             raw_opt.zero_grad()
 
-        times = {trainer_step: [], raw_step: []}
-        trainer_step(), raw_step()  # warm-up
-        for _ in range(a.repeats):
-            for fn in (trainer_step, raw_step):
-                clock = time.perf_counter()
-                fn()
-                times[fn].append(time.perf_counter() - clock)
-    return statistics.median(times[trainer_step]), statistics.median(times[raw_step]), tuple(batch["input_ids"].shape)
+        step, raw = interleaved_medians([trainer_step, raw_step], a.repeats)
+    return step, raw, tuple(batch["input_ids"].shape)
 
 
 def main() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,3 +60,18 @@ def tiny_bert(tmp_path_factory) -> Path:
     BertForMaskedLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
+    """A grid config file named after its output dir, for the grid tests of both flows."""
+    path = tmp_path / f"{out.name}.yaml"
+    path.write_text(json.dumps({**cfg, "out": str(out)}))
+    return path
+
+
+def grid_tables(out: Path, task_dir: str):
+    """The two tables a grid run leaves in a task dir: accuracies.csv and probabilities.parquet."""
+    import pandas as pd
+
+    d = out / task_dir
+    return pd.read_csv(d / "accuracies.csv"), pd.read_parquet(d / "probabilities.parquet")

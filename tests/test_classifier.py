@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import grid_tables, write_grid_config
 from harness import grid
 from harness.classifier import ClassifierSettings, classify, load_classifier
 from harness.errors import SettingsError, UserError
@@ -27,15 +28,12 @@ TASK_DIR = "m8/n8/tiny/trec"
 def config(tmp_path, base, data_dir, out, **extra):
     cfg = {"base": str(base), "model_tag": "tiny", "flow": "classifier", "tasks": ["trec"], "m": 8, "n": 8,
            "subsamples": 3, "pretrain_epochs": 1, "clf_epochs": 2, "clf_batch_size": 4, "clf_lr": 1e-3,
-           "pretrain_batch_size": 4, "eval_batch_size": 8, "data_dir": str(data_dir), "out": str(out), **extra}
-    path = tmp_path / f"{out.name}.yaml"
-    path.write_text(json.dumps(cfg))
-    return path
+           "pretrain_batch_size": 4, "eval_batch_size": 8, "data_dir": str(data_dir), **extra}
+    return write_grid_config(tmp_path, out, cfg)
 
 
 def tables(out):
-    d = out / TASK_DIR
-    return pd.read_csv(d / "accuracies.csv"), pd.read_parquet(d / "probabilities.parquet")
+    return grid_tables(out, TASK_DIR)
 
 
 @pytest.mark.parametrize("which, side", [("tiny_bert", None), ("tiny_llama", "right"), ("tiny_llama", "left")])

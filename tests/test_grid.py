@@ -10,6 +10,7 @@ import time
 import pandas as pd
 import pytest
 
+from conftest import grid_tables, write_grid_config
 from harness import grid
 from harness.cli import main
 from harness.results import merge
@@ -21,15 +22,12 @@ TASK_DIR = "m4/n6/tiny/ag_news"
 def config(tmp_path, tiny_llama, data_dir, out, **extra):
     cfg = {"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6,
            "subsamples": 3, "quantize": "none", "lr": 0.01, "batch_size": 4, "eval_batch_size": 8,
-           "data_dir": str(data_dir), "out": str(out), **extra}
-    path = tmp_path / f"{out.name}.yaml"
-    path.write_text(json.dumps(cfg))
-    return path
+           "data_dir": str(data_dir), **extra}
+    return write_grid_config(tmp_path, out, cfg)
 
 
 def tables(out):
-    d = out / TASK_DIR
-    return pd.read_csv(d / "accuracies.csv"), pd.read_parquet(d / "probabilities.parquet")
+    return grid_tables(out, TASK_DIR)
 
 
 @pytest.fixture(scope="module")
