@@ -205,6 +205,99 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     print(json.dumps(summary) if args.json else format_tables(summary))
 
 
+def cmd_analyze(args: argparse.Namespace) -> None:
+    """`analyze RESULTS` fits every selected cell and effect; `analyze meta RESULTS` runs the meta-analysis."""
+    from harness.summary import collect
+
+    if args.what[0] == "meta":
+        return analyze_meta(args)
+    if len(args.what) != 1:
+        raise UserError(f"analyze takes one results dir (or `meta RESULTS`), got {args.what}")
+    from harness import analysis, plots
+
+    s = from_namespace(analysis.AnalysisSettings, args)
+    source = args.what[0]
+    df = collect(source)
+    fits, checks = [], []
+    for m, n, rows in analysis.cells_of(df, s, source):
+        for effect in analysis.effects_of(s):
+            d = analysis.cell_data(rows, effect, f"{source} m={m} n={n}")
+            if not s.json:
+                print(f"fitting m={m} n={n} {effect}: {d.shape}", file=sys.stderr, flush=True)
+            fit = analysis.fit_cell(d, s)
+            fits.append(fit)
+            label = f"m{m}_n{n}_{effect}"
+            if s.plots:
+                plots.diagnostics(fit["idata"], label, Path(s.plots))
+            if s.checks:
+                checks.append(model_checks(d, fit, s, label))
+    if s.plots:
+        title = Path(source).name
+        plots.average_differences(fits, title, Path(s.plots) / "eq11_average_difference.png")
+        plots.task_differences(fits, title, Path(s.plots) / "eq12_tasks.png")
+    records = [f["record"] for f in fits]
+    if s.json:
+        print(json.dumps({"results": source, "fits": records, "checks": checks}))
+        return
+    print(analysis.format_fits(records))
+    for c in checks:
+        print(analysis.format_checks(c))
+    if s.plots:
+        print(f"plots: {s.plots}")
+
+
+def model_checks(d, fit: dict, s, label: str) -> dict:
+    """Prior predictive, calibration and recovery for one fitted cell (plots when asked)."""
+    from harness import analysis, plots
+
+    prior = analysis.prior_predictive(d, s)
+    calib = analysis.calibration(fit["idata"], d, s)
+    recovered = analysis.recovery(d, s, fit["idata"])
+    if s.plots:
+        plots.prior_predictive(prior["accuracies"], label, Path(s.plots) / f"prior_predictive_{label}.png")
+        plots.calibration(calib, label, Path(s.plots) / f"calibration_{label}.png")
+    inside = ((calib["hdi_low"] <= calib["observed"]) & (calib["observed"] <= calib["hdi_high"])).mean()
+    return {"m": d.m, "n": d.n, "effect": d.effect,
+            "prior_predictive": {k: v for k, v in prior.items() if k != "accuracies"},
+            "calibration": {"cells": len(calib), "share_inside_hdi": float(inside),
+                            "max_abs_error": float((calib["predicted"] - calib["observed"]).abs().max())},
+            "recovery": recovered}
+
+
+def analyze_meta(args: argparse.Namespace) -> None:
+    from harness import analysis, plots
+    from harness.meta import MetaSettings, lm_type_agreement, meta_analysis
+    from harness.summary import collect
+
+    if len(args.what) != 2:
+        raise UserError(f"usage: tapt-bench analyze meta RESULTS --m M --n N [--slices S], got {args.what[1:]}")
+    s = from_namespace(MetaSettings, args)
+    s.check_meta()
+    source = args.what[1]
+    ((m, n, rows),) = analysis.cells_of(collect(source), s, source)
+    for effect in analysis.effects_of(s):
+        result = meta_analysis(rows, s, effect, progress=not s.json)
+        agreement = lm_type_agreement(collect(source), effect, s.permutations, s.seed)
+        if s.plots:
+            plots.meta_cdf(result, f"{Path(source).name} m={m} n={n} {effect}",
+                           Path(s.plots) / f"meta_cdf_m{m}_n{n}_{effect}.png")
+        if s.json:
+            print(json.dumps({"results": source, "meta": result, "lm_type_agreement": agreement}))
+            continue
+        q = result["quantiles"]
+        print(f"{source} m={m} n={n} {effect}: {s.slices} slices (one subsample per task), "
+              f"{s.chains} chains x {s.draws} draws each; {result['seconds']:.0f} s "
+              f"(compile {result['compile_seconds']:.0f} s)")
+        print(f"  posterior mean of beta per slice: 5% {q['0.05']:+.3f}  25% {q['0.25']:+.3f}  median "
+              f"{q['0.5']:+.3f}  75% {q['0.75']:+.3f}  95% {q['0.95']:+.3f}")
+        print(f"  share outside (-{s.rope}, {s.rope}): {100 * result['share_outside']:.1f}%")
+        if agreement:
+            a = agreement
+            print(f"  {a['lm_types'][0]} vs {a['lm_types'][1]} subsample-level {effect}, Spearman per (m, n, task), "
+                  f"{a['groups']} groups (all cells): mean rho {a['mean_rho']:+.3f} ({100 * a['share_positive']:.0f}% "
+                  f"positive); random pairings {a['null_mean_rho']:+.3f} +- {a['null_sd']:.3f}; p = {a['p_value']:.4f}")
+
+
 def cmd_contamination_test(args: argparse.Namespace) -> None:
     from contamination.sharded_test import ContaminationArgs, run
     from harness.models import resolve
@@ -285,6 +378,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
+
+    from harness.meta import MetaSettings
+
+    p = command(sub, "analyze", cmd_analyze, "the hierarchical Bayesian model per (m, n) cell and effect; "
+                "`analyze meta RESULTS --m M --n N` for the meta-analysis of single-subsample slices", MetaSettings)
+    p.add_argument("what", nargs="+", metavar="[meta] RESULTS", help="a results dir in the layout "
+                   "m<m>/n<n>/<model>/<task>/accuracies.csv; `meta RESULTS` for the meta-analysis")
 
     cont = sub.add_parser("contamination", help="the sharded exchangeability test (Oren et al. 2024)")
     cont = cont.add_subparsers(dest="action", required=True)

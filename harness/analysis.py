@@ -1,0 +1,264 @@
+"""Fits of the hierarchical model per (m, n) cell and effect: beta, the posterior predictive
+accuracy differences (the study's eq. 11 and 12), and the model checks (prior predictive,
+calibration, recovery of a planted beta)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from harness.bayes import EFFECTS, MODELS, CellData, cell_data
+from harness.errors import UserError
+from harness.settings import Settings, option
+
+
+@dataclass(kw_only=True)
+class FitSettings(Settings):
+    """How each cell is fitted (the study: 4 chains x 1,000 draws after 500 tuning steps)."""
+
+    MINIMUM = {"chains": 1, "draws": 10, "tune": 0, "seed": 0, "hdi_prob": 0.01, "target_accept": 0.5}
+
+    chains: int = option(4, "NUTS chains")
+    draws: int = option(1000, "draws per chain kept")
+    tune: int = option(500, "tuning steps per chain")
+    seed: int = option(0, "seed of the sampler and of the posterior predictive draws")
+    hdi_prob: float = option(0.89, "probability mass of the reported highest-density intervals")
+    target_accept: float = option(0.95, "NUTS target acceptance (PyMC's default 0.8 diverged on small grids of few tasks)")
+    sampler: Literal["nutpie", "pymc"] = option("nutpie", "NUTS implementation (nutpie: compiled with numba)")
+    parametrization: Literal["fast", "study"] = option(
+        "fast", "fast: the study's model without its ridges (same posterior; see harness/bayes.py); study: as written")
+
+
+@dataclass(kw_only=True)
+class AnalysisSettings(FitSettings):
+    """`tapt-bench analyze`: which cells and effects to fit, and what to write."""
+
+    effect: Literal["both", "bias", "boost"] = option("both", "bias: test vs extra; boost: extra vs base")
+    m: int | None = option(None, "only the cells with this m")
+    n: int | None = option(None, "only the cells with this n")
+    json: bool = option(False, "print machine-readable posteriors instead of tables")
+    plots: str | None = option(None, "folder for the PNG plots (eq. 11 and 12, trace and rank plots)")
+    checks: bool = option(False, "also run the model checks: prior predictive, calibration, recovery")
+
+
+def sample(model, s: FitSettings, progress: bool = False):
+    """NUTS on every core (PyMC's own default assumes half the cores are hyperthreads and takes 1 of 2 here)."""
+    import os
+
+    import pymc as pm
+
+    with model:
+        return pm.sample(draws=s.draws, tune=s.tune, chains=s.chains, cores=min(s.chains, os.cpu_count() or 1),
+                         random_seed=s.seed, nuts_sampler=s.sampler, target_accept=s.target_accept, progressbar=progress,
+                         compute_convergence_checks=False)
+
+
+def hdi(values: np.ndarray, prob: float) -> list[float]:
+    import arviz as az
+
+    return [float(v) for v in az.hdi(np.asarray(values).ravel(), hdi_prob=prob)]
+
+
+def diagnostics(idata) -> dict[str, float]:
+    """Max r-hat over every parameter (not the sampler's unconstrained internals, named ..._zerosum__
+    and the like), the beta ESS and the divergences."""
+    import arviz as az
+
+    rhat = az.rhat(idata, var_names=model_variables(idata))
+    ess = az.ess(idata, var_names=["beta"], method="bulk")
+    tail = az.ess(idata, var_names=["beta"], method="tail")
+    return {"rhat_max": float(max(float(rhat[v].max()) for v in rhat.data_vars)),
+            "beta_rhat": float(rhat["beta"]) if "beta" in rhat else float("nan"),
+            "beta_ess_bulk": float(ess["beta"]), "beta_ess_tail": float(tail["beta"]),
+            "divergences": int(idata.sample_stats["diverging"].sum())}
+
+
+def model_variables(idata) -> list[str]:
+    return [v for v in idata.posterior.data_vars if not v.endswith("__")]
+
+
+def identified_slope(idata):
+    """beta + the mean treatment contrast of W: what the data identify of the treatment effect
+    (b in the fast model), for comparing the samplers' mixing on the same quantity."""
+    post = idata.posterior
+    if "b" in post:
+        return post["b"]
+    return post["beta"] + (post["W"].isel(treatment=1) - post["W"].isel(treatment=0)).mean("task")
+
+
+def predictive_differences(idata, d: CellData, seed: int) -> pd.DataFrame:
+    """Posterior predictive Y_hat_1 - Y_hat_0 per draw, averaged over LM types and subsamples,
+    per task (eq. 12) and overall (eq. 11), divided by n: one row per draw, a column per task and 'all'.
+
+    Y_hat is drawn for both conditions of every (i, j, k) from lambda of the posterior draw."""
+    import pymc as pm
+
+    with MODELS[idata.attrs["parametrization"]](d):
+        pred = pm.sample_posterior_predictive(idata, var_names=["Y"], random_seed=seed, progressbar=False,
+                                              extend_inferencedata=False)
+    y = pred.posterior_predictive["Y"].stack(draw_=("chain", "draw")).transpose("draw_", "obs").to_numpy()
+    o = d.obs
+    sign = np.where(o["treated"].to_numpy() == 1, 1.0, -1.0)
+    diff = y * sign  # summed over the two conditions of a unit: Y_hat_1 - Y_hat_0
+    out = {}
+    per_task_units = o[o["treated"] == 1].groupby("task").size()
+    for task, idx in o.groupby("task").indices.items():
+        out[task] = diff[:, idx].sum(axis=1) / per_task_units[task] / d.n
+    out["all"] = diff.sum(axis=1) / (len(o) / 2) / d.n
+    return pd.DataFrame(out)
+
+
+def fit_cell(d: CellData, s: FitSettings) -> dict[str, Any]:
+    """Fit one cell and effect; the JSON record (beta, diagnostics, eq. 11 and eq. 12) and the idata."""
+    clock = time.perf_counter()
+    idata = sample(MODELS[s.parametrization](d), s)
+    seconds = time.perf_counter() - clock
+    idata.attrs["parametrization"] = s.parametrization
+    beta = idata.posterior["beta"].to_numpy().ravel()
+    diffs = predictive_differences(idata, d, s.seed)
+    observed = observed_differences(d)
+    rec = {"m": d.m, "n": d.n, "effect": d.effect, "lm_types": d.coords["lm_type"],
+           "tasks": len(d.coords["task"]), "subsamples": len(d.coords["subsample"]), "observations": len(d.obs),
+           "beta_mean": float(beta.mean()), "beta_hdi": hdi(beta, s.hdi_prob), "hdi_prob": s.hdi_prob,
+           **diagnostics(idata), "seconds": seconds,
+           "average_difference": {"mean": float(diffs["all"].mean()), "hdi": hdi(diffs["all"], s.hdi_prob),
+                                  "observed": float(observed["all"])},
+           "per_task": [{"task": t, "mean": float(diffs[t].mean()), "hdi": hdi(diffs[t], s.hdi_prob),
+                         "observed": float(observed[t])} for t in d.coords["task"]],
+           "settings": {"chains": s.chains, "draws": s.draws, "tune": s.tune, "seed": s.seed,
+                        "sampler": s.sampler, "parametrization": s.parametrization}}
+    return {"record": rec, "idata": idata, "differences": diffs}
+
+
+def observed_differences(d: CellData) -> pd.Series:
+    """The observed mean accuracy difference (treatment - control) per task and overall."""
+    o = d.obs.assign(signed=np.where(d.obs["treated"] == 1, 1, -1) * d.obs["y"] / d.n)
+    units = o[o["treated"] == 1].groupby("task").size()
+    per_task = o.groupby("task")["signed"].sum() / units
+    return pd.concat([per_task, pd.Series({"all": o["signed"].sum() / units.sum()})])
+
+
+def cells_of(df: pd.DataFrame, s: AnalysisSettings, source: str) -> list[tuple[int, int, pd.DataFrame]]:
+    """The (m, n) cells the settings select, each with its rows."""
+    keep = np.ones(len(df), dtype=bool)
+    if s.m is not None:
+        keep &= (df["m"] == s.m).to_numpy()
+    if s.n is not None:
+        keep &= (df["n"] == s.n).to_numpy()
+    chosen = df[keep]
+    if chosen.empty:
+        have = sorted(map(tuple, df[["m", "n"]].drop_duplicates().to_numpy().tolist()))
+        raise UserError(f"{source}: no cell with m={s.m} n={s.n}; the cells there are (m, n) = {have}")
+    return [(int(m), int(n), g) for (m, n), g in chosen.groupby(["m", "n"], sort=True)]
+
+
+def effects_of(s: AnalysisSettings) -> list[str]:
+    return ["boost", "bias"] if s.effect == "both" else [s.effect]
+
+
+# ---- model checks ---------------------------------------------------------------------------------
+
+def prior_predictive(d: CellData, s: FitSettings, draws: int = 500) -> dict[str, Any]:
+    """Accuracies the priors alone imply (Y / n of the prior predictive), as quantiles."""
+    import pymc as pm
+
+    with MODELS[s.parametrization](d):
+        prior = pm.sample_prior_predictive(draws=draws, random_seed=s.seed)
+    acc = prior.prior_predictive["Y"].to_numpy().ravel() / d.n
+    qs = [0.05, 0.25, 0.5, 0.75, 0.95]
+    return {"quantiles": dict(zip(map(str, qs), map(float, np.quantile(acc, qs)))),
+            "share_below_0.05": float((acc < 0.05).mean()), "share_above_0.95": float((acc > 0.95).mean()),
+            "accuracies": acc}
+
+
+def calibration(idata, d: CellData, s: FitSettings) -> pd.DataFrame:
+    """Per (task, condition): the observed mean accuracy against the posterior predictive
+    distribution of that mean (its HDI, and where the observation falls in it as a quantile)."""
+    import pymc as pm
+
+    with MODELS[idata.attrs["parametrization"]](d):
+        pred = pm.sample_posterior_predictive(idata, var_names=["Y"], random_seed=s.seed, progressbar=False,
+                                              extend_inferencedata=False)
+    y = pred.posterior_predictive["Y"].stack(draw_=("chain", "draw")).transpose("draw_", "obs").to_numpy()
+    rows = []
+    for (task, treated), idx in d.obs.groupby(["task", "treated"]).indices.items():
+        sim = y[:, idx].mean(axis=1) / d.n
+        obs = float(d.obs["y"].to_numpy()[idx].mean() / d.n)
+        low, high = hdi(sim, s.hdi_prob)
+        rows.append({"task": task, "condition": d.coords["treatment"][treated], "observed": obs,
+                     "predicted": float(sim.mean()), "hdi_low": low, "hdi_high": high,
+                     "quantile": float((sim < obs).mean() + 0.5 * (sim == obs).mean())})
+    return pd.DataFrame(rows)
+
+
+def recovery(d: CellData, s: FitSettings, idata=None, betas=(0.0, 0.1), replicates: int = 4) -> list[dict[str, Any]]:
+    """Plant each beta in data shaped like the cell and refit (the study's Appendix E.1).
+
+    Each replicate draws counts from the study's model with beta planted and the scales (and the
+    LM-type effect) at their posterior means from `idata` (typical values without one); the group
+    effects U, V, W come from their priors, the same draws for every planted beta. Reports how many
+    replicates' HDIs cover the planted value. Note that beta is identified only up to the mean
+    treatment contrast of W, which the posterior rightly treats as unknown."""
+    import pymc as pm
+
+    truth = {"mu": 1.0, "sigma_U": 0.7, "sigma_V": 0.3, "sigma_W": 0.1}
+    if idata is not None:
+        post = idata.posterior
+        truth = {k: float(post[k].mean()) for k in ("sigma_U", "sigma_V", "sigma_W")}
+        truth["mu"] = float(post["c"].mean()) if "c" in post else float(post["mu"].mean())
+    if len(d.coords["lm_type"]) > 1:
+        truth["alpha"] = (idata.posterior["alpha"].mean(("chain", "draw")).to_numpy() if idata is not None
+                          else np.zeros(len(d.coords["lm_type"]) - 1))
+    out = []
+    for b in betas:
+        fits = []
+        for r in range(replicates):
+            with pm.do(MODELS["study"](d), {**truth, "beta": b}) as planted_model:
+                y = pm.draw(planted_model["Y"], random_seed=s.seed + 1 + r)
+            planted = CellData(d.m, d.n, d.effect, d.obs.assign(y=np.asarray(y)), d.coords)
+            fits.append(fit_cell(planted, s)["record"])
+        out.append({"planted_beta": b, "replicates": replicates,
+                    "covered": sum(f["beta_hdi"][0] <= b <= f["beta_hdi"][1] for f in fits),
+                    "beta_means": [f["beta_mean"] for f in fits], "beta_hdis": [f["beta_hdi"] for f in fits],
+                    "rhat_max": max(f["rhat_max"] for f in fits), "divergences": sum(f["divergences"] for f in fits)})
+    return out
+
+
+def verdict(interval: list[float]) -> str:
+    return "> 0" if interval[0] > 0 else "< 0" if interval[1] < 0 else "covers 0"
+
+
+def format_fits(records: list[dict]) -> str:
+    """One line per fit: beta (mean, HDI, diagnostics) and the eq. 11 average difference in points."""
+    if not records:
+        return ""
+    prob = f"{100 * records[0]['hdi_prob']:.0f}%"
+    lines = [f"{'m':>4} {'n':>4} {'effect':6} {'beta':>7} {prob + ' HDI':>18} {'r-hat':>6} {'div':>4} {'ESS':>6} "
+             f"{'eq.11 pts':>9} {prob + ' HDI (pts)':>17} {'observed':>8}  HDI of eq.11"]
+    for r in records:
+        a = r["average_difference"]
+        lines.append(
+            f"{r['m']:4d} {r['n']:4d} {r['effect']:6} {r['beta_mean']:+7.3f} [{r['beta_hdi'][0]:+7.3f},{r['beta_hdi'][1]:+7.3f}] "
+            f"{r['rhat_max']:6.3f} {r['divergences']:4d} {r['beta_ess_bulk']:6.0f} {100 * a['mean']:+9.2f} "
+            f"[{100 * a['hdi'][0]:+6.2f},{100 * a['hdi'][1]:+6.2f}]  {100 * a['observed']:+8.2f}  {verdict(a['hdi'])}")
+    return "\n".join(lines)
+
+
+def format_checks(c: dict) -> str:
+    p, cal = c["prior_predictive"], c["calibration"]
+    q = p["quantiles"]
+    lines = [f"checks m={c['m']} n={c['n']} {c['effect']}:",
+             f"  prior predictive accuracy: 5% {q['0.05']:.2f}  median {q['0.5']:.2f}  95% {q['0.95']:.2f}; "
+             f"{100 * p['share_below_0.05']:.0f}% below 0.05, {100 * p['share_above_0.95']:.0f}% above 0.95",
+             f"  calibration: {100 * cal['share_inside_hdi']:.0f}% of {cal['cells']} (task, condition) mean accuracies "
+             f"inside their posterior predictive HDI; largest error {100 * cal['max_abs_error']:.2f} pts"]
+    for r in c["recovery"]:
+        fits = ", ".join(f"{b:+.3f} [{h[0]:+.3f}, {h[1]:+.3f}]" for b, h in zip(r["beta_means"], r["beta_hdis"]))
+        lines.append(f"  recovery: planted beta {r['planted_beta']:+.2f}: HDI covers it in {r['covered']} of "
+                     f"{r['replicates']} replicates: {fits} (max r-hat {r['rhat_max']:.3f}, "
+                     f"{r['divergences']} divergences)")
+    return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""Meta-analysis of single-subsample conclusions (the study's §10, Appendix F): how often a study
+that ran one subsample per task would have concluded a bias; and whether the subsample-level
+biases of two LM types on the same subsamples agree more than chance pairings do."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import AnalysisSettings
+from harness.bayes import EFFECTS, cell_data, fast_model
+from harness.errors import UserError
+from harness.settings import option
+
+
+@dataclass(kw_only=True)
+class MetaSettings(AnalysisSettings):
+    """`tapt-bench analyze` with the keys of `analyze meta`: S de-replicated slices of one cell
+    (--m, --n), one fit each."""
+
+    MINIMUM = {"slices": 1, "rope": 0.0, "permutations": 1}
+
+    slices: int = option(500, "meta: random slices, each one subsample per task (more: smoother, longer)")
+    rope: float = option(0.04, "meta: the share of slices whose posterior mean of beta lies outside (-rope, rope)")
+    permutations: int = option(1000, "meta: random pairings for the null of the LM-type correlation")
+
+    def check_meta(self) -> None:
+        if self.m is None or self.n is None:
+            raise UserError("analyze meta fits slices of one cell: name it with --m and --n")
+        if self.parametrization != "fast" or self.sampler != "nutpie":
+            raise UserError("the meta-analysis refits one compiled model on new data: it needs "
+                            "--parametrization fast --sampler nutpie")
+
+
+def slices(rows: pd.DataFrame, count: int, seed: int) -> list[pd.DataFrame]:
+    """`count` random slices of a cell: for each task one subsample, drawn at random, with the rows
+    of every LM type on it (they share V_jk)."""
+    rng = np.random.default_rng(seed)
+    tasks = sorted(rows["task"].unique())
+    subsamples = {t: np.sort(rows.loc[rows["task"] == t, "subsample"].unique()) for t in tasks}
+    out = []
+    for _ in range(count):
+        pick = {t: rng.choice(subsamples[t]) for t in tasks}
+        chosen = rows[rows["subsample"].to_numpy() == rows["task"].map(pick).to_numpy()]
+        out.append(chosen.assign(subsample=0))
+    return out
+
+
+def meta_analysis(rows: pd.DataFrame, s: MetaSettings, effect: str, progress: bool = True) -> dict[str, Any]:
+    """The posterior mean of beta in each slice: compiled once (nutpie), refitted with each slice's counts."""
+    import nutpie
+    from tqdm import tqdm
+
+    parts = slices(rows, s.slices, s.seed)
+    first = cell_data(parts[0], effect)
+    clock = time.perf_counter()
+    compiled = nutpie.compile_pymc_model(fast_model(first))
+    compile_seconds = time.perf_counter() - clock
+    means = []
+    for number, part in enumerate(tqdm(parts, desc="meta-analysis slices", unit="fit", disable=not progress)):
+        d = cell_data(part, effect)
+        if not d.obs[["i", "j", "k", "treated"]].equals(first.obs[["i", "j", "k", "treated"]]):
+            raise UserError("slices of one cell must share their layout (same LM types and tasks in every slice)")
+        trace = nutpie.sample(compiled.with_data(y=d.obs["y"].to_numpy()), draws=s.draws, tune=s.tune,
+                              chains=s.chains, seed=s.seed + number, target_accept=s.target_accept,
+                              progress_bar=False)
+        means.append(float(trace.posterior["beta"].mean()))
+    means = np.array(means)
+    return {"m": s.m, "n": s.n, "effect": effect, "slices": s.slices, "rope": s.rope,
+            "share_outside": float((np.abs(means) >= s.rope).mean()),
+            "quantiles": dict(zip(["0.05", "0.25", "0.5", "0.75", "0.95"],
+                                  map(float, np.quantile(means, [0.05, 0.25, 0.5, 0.75, 0.95])))),
+            "compile_seconds": compile_seconds, "seconds": time.perf_counter() - clock,
+            "settings": {"chains": s.chains, "draws": s.draws, "tune": s.tune, "seed": s.seed},
+            "posterior_means": means.tolist()}
+
+
+def lm_type_agreement(df: pd.DataFrame, effect: str, permutations: int, seed: int) -> dict[str, Any] | None:
+    """Spearman correlation, per (m, n, task), between two LM types' subsample-level effects
+    (treatment - control on the same subsample), against random pairings of their subsamples.
+
+    None when the results hold other than two LM types."""
+    from scipy import stats
+
+    types = sorted(df["model"].unique())
+    if len(types) != 2:
+        return None
+    control, treatment = EFFECTS[effect]
+    df = df.assign(effect=df[treatment] - df[control])
+    wide = df.pivot_table(index=["m", "n", "task", "subsample"], columns="model", values="effect").dropna()
+    rng = np.random.default_rng(seed)
+    groups = [(key, g[types[0]].to_numpy(), g[types[1]].to_numpy())
+              for key, g in wide.groupby(level=["m", "n", "task"]) if len(g) >= 3]
+
+    def rho(a, b):
+        r = stats.spearmanr(a, b).statistic
+        return 0.0 if np.isnan(r) else float(r)
+
+    observed = np.array([rho(a, b) for _, a, b in groups])
+    null = np.array([np.mean([rho(a, rng.permutation(b)) for _, a, b in groups]) for _ in range(permutations)])
+    return {"lm_types": types, "effect": effect, "groups": len(groups),
+            "mean_rho": float(observed.mean()), "share_positive": float((observed > 0).mean()),
+            "null_mean_rho": float(null.mean()), "null_sd": float(null.std()),
+            "p_value": float((1 + (null >= observed.mean()).sum()) / (1 + permutations)),
+            "per_cell": [{"m": int(k[0]), "n": int(k[1]), "task": k[2], "rho": r} for (k, _, _), r in zip(groups, observed)]}

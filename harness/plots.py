@@ -1,0 +1,129 @@
+"""The analysis's figures as PNG files (matplotlib; arviz for trace and rank plots)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+BIAS_SHOWN = 0.03  # eq. 12 plot: the tasks whose observed mean bias reaches +3 points in some cell
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
+
+
+def average_differences(fits: list[dict], title: str, path: Path) -> Path:
+    """Eq. 11 (the study's Figure 3): per (m, n) cell, the posterior predictive distribution of the
+    average accuracy difference, boost and bias overlaid."""
+    plt = _pyplot()
+    ms = sorted({f["record"]["m"] for f in fits})
+    ns = sorted({f["record"]["n"] for f in fits})
+    fig, axes = plt.subplots(len(ms), len(ns), figsize=(3.2 * len(ns), 2.4 * len(ms)), squeeze=False,
+                             sharex=True)
+    colors = {"boost": "tab:blue", "bias": "tab:red"}
+    for f in fits:
+        r = f["record"]
+        ax = axes[ms.index(r["m"])][ns.index(r["n"])]
+        ax.hist(100 * f["differences"]["all"], bins=50, density=True, alpha=0.6, color=colors[r["effect"]],
+                label=r["effect"])
+        ax.set_title(f"m={r['m']} n={r['n']}", fontsize=9)
+    for ax in axes.ravel():
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks([])
+    for ax in axes[-1]:
+        ax.set_xlabel("accuracy difference (points)")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{title}: posterior predictive average difference (eq. 11)")
+    return _save(fig, path)
+
+
+def task_differences(fits: list[dict], title: str, path: Path) -> Path | None:
+    """Eq. 12 (the study's Figure 4): per-task bias with its HDI in every cell, for the tasks whose
+    observed mean bias reaches BIAS_SHOWN in at least one cell. None when no task does."""
+    plt = _pyplot()
+    bias = [f["record"] for f in fits if f["record"]["effect"] == "bias"]
+    tasks = sorted({t["task"] for r in bias for t in r["per_task"] if t["observed"] >= BIAS_SHOWN})
+    if not tasks:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(tasks) * max(1, len(bias)) / 4))
+    offsets = np.linspace(-0.35, 0.35, len(bias)) if len(bias) > 1 else [0.0]
+    for off, r in zip(offsets, bias):
+        per = {t["task"]: t for t in r["per_task"]}
+        ys = [tasks.index(t) + off for t in tasks if t in per]
+        rows = [per[t] for t in tasks if t in per]
+        ax.errorbar([100 * t["mean"] for t in rows], ys,
+                    xerr=[[100 * (t["mean"] - t["hdi"][0]) for t in rows], [100 * (t["hdi"][1] - t["mean"]) for t in rows]],
+                    fmt="o", ms=3, lw=1, label=f"m={r['m']} n={r['n']}")
+    ax.set_yticks(range(len(tasks)), tasks)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_xlabel("bias, test - extra (points): posterior predictive mean and HDI (eq. 12)")
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title(f"{title}: tasks with an observed mean bias of +{100 * BIAS_SHOWN:.0f} points or more")
+    return _save(fig, path)
+
+
+def diagnostics(idata, label: str, folder: Path) -> list[Path]:
+    """Trace and rank plots of beta and the scales of one fit."""
+    import arviz as az
+
+    plt = _pyplot()
+    names = [v for v in ("beta", "sigma_U", "sigma_V", "sigma_W") if v in idata.posterior]
+    out = []
+    for kind, draw in (("trace", az.plot_trace), ("rank", az.plot_rank)):
+        axes = draw(idata, var_names=names)
+        fig = np.asarray(axes).ravel()[0].figure
+        fig.suptitle(f"{label}: {kind} plot")
+        out.append(_save(fig, folder / f"{kind}_{label}.png"))
+    plt.close("all")
+    return out
+
+
+def meta_cdf(result: dict, title: str, path: Path) -> Path:
+    """The study's Figure 7: the empirical CDF of the slices' posterior means of beta, with (-rope, rope)."""
+    plt = _pyplot()
+    means = np.sort(result["posterior_means"])
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.step(means, np.arange(1, len(means) + 1) / len(means), where="post")
+    for x in (-result["rope"], result["rope"]):
+        ax.axvline(x, color="grey", ls="--", lw=0.8)
+    ax.set_xlabel(f"posterior mean of beta in one slice ({result['slices']} slices)")
+    ax.set_ylabel("share of slices")
+    ax.set_title(f"{title}: {100 * result['share_outside']:.0f}% outside (-{result['rope']}, {result['rope']})")
+    return _save(fig, path)
+
+
+def calibration(table: pd.DataFrame, label: str, path: Path) -> Path:
+    """Observed against posterior predictive mean accuracy per (task, condition), with HDIs."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.errorbar(table["observed"], table["predicted"],
+                yerr=[table["predicted"] - table["hdi_low"], table["hdi_high"] - table["predicted"]], fmt="o", ms=3)
+    lo, hi = table[["observed", "hdi_low"]].min().min(), table[["observed", "hdi_high"]].max().max()
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
+    ax.set_xlabel("observed mean accuracy")
+    ax.set_ylabel("posterior predictive mean accuracy")
+    ax.set_title(f"{label}: calibration")
+    return _save(fig, path)
+
+
+def prior_predictive(accuracies: np.ndarray, label: str, path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.hist(accuracies, bins=50, density=True)
+    ax.set_xlabel("accuracy under the priors")
+    ax.set_title(f"{label}: prior predictive")
+    return _save(fig, path)

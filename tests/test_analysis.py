@@ -1,0 +1,159 @@
+"""The hierarchical model: counts, coords, the reparametrisation's exactness, a planted effect,
+the CLI's JSON, the meta-analysis, and bad input."""
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness import analysis, bayes
+from harness.errors import UserError
+from harness.results import COLUMNS
+from harness.summary import collect
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+FAST = analysis.FitSettings(chains=2, draws=300, tune=500, seed=0)
+
+
+def synthetic(tasks=4, subsamples=8, n=200, beta=0.0, lm_types=("bert", "gpt2"), seed=0, m=50) -> pd.DataFrame:
+    """Rows like `collect` returns, drawn from the study's model with the given beta (bias effect)."""
+    rng = np.random.default_rng(seed)
+    U = rng.normal(0, 0.5, tasks)
+    V = rng.normal(0, 0.2, (tasks, subsamples))
+    rows = []
+    for i, lm in enumerate(lm_types):
+        for j in range(tasks):
+            for k in range(subsamples):
+                eta = 0.5 + 0.3 * i + U[j] + V[j, k]
+                acc = {c: rng.binomial(n, 1 / (1 + np.exp(-(eta + b)))) / n
+                       for c, b in (("base", -0.2), ("extra", 0.0), ("test", beta))}
+                rows.append({**acc, "majority": 0.5, "num_classes": 2, "majority_all": 0.5, "m": m, "n": n,
+                             "model": lm, "task": f"task{j}", "subsample": k})
+    return pd.DataFrame(rows)
+
+
+def write_results(df: pd.DataFrame, root):
+    for (m, n, model, task), g in df.groupby(["m", "n", "model", "task"]):
+        path = root / f"m{m}" / f"n{n}" / model / task / "accuracies.csv"
+        path.parent.mkdir(parents=True)
+        g[COLUMNS].to_csv(path, index=False)
+    return root
+
+
+def test_counts_are_round_n_times_accuracy_in_long_form():
+    df = synthetic(tasks=2, subsamples=3, n=7)
+    df.loc[0, ["extra", "test"]] = [3 / 7, 5 / 7]  # 0.428571..., 0.714285...: not exact in binary
+    d = bayes.cell_data(df, "bias")
+    first = d.obs[(d.obs["lm_type"] == "bert") & (d.obs["task"] == "task0") & (d.obs["subsample"] == 0)]
+    assert first.sort_values("treated")["y"].tolist() == [3, 5]
+    assert len(d.obs) == 2 * 2 * 3 * 2 and d.obs["y"].dtype.kind == "i"
+    assert d.coords["treatment"] == ["extra", "test"]
+    assert bayes.cell_data(df, "boost").coords["treatment"] == ["base", "extra"]
+
+
+def test_study_model_has_one_V_per_task_subsample_and_one_W_per_task_treatment():
+    d = bayes.cell_data(synthetic(tasks=3, subsamples=5), "bias")
+    model = bayes.study_model(d)
+    dims = model.named_vars_to_dims
+    assert dims["V"] == ("task", "subsample") and dims["W"] == ("task", "treatment") and dims["U"] == ("task",)
+    assert model["V"].eval().shape == (3, 5) and model["W"].eval().shape == (3, 2)
+    assert dims["alpha"] == ("lm_contrast",) and model.coords["lm_contrast"] == ("gpt2",)
+    one_type = bayes.study_model(bayes.cell_data(synthetic(lm_types=("bert",)), "bias"))
+    assert "alpha" not in one_type.named_vars  # one LM type: the alpha term drops out
+
+
+def test_the_fast_model_has_the_study_models_prior():
+    """The reparametrisation is exact: beta is N(0, 1) a priori, and the prior predictive counts and
+    their treatment - control differences match the study's model's within Monte Carlo error."""
+    import pymc as pm
+
+    d = bayes.cell_data(synthetic(tasks=5, subsamples=4, n=100), "bias")
+    draws = {}
+    for name in ("study", "fast"):
+        with bayes.MODELS[name](d):
+            prior = pm.sample_prior_predictive(draws=4000, random_seed=1)
+        y = prior.prior_predictive["Y"].to_numpy().reshape(4000, -1)
+        treated = d.obs["treated"].to_numpy() == 1
+        draws[name] = {"beta": prior.prior["beta"].to_numpy().ravel(), "y": y[:, ~treated].mean(1),
+                       "diff": (y[:, treated] - y[:, ~treated]).mean(1), "sd": y.std(1)}
+    assert abs(draws["fast"]["beta"].mean()) < 0.06 and abs(draws["fast"]["beta"].std() - 1) < 0.05
+    for key in ("y", "diff", "sd"):
+        a, b = draws["study"][key], draws["fast"][key]
+        se = np.sqrt(a.var() / len(a) + b.var() / len(b))
+        assert abs(a.mean() - b.mean()) < 4 * se, (key, a.mean(), b.mean(), se)
+        assert np.quantile(a, 0.9) == pytest.approx(np.quantile(b, 0.9), rel=0.15, abs=2), key
+
+
+def test_a_planted_bias_is_recovered_and_a_null_one_is_not_found():
+    planted = analysis.fit_cell(bayes.cell_data(synthetic(beta=0.4, seed=3), "bias"), FAST)["record"]
+    low, high = planted["beta_hdi"]
+    assert 0 < low <= 0.4 <= high, planted["beta_hdi"]
+    assert planted["average_difference"]["hdi"][0] > 0 and planted["divergences"] == 0
+    null = analysis.fit_cell(bayes.cell_data(synthetic(beta=0.0, seed=4), "bias"), FAST)["record"]
+    assert null["beta_hdi"][0] < 0 < null["beta_hdi"][1], null["beta_hdi"]
+
+
+def test_analyze_json_shape(tmp_path, capsys):
+    from harness.cli import main
+
+    root = write_results(synthetic(tasks=3, subsamples=4, lm_types=("bert",)), tmp_path / "res")
+    main(["analyze", str(root), "--effect", "bias", "--chains", "2", "--draws", "100", "--tune", "100", "--json",
+          "--plots", str(tmp_path / "plots")])
+    out = json.loads(capsys.readouterr().out)
+    (fit,) = out["fits"]
+    assert {"m", "n", "effect", "beta_mean", "beta_hdi", "rhat_max", "divergences", "average_difference",
+            "per_task"} <= set(fit)
+    assert (fit["m"], fit["n"], fit["effect"], len(fit["beta_hdi"])) == (50, 200, "bias", 2)
+    assert [t["task"] for t in fit["per_task"]] == ["task0", "task1", "task2"]
+    assert all(len(t["hdi"]) == 2 and t["hdi"][0] <= t["mean"] <= t["hdi"][1] for t in fit["per_task"])
+    pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
+    assert pngs == ["eq11_average_difference.png", "rank_m50_n200_bias.png", "trace_m50_n200_bias.png"]
+
+
+def test_meta_analysis_slices_take_one_subsample_per_task_with_every_lm_type():
+    from harness.meta import slices
+
+    df = synthetic(tasks=3, subsamples=6)
+    for part in slices(df, 5, seed=0):
+        assert len(part) == 3 * 2  # one subsample per task, both LM types
+        assert part.groupby("task")["model"].nunique().eq(2).all()
+        for task, g in part.groupby("task"):  # the same original subsample for both LM types
+            original = df[(df["task"] == task) & (df["model"] == "bert")]
+            assert (g["extra"].iloc[0] == original["extra"]).any()
+
+
+def test_lm_type_agreement_sees_shared_subsample_effects():
+    from harness.meta import lm_type_agreement
+
+    df = synthetic(tasks=4, subsamples=20)
+    rng = np.random.default_rng(0)
+    shared = rng.normal(0, 0.05, (4, 20))  # a subsample-level bias both LM types share
+    df["test"] = df["extra"] + shared[df["task"].str[-1].astype(int), df["subsample"]]
+    agree = lm_type_agreement(df, "bias", permutations=200, seed=0)
+    assert agree["mean_rho"] > 0.9 and agree["p_value"] < 0.01 and abs(agree["null_mean_rho"]) < 0.1
+    assert lm_type_agreement(df[df["model"] == "bert"], "bias", 10, 0) is None
+
+
+def test_bad_input(tmp_path):
+    df = synthetic(tasks=2, subsamples=3)
+    with pytest.raises(UserError, match="needs at least two"):
+        bayes.cell_data(df[df["task"] == "task0"], "bias", "res")
+    with pytest.raises(UserError, match=r"no \['test'\] accuracies; the bias effect compares extra with test"):
+        bayes.cell_data(df.drop(columns="test"), "bias", "res")
+    with pytest.raises(UserError, match="different subsamples"):
+        bayes.cell_data(df.drop(index=0), "bias", "res")
+    with pytest.raises(UserError, match="one fit takes one \\(m, n\\) cell"):
+        bayes.cell_data(pd.concat([df, df.assign(n=100)]), "bias", "res")
+    # on disk: one condition missing, and mixed n in one folder
+    root = write_results(df, tmp_path / "res")
+    path = root / "m50/n200/bert/task0/accuracies.csv"
+    pd.read_csv(path).drop(columns="test").to_csv(path, index=False)
+    with pytest.raises(UserError, match=r"task0/accuracies.csv: missing column\(s\) \['test'\]"):
+        collect(root)
+    table = df[(df["model"] == "bert") & (df["task"] == "task0")][COLUMNS].copy()
+    table.loc[table.index[1], "test"] = 0.123  # not a multiple of 1/200: a row of another n
+    table.to_csv(path, index=False)
+    with pytest.raises(UserError, match="not a multiple of 1/200"):
+        collect(root)
