@@ -90,25 +90,26 @@ def identified_slope(idata):
     return post["beta"] + (post["W"].isel(treatment=1) - post["W"].isel(treatment=0)).mean("task")
 
 
-def predictive_differences(idata, d: CellData, seed: int) -> pd.DataFrame:
-    """Posterior predictive Y_hat_1 - Y_hat_0 per draw, averaged over LM types and subsamples,
-    per task (eq. 12) and overall (eq. 11), divided by n: one row per draw, a column per task and 'all'.
-
-    Y_hat is drawn for both conditions of every (i, j, k) from lambda of the posterior draw."""
+def predicted_counts(idata, d: CellData, seed: int) -> np.ndarray:
+    """Posterior predictive counts Y_hat, one row per posterior draw, one column per observation."""
     import pymc as pm
 
     with MODELS[idata.attrs["parametrization"]](d):
         pred = pm.sample_posterior_predictive(idata, var_names=["Y"], random_seed=seed, progressbar=False,
                                               extend_inferencedata=False)
-    y = pred.posterior_predictive["Y"].stack(draw_=("chain", "draw")).transpose("draw_", "obs").to_numpy()
+    return pred.posterior_predictive["Y"].stack(draw_=("chain", "draw")).transpose("draw_", "obs").to_numpy()
+
+
+def predictive_differences(y: np.ndarray, d: CellData) -> pd.DataFrame:
+    """Y_hat_1 - Y_hat_0 per posterior draw, averaged over LM types and subsamples, per task (eq. 12)
+    and overall (eq. 11), divided by n: one row per draw, a column per task and 'all'.
+
+    `y` holds Y_hat for both conditions of every (i, j, k), drawn from lambda of the posterior draw."""
     o = d.obs
-    sign = np.where(o["treated"].to_numpy() == 1, 1.0, -1.0)
-    diff = y * sign  # summed over the two conditions of a unit: Y_hat_1 - Y_hat_0
-    out = {}
-    per_task_units = o[o["treated"] == 1].groupby("task").size()
-    for task, idx in o.groupby("task").indices.items():
-        out[task] = diff[:, idx].sum(axis=1) / per_task_units[task] / d.n
-    out["all"] = diff.sum(axis=1) / (len(o) / 2) / d.n
+    diff = y * np.where(o["treated"].to_numpy() == 1, 1.0, -1.0)  # summed over a unit's two conditions
+    units = o[o["treated"] == 1].groupby("task").size()
+    out = {task: diff[:, idx].sum(axis=1) / units[task] / d.n for task, idx in o.groupby("task").indices.items()}
+    out["all"] = diff.sum(axis=1) / units.sum() / d.n
     return pd.DataFrame(out)
 
 
@@ -119,7 +120,8 @@ def fit_cell(d: CellData, s: FitSettings) -> dict[str, Any]:
     seconds = time.perf_counter() - clock
     idata.attrs["parametrization"] = s.parametrization
     beta = idata.posterior["beta"].to_numpy().ravel()
-    diffs = predictive_differences(idata, d, s.seed)
+    predicted = predicted_counts(idata, d, s.seed)
+    diffs = predictive_differences(predicted, d)
     observed = observed_differences(d)
     rec = {"m": d.m, "n": d.n, "effect": d.effect, "lm_types": d.coords["lm_type"],
            "tasks": len(d.coords["task"]), "subsamples": len(d.coords["subsample"]), "observations": len(d.obs),
@@ -131,7 +133,7 @@ def fit_cell(d: CellData, s: FitSettings) -> dict[str, Any]:
                          "observed": float(observed[t])} for t in d.coords["task"]],
            "settings": {"chains": s.chains, "draws": s.draws, "tune": s.tune, "seed": s.seed,
                         "sampler": s.sampler, "parametrization": s.parametrization}}
-    return {"record": rec, "idata": idata, "differences": diffs}
+    return {"record": rec, "idata": idata, "differences": diffs, "predicted": predicted}
 
 
 def observed_differences(d: CellData) -> pd.Series:
@@ -175,18 +177,13 @@ def prior_predictive(d: CellData, s: FitSettings, draws: int = 500) -> dict[str,
             "accuracies": acc}
 
 
-def calibration(idata, d: CellData, s: FitSettings) -> pd.DataFrame:
+def calibration(predicted: np.ndarray, d: CellData, s: FitSettings) -> pd.DataFrame:
     """Per (task, condition): the observed mean accuracy against the posterior predictive
-    distribution of that mean (its HDI, and where the observation falls in it as a quantile)."""
-    import pymc as pm
-
-    with MODELS[idata.attrs["parametrization"]](d):
-        pred = pm.sample_posterior_predictive(idata, var_names=["Y"], random_seed=s.seed, progressbar=False,
-                                              extend_inferencedata=False)
-    y = pred.posterior_predictive["Y"].stack(draw_=("chain", "draw")).transpose("draw_", "obs").to_numpy()
+    distribution of that mean (`predicted`: counts per draw and observation): its HDI, and where
+    the observation falls in it as a quantile."""
     rows = []
     for (task, treated), idx in d.obs.groupby(["task", "treated"]).indices.items():
-        sim = y[:, idx].mean(axis=1) / d.n
+        sim = predicted[:, idx].mean(axis=1) / d.n
         obs = float(d.obs["y"].to_numpy()[idx].mean() / d.n)
         low, high = hdi(sim, s.hdi_prob)
         rows.append({"task": task, "condition": d.coords["treatment"][treated], "observed": obs,

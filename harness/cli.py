@@ -251,7 +251,7 @@ def model_checks(d, fit: dict, s, label: str) -> dict:
     from harness import analysis, plots
 
     prior = analysis.prior_predictive(d, s)
-    calib = analysis.calibration(fit["idata"], d, s)
+    calib = analysis.calibration(fit["predicted"], d, s)
     recovered = analysis.recovery(d, s, fit["idata"])
     if s.plots:
         plots.prior_predictive(prior["accuracies"], label, Path(s.plots) / f"prior_predictive_{label}.png")

@@ -112,11 +112,15 @@ CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs s
 
 
 def config_path(name: str | Path) -> Path:
-    """A config file, or the name of a shipped one (`demo` is harness/configs/demo.yaml)."""
+    """A config file, or a shipped one by name (`demo`) or as `configs/demo.yaml`."""
     path = Path(name)
-    if path.is_file() or path.suffix in (".yaml", ".yml") or not (CONFIGS_DIR / f"{name}.yaml").is_file():
+    if path.is_file():
         return path
-    return CONFIGS_DIR / f"{name}.yaml"
+    if path.suffix not in (".yaml", ".yml") and (CONFIGS_DIR / f"{name}.yaml").is_file():
+        return CONFIGS_DIR / f"{name}.yaml"
+    if path.parent == Path("configs") and (CONFIGS_DIR / path.name).is_file():
+        return CONFIGS_DIR / path.name
+    return path
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:

@@ -15,6 +15,10 @@ from harness.errors import UserError
 
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 RESAMPLES = 10_000
+ALPHA, POWER = 0.05, 0.80
+DETECTABLE_METHOD = ("detectable bias (MDE): the smallest mean bias the one-sided paired test (alpha 0.05) finds "
+                     "with 80% power, (t_0.95,K-1 + t_0.80,K-1) * sd(test - extra) / sqrt(K), K subsamples "
+                     "(normal approximation with t quantiles)")
 
 
 def read_accuracies(path: Path, n: int) -> pd.DataFrame:
@@ -72,6 +76,15 @@ def bias_pvalue(test: np.ndarray, extra: np.ndarray, seed: int = 0) -> float:
     return float(res.pvalue)
 
 
+def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest mean shift of these paired differences that a one-sided test at `alpha` detects
+    with probability `power`, from their spread and count (see DETECTABLE_METHOD)."""
+    k = len(differences)
+    if k < 2:
+        return float("nan")
+    return float((stats.t.ppf(1 - alpha, k - 1) + stats.t.ppf(power, k - 1)) * np.std(differences, ddof=1) / np.sqrt(k))
+
+
 def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
     """The JSON summary: per (m, n, model) and per task means, p-values and BH-adjusted p-values."""
     df = df.assign(boost=df["extra"] - df["base"], bias=df["test"] - df["extra"])
@@ -81,7 +94,8 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
         for task, t in group.groupby("task", sort=True):
             per_task.append({"m": int(m), "n": int(n), "model": model, "task": task,
                              "boost_mean": float(t["boost"].mean()), "bias_mean": float(t["bias"].mean()),
-                             "p_value": bias_pvalue(t["test"].to_numpy(), t["extra"].to_numpy(), seed)})
+                             "p_value": bias_pvalue(t["test"].to_numpy(), t["extra"].to_numpy(), seed),
+                             "detectable_bias": detectable_effect(t["bias"].to_numpy())})
         adjusted = stats.false_discovery_control([t["p_value"] for t in per_task], method="bh")
         for t, p in zip(per_task, adjusted):
             t["p_adjusted"] = float(p)
@@ -90,23 +104,26 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
                         "boost_mean": float(group["boost"].mean()), "bias_mean": float(group["bias"].mean()),
                         "tasks": len(per_task), "rows": len(group),
                         "tasks_positive_bias": sum(t["bias_mean"] > 0 for t in per_task),
-                        "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task)})
+                        "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task),
+                        "detectable_bias_median": float(np.median([t["detectable_bias"] for t in per_task]))})
     return {"configs": configs, "tasks": tasks}
 
 
 def format_tables(summary: dict[str, Any]) -> str:
-    """Human-readable tables: one line per (m, n, model), then its tasks."""
-    lines = []
+    """Human-readable tables: one line per (m, n, model), then its tasks (points, MDE included)."""
+    lines = [DETECTABLE_METHOD, ""]
     for c in summary["configs"]:
         lines.append(f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
                      f"boost (extra-base) {100 * c['boost_mean']:+.2f} pts, bias (test-extra) "
                      f"{100 * c['bias_mean']:+.2f} pts; tasks with bias >0: {c['tasks_positive_bias']}, "
                      f"<0: {c['tasks_negative_bias']}")
-        lines.append(f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7}")
+        lines.append(f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7} {'MDE':>6}")
         for t in summary["tasks"]:
             if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"]):
                 lines.append(f"  {t['task']:34} {100 * t['boost_mean']:+7.2f} {100 * t['bias_mean']:+7.2f} "
-                             f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f}")
+                             f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f} {100 * t['detectable_bias']:6.2f}")
+        lines.append(f"  any task bias above its MDE would have been seen with 80% power; median MDE "
+                     f"{100 * c['detectable_bias_median']:.2f} pts")
         lines.append("")
     return "\n".join(lines)
 

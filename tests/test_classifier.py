@@ -155,3 +155,14 @@ def test_bad_input(tmp_path, tiny_bert, tiny_llama, data_dir):
     AutoModelForCausalLM.from_pretrained(tiny_llama).save_pretrained(nopad)
     model, tok = load_classifier(str(nopad), 3, seed=0)
     assert tok.pad_token == tok.eos_token and model.config.pad_token_id == tok.eos_token_id
+
+
+def test_shipped_configs_by_name_or_as_configs_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert grid.config_path("demo_classifier") == grid.CONFIGS_DIR / "demo_classifier.yaml"
+    assert grid.config_path("configs/demo_classifier.yaml") == grid.CONFIGS_DIR / "demo_classifier.yaml"
+    own = tmp_path / "configs" / "demo_classifier.yaml"  # a user's own file of that name wins
+    own.parent.mkdir()
+    own.write_text("base: x\n")
+    assert grid.config_path("configs/demo_classifier.yaml") == own.relative_to(tmp_path)
+    assert grid.config_path("configs/nope.yaml") == tmp_path.joinpath("configs/nope.yaml").relative_to(tmp_path)

@@ -34,13 +34,34 @@ def test_hand_computed_means(fixture_dir, capsys):
     assert set(out) == {"configs", "tasks"}
     (c,) = out["configs"]
     # boosts: a 0.1, 0.2; b -0.1, 0, 0 -> mean 0.2/5; biases: a 0.1, 0; b -0.1, -0.1, 0 -> mean -0.1/5
+    # detectable bias: a's biases 0.1, 0 (sd 0.0707, K=2); b's -0.1, -0.1, 0 (sd 0.0577, K=3)
+    mde_a = (6.3138 + 1.3764) * np.sqrt(0.005) / np.sqrt(2)
+    mde_b = (2.9200 + 1.0607) * np.sqrt(1 / 300) / np.sqrt(3)
+    assert c.pop("detectable_bias_median") == pytest.approx((mde_a + mde_b) / 2, rel=1e-3)
     assert c == pytest.approx({"m": 10, "n": 10, "model": "toy", "boost_mean": 0.04, "bias_mean": -0.02,
                                "tasks": 2, "rows": 5, "tasks_positive_bias": 1, "tasks_negative_bias": 1})
     assert isinstance(c["m"], int) and isinstance(c["n"], int)
     a, b = out["tasks"]
     assert (a["task"], a["boost_mean"], a["bias_mean"]) == ("a", pytest.approx(0.15), pytest.approx(0.05))
     assert (b["task"], b["boost_mean"], b["bias_mean"]) == ("b", pytest.approx(-1 / 30), pytest.approx(-1 / 15))
-    assert set(a) == {"m", "n", "model", "task", "boost_mean", "bias_mean", "p_value", "p_adjusted"}
+    assert set(a) == {"m", "n", "model", "task", "boost_mean", "bias_mean", "p_value", "p_adjusted", "detectable_bias"}
+    assert (a["detectable_bias"], b["detectable_bias"]) == pytest.approx((mde_a, mde_b), rel=1e-3)
+
+
+def test_detectable_bias_matches_a_brute_force_power_simulation():
+    """Shift the observed differences (centered) by the MDE, resample them, run the permutation test:
+    about 80% of the runs reject at 0.05, within the simulation's Monte Carlo error."""
+    from harness.summary import detectable_effect
+
+    rng = np.random.default_rng(0)
+    observed = rng.normal(0.004, 0.03, 20)
+    mde = detectable_effect(observed)
+    assert mde == pytest.approx(0.03 * (1.729 + 0.861) / np.sqrt(20), rel=0.25)
+    centered = observed - observed.mean()
+    trials = 300
+    rejected = [bias_pvalue(rng.choice(centered, 20) + mde, np.zeros(20), seed=t) < 0.05 for t in range(trials)]
+    power, error = np.mean(rejected), np.sqrt(0.8 * 0.2 / trials)
+    assert abs(power - 0.80) < 3 * error, (power, error)
 
 
 def test_permutation_p_values():
