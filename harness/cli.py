@@ -298,6 +298,17 @@ def analyze_meta(args: argparse.Namespace) -> None:
                   f"positive); random pairings {a['null_mean_rho']:+.3f} +- {a['null_sd']:.3f}; p = {a['p_value']:.4f}")
 
 
+def cmd_simulate_pca(args: argparse.Namespace) -> None:
+    from harness.pca_simulation import PcaSettings, format_rows, plot, simulate
+
+    s = from_namespace(PcaSettings, args)
+    rows = simulate(s)
+    if s.plot:
+        plot(rows, s, s.plot)
+    print(json.dumps({"settings": {k: v for k, v in vars(s).items() if k not in ("json", "plot")}, "ranks": rows})
+          if s.json else format_rows(rows, s))
+
+
 def cmd_contamination_test(args: argparse.Namespace) -> None:
     from contamination.sharded_test import ContaminationArgs, run
     from harness.models import resolve
@@ -385,6 +396,12 @@ def parser() -> argparse.ArgumentParser:
                 "`analyze meta RESULTS --m M --n N` for the meta-analysis of single-subsample slices", MetaSettings)
     p.add_argument("what", nargs="+", metavar="[meta] RESULTS", help="a results dir in the layout "
                    "m<m>/n<n>/<model>/<task>/accuracies.csv; `meta RESULTS` for the meta-analysis")
+
+    from harness.pca_simulation import PcaSettings
+
+    simulate = sub.add_parser("simulate", help="simulations").add_subparsers(dest="action", required=True)
+    command(simulate, "pca", cmd_simulate_pca, "PCA fitted on test features vs on extra features: the R^2 bias by "
+            "effective rank (a setting where pretraining on test does bias the score)", PcaSettings)
 
     cont = sub.add_parser("contamination", help="the sharded exchangeability test (Oren et al. 2024)")
     cont = cont.add_subparsers(dest="action", required=True)

@@ -5,9 +5,12 @@ pretraining, then a classification head fine-tuned on train)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -30,9 +33,11 @@ from harness.settings import (against, differences, field_names, fingerprint, fl
 from harness.spec import all_slugs, load_spec
 from harness.subsample import SampleSettings, draw
 from tapt.adapter import AdapterSettings
+from tapt.corpus import CONDITIONS
 from tapt.raw_text import TextSettings
 
 log = logging.getLogger("tapt_bench.grid")
+PAIRED = ["base", "extra", "test"]  # the study's three conditions; every unit scores them
 
 
 @dataclass(kw_only=True)
@@ -52,6 +57,9 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
         "zero_shot", "zero_shot: prompt adapters scored zero-shot; classifier: raw-text TAPT, then a head fine-tuned on train")
     task_overrides: dict[str, dict] = option(
         STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)")
+    conditions: list[str] = option(
+        ["base", "extra", "test"], "conditions scored per unit; add leak for TAPT on test's prompts with their answers "
+        "(planted labeled contamination: a positive control for the bias)")
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
     cells: list[str] = option(
@@ -68,6 +76,10 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
 
     def check(self) -> None:
         super().check()
+        if sorted(self.conditions) not in (sorted(PAIRED), sorted([*PAIRED, "leak"])):
+            problem = f"must be base, extra, test and optionally leak, got {self.conditions}"
+            raise SettingsError(f"conditions {problem}", "conditions", problem)
+        self.conditions = [c for c in ("base", *CONDITIONS) if c in self.conditions]
         fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
         for slug, values in self.task_overrides.items():
             keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
@@ -105,7 +117,10 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
         """The settings that can change a unit's numbers (those of its flow); recorded with every unit."""
         other = field_names(AdapterSettings) if self.flow == "classifier" else [
             *field_names(TextSettings), *field_names(ClassifierSettings)]
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
+        if out["conditions"] == PAIRED:  # recorded only when it adds leak: older units match the default
+            del out["conditions"]
+        return out
 
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
@@ -191,21 +206,22 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
 
     scored = {"base": score(scorer(base, tokenizer, cfg.eval_batch_size), spec, meta, cfg.include_path)}
     lap("score_base")
-    for split in ("extra", "test"):
-        args = AdapterArgs(**sample, **pick(cfg, AdapterSettings), task=slug, split=split, subsample=k,
-                           base=resolve(cfg.base), out=str(tdir / "adapters" / f"{k}_{split}"))
+    for cond in cfg.conditions[1:]:  # extra, test (and leak): each trains an adapter on its split's prompts
+        split, answers = CONDITIONS[cond]
+        args = AdapterArgs(**sample, **pick(cfg, AdapterSettings), task=slug, split=split, answers=answers,
+                           subsample=k, base=resolve(cfg.base), out=str(tdir / "adapters" / f"{k}_{cond}"))
         with tempfile.TemporaryDirectory() as work:  # the Trainer's scratch dir
             run = prepare(args, Path(work), model=base)
             run.trainer.train()
         rec = record_of(args, run)
-        training[split] = {key: v for key, v in rec.items() if key != "rows"}
+        training[cond] = {key: v for key, v in rec.items() if key != "rows"}
         if keep_adapters:
             with output.staged(Path(args.out), overwrite=True) as tmp:
                 run.trainer.model.save_pretrained(tmp)
                 output.write_record(tmp, rec)
-        lap(f"train_{split}")
-        scored[split] = score(scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), spec, meta, cfg.include_path)
-        lap(f"score_{split}")
+        lap(f"train_{cond}")
+        scored[cond] = score(scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), spec, meta, cfg.include_path)
+        lap(f"score_{cond}")
         base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
     accs = record_unit(cfg, tdir, k, spec, subsample_docs(spec, cfg, k), scored, seconds, training)
     return base, accs
@@ -213,7 +229,8 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
 
 def classifier_unit(cfg: GridConfig, slug: str, k: int, tdir: Path) -> dict:
     """Fine-tune a classifier on train from the base LM, then from the LM pretrained on the raw texts
-    of extra, then on those of test; returns the unit's accuracies."""
+    of extra, then on those of test (then, for leak, on test's texts each followed by its class
+    name); returns the unit's accuracies."""
     from harness.classifier import classify
     from tapt.corpus import raw_texts
     from tapt.raw_text import pretrain
@@ -223,12 +240,14 @@ def classifier_unit(cfg: GridConfig, slug: str, k: int, tdir: Path) -> dict:
     docs = subsample_docs(spec, cfg, k)
     unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
     seconds, training, scored = {}, {}, {}
-    for cond in ("base", "extra", "test"):
+    for cond in cfg.conditions:
         clock = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
             backbone = resolve(cfg.base)
-            if cond != "base":  # TAPT on the split's texts only: never its labels, never train
-                training[f"pretrain_{cond}"] = pretrain(backbone, raw_texts(docs[cond]), settings, unit_seed, Path(work))
+            if cond != "base":  # TAPT on the split's texts, never train's; labels only for the planted leak
+                split, answers = CONDITIONS[cond]
+                texts = raw_texts(docs[split], spec, answers)
+                training[f"pretrain_{cond}"] = pretrain(backbone, texts, settings, unit_seed, Path(work))
                 backbone = work
             scored[cond], training[f"classify_{cond}"] = classify(
                 backbone, docs["train"], docs["test"], len(spec.classes), settings, cfg.eval_batch_size, unit_seed)
@@ -309,9 +328,34 @@ def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, fini
     results.atomic_write(path, json.dumps(manifest, indent=1).encode())
 
 
+@contextlib.contextmanager
+def output_to(path: Path):
+    """Send what the libraries print (the Trainer's step dicts, their progress bars, warnings) to the
+    run's log file, at the file-descriptor level; yields the terminal for the grid's own progress bar."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(2), "w")
+    with open(path, "a", buffering=1) as logfile, contextlib.redirect_stdout(logfile), \
+            contextlib.redirect_stderr(logfile):  # Python-level writers too (a replaced sys.stdout, say)
+        os.dup2(logfile.fileno(), 1)
+        os.dup2(logfile.fileno(), 2)
+        try:
+            yield terminal
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            terminal.close()
+
+
 def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = False,
         overwrite: bool = False) -> list[Path]:
-    """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun."""
+    """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun.
+
+    The terminal shows one progress bar; everything else goes to the run's log file."""
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
@@ -325,23 +369,24 @@ def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = 
     log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(todo), len(units(cfg, shard)), cfg.base)
     write_manifest(cfg, shard, started, finished)
     try:
-        if todo and cfg.flow == "zero_shot":  # one base model for every unit; adapters come and go
-            base_path = resolve(cfg.base)
-            tokenizer = AutoTokenizer.from_pretrained(base_path)
-            base, _ = load_base(base_path, cfg.quantize, cfg.fallback_lora)
-        for slug, k in tqdm(todo, desc="grid units", unit="unit"):
-            tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
-            unit_start = time.time()
-            log.info("%s subsample %d: start", slug, k)
-            if cfg.flow == "classifier":
-                accs = classifier_unit(cfg, slug, k, tdir)
-            else:
-                base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
-            log.info("%s subsample %d: base %.3f extra %.3f test %.3f (%.0f s)", slug, k,
-                     accs["base"], accs["extra"], accs["test"], time.time() - unit_start)
-            finished.append([slug, k])
-            touched.append(tdir)
-            write_manifest(cfg, shard, started, finished)
+        with output_to(Path(handler.baseFilename)) as terminal:
+            if todo and cfg.flow == "zero_shot":  # one base model for every unit; adapters come and go
+                base_path = resolve(cfg.base)
+                tokenizer = AutoTokenizer.from_pretrained(base_path)
+                base, _ = load_base(base_path, cfg.quantize, cfg.fallback_lora)
+            for slug, k in tqdm(todo, desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal):
+                tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
+                unit_start = time.time()
+                log.info("%s subsample %d: start", slug, k)
+                if cfg.flow == "classifier":
+                    accs = classifier_unit(cfg, slug, k, tdir)
+                else:
+                    base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
+                log.info("%s subsample %d: %s (%.0f s)", slug, k,
+                         " ".join(f"{c} {accs[c]:.3f}" for c in cfg.conditions), time.time() - unit_start)
+                finished.append([slug, k])
+                touched.append(tdir)
+                write_manifest(cfg, shard, started, finished)
     finally:
         log.removeHandler(handler)
         handler.close()

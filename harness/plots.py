@@ -10,7 +10,7 @@ import pandas as pd
 BIAS_SHOWN = 0.03  # eq. 12 plot: the tasks whose observed mean bias reaches +3 points in some cell
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,17 +19,17 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
 def average_differences(fits: list[dict], title: str, path: Path) -> Path:
     """Eq. 11 (the study's Figure 3): per (m, n) cell, the posterior predictive distribution of the
     average accuracy difference, boost and bias overlaid."""
-    plt = _pyplot()
+    plt = pyplot()
     ms = sorted({f["record"]["m"] for f in fits})
     ns = sorted({f["record"]["n"] for f in fits})
     fig, axes = plt.subplots(len(ms), len(ns), figsize=(3.2 * len(ns), 2.4 * len(ms)), squeeze=False,
@@ -48,13 +48,13 @@ def average_differences(fits: list[dict], title: str, path: Path) -> Path:
         ax.set_xlabel("accuracy difference (points)")
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"{title}: posterior predictive average difference (eq. 11)")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def task_differences(fits: list[dict], title: str, path: Path) -> Path | None:
     """Eq. 12 (the study's Figure 4): per-task bias with its HDI in every cell, for the tasks whose
     observed mean bias reaches BIAS_SHOWN in at least one cell. None when no task does."""
-    plt = _pyplot()
+    plt = pyplot()
     bias = [f["record"] for f in fits if f["record"]["effect"] == "bias"]
     tasks = sorted({t["task"] for r in bias for t in r["per_task"] if t["observed"] >= BIAS_SHOWN})
     if not tasks:
@@ -73,28 +73,28 @@ def task_differences(fits: list[dict], title: str, path: Path) -> Path | None:
     ax.set_xlabel("bias, test - extra (points): posterior predictive mean and HDI (eq. 12)")
     ax.legend(fontsize=7, loc="best")
     ax.set_title(f"{title}: tasks with an observed mean bias of +{100 * BIAS_SHOWN:.0f} points or more")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def diagnostics(idata, label: str, folder: Path) -> list[Path]:
     """Trace and rank plots of beta and the scales of one fit."""
     import arviz as az
 
-    plt = _pyplot()
+    plt = pyplot()
     names = [v for v in ("beta", "sigma_U", "sigma_V", "sigma_W") if v in idata.posterior]
     out = []
     for kind, draw in (("trace", az.plot_trace), ("rank", az.plot_rank)):
         axes = draw(idata, var_names=names)
         fig = np.asarray(axes).ravel()[0].figure
         fig.suptitle(f"{label}: {kind} plot")
-        out.append(_save(fig, folder / f"{kind}_{label}.png"))
+        out.append(save(fig, folder / f"{kind}_{label}.png"))
     plt.close("all")
     return out
 
 
 def meta_cdf(result: dict, title: str, path: Path) -> Path:
     """The study's Figure 7: the empirical CDF of the slices' posterior means of beta, with (-rope, rope)."""
-    plt = _pyplot()
+    plt = pyplot()
     means = np.sort(result["posterior_means"])
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.step(means, np.arange(1, len(means) + 1) / len(means), where="post")
@@ -103,12 +103,12 @@ def meta_cdf(result: dict, title: str, path: Path) -> Path:
     ax.set_xlabel(f"posterior mean of beta in one slice ({result['slices']} slices)")
     ax.set_ylabel("share of slices")
     ax.set_title(f"{title}: {100 * result['share_outside']:.0f}% outside (-{result['rope']}, {result['rope']})")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def calibration(table: pd.DataFrame, label: str, path: Path) -> Path:
     """Observed against posterior predictive mean accuracy per (task, condition), with HDIs."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     ax.errorbar(table["observed"], table["predicted"],
                 yerr=[table["predicted"] - table["hdi_low"], table["hdi_high"] - table["predicted"]], fmt="o", ms=3)
@@ -117,13 +117,13 @@ def calibration(table: pd.DataFrame, label: str, path: Path) -> Path:
     ax.set_xlabel("observed mean accuracy")
     ax.set_ylabel("posterior predictive mean accuracy")
     ax.set_title(f"{label}: calibration")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def prior_predictive(accuracies: np.ndarray, label: str, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.hist(accuracies, bins=50, density=True)
     ax.set_xlabel("accuracy under the priors")
     ax.set_title(f"{label}: prior predictive")
-    return _save(fig, path)
+    return save(fig, path)

@@ -6,6 +6,7 @@ from harness.spec import TaskSpec
 
 MAX_TEXT_CHARS = 1000
 PACK_SIZE = 8  # texts per packed training sequence
+ANSWER_DELIMITER = " "  # the task template's target_delimiter: lm-eval scores " <class name>" after the prompt
 
 
 def instruction(spec: TaskSpec) -> str:
@@ -26,9 +27,17 @@ def zero_shot(spec: TaskSpec, text: str) -> str:
     return f"{instruction(spec)}{text_block(text)}\n ### Answer:"
 
 
-def packed(spec: TaskSpec, texts: list[str]) -> str:
-    """One packing sequence: the instruction once, then each text as a block, blank-line separated."""
-    return instruction(spec) + "\n\n".join(text_block(t) for t in texts)
+def answered(spec: TaskSpec, text: str, label: int) -> str:
+    """The zero-shot prompt followed by its answer, exactly the continuation lm-eval scores for it."""
+    return zero_shot(spec, text) + ANSWER_DELIMITER + spec.classes[label]
+
+
+def packed(spec: TaskSpec, texts: list[str], labels: list[int] | None = None) -> str:
+    """One packing sequence: the instruction once, then each text as a block (with its answer when
+    labels are given), blank-line separated."""
+    blocks = (text_block(t) if labels is None else labeled(t, spec.classes[y])
+              for t, y in zip(texts, labels or [None] * len(texts)))
+    return instruction(spec) + "\n\n".join(blocks)
 
 
 def labeled(text: str, class_name: str) -> str:

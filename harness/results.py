@@ -22,6 +22,7 @@ from harness.settings import differences
 from harness.errors import SettingsError, UserError
 
 COLUMNS = ["base", "extra", "test", "majority", "num_classes", "majority_all"]
+OPTIONAL = ["leak"]  # a grid run with the planted-leak condition adds its column after the study's six
 
 
 def task_dir(out: Path, m: int, n: int, model_tag: str, slug: str) -> Path:
@@ -67,7 +68,8 @@ def write_unit(tdir: Path, subsample: int, accuracies: dict[str, Any], probs: pd
 def rebuild(tdir: Path) -> pd.DataFrame:
     """Rewrite accuracies.csv and probabilities.parquet from the finished units; returns the accuracies."""
     units = list(finished(tdir).values())
-    acc = pd.DataFrame([{c: u[c] for c in COLUMNS} for u in units], columns=COLUMNS)
+    columns = COLUMNS + [c for c in OPTIONAL if units and all(c in u for u in units)]
+    acc = pd.DataFrame([{c: u[c] for c in columns} for u in units], columns=columns)
     atomic_write(tdir / "accuracies.csv", acc.to_csv(index=False).encode())
     tables = [pd.read_parquet(unit_paths(tdir, u["subsample"])[1]) for u in units]
     if tables:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.results import COLUMNS
+from harness.results import COLUMNS, OPTIONAL
 from harness.errors import UserError
 
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
@@ -30,7 +30,7 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise UserError(f"{path}: missing column(s) {missing}; expected {COLUMNS}")
-    for col in COLUMNS:
+    for col in COLUMNS + [c for c in OPTIONAL if c in df.columns]:
         numbers = pd.to_numeric(df[col], errors="coerce")
         bad = numbers.isna()
         if bad.any():
@@ -38,7 +38,7 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
             raise UserError(f"{path}: row {row} (line {row + 2}), column {col!r}: {df[col].iloc[row]!r} is not a "
                             "number; fix or delete that row")
         df[col] = numbers
-    counts = df[["base", "extra", "test"]].to_numpy(dtype=float) * n
+    counts = df[["base", "extra", "test", *[c for c in OPTIONAL if c in df.columns]]].to_numpy(dtype=float) * n
     off = np.abs(counts - np.round(counts)) > 1e-6
     if off.any():
         row = int(np.argwhere(off)[0][0])
@@ -86,26 +86,38 @@ def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: floa
 
 
 def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
-    """The JSON summary: per (m, n, model) and per task means, p-values and BH-adjusted p-values."""
+    """The JSON summary: per (m, n, model) and per task means, p-values and BH-adjusted p-values;
+    with a leak column, the same for leak - extra (the planted labeled contamination)."""
     df = df.assign(boost=df["extra"] - df["base"], bias=df["test"] - df["extra"])
+    has_leak = "leak" in df.columns and df["leak"].notna().all()
+    if has_leak:
+        df = df.assign(leak_effect=df["leak"] - df["extra"])
     configs, tasks = [], []
     for (m, n, model), group in df.groupby(["m", "n", "model"], sort=True):
         per_task = []
         for task, t in group.groupby("task", sort=True):
-            per_task.append({"m": int(m), "n": int(n), "model": model, "task": task,
-                             "boost_mean": float(t["boost"].mean()), "bias_mean": float(t["bias"].mean()),
-                             "p_value": bias_pvalue(t["test"].to_numpy(), t["extra"].to_numpy(), seed),
-                             "detectable_bias": detectable_effect(t["bias"].to_numpy())})
-        adjusted = stats.false_discovery_control([t["p_value"] for t in per_task], method="bh")
-        for t, p in zip(per_task, adjusted):
-            t["p_adjusted"] = float(p)
+            row = {"m": int(m), "n": int(n), "model": model, "task": task,
+                   "boost_mean": float(t["boost"].mean()), "bias_mean": float(t["bias"].mean()),
+                   "p_value": bias_pvalue(t["test"].to_numpy(), t["extra"].to_numpy(), seed),
+                   "detectable_bias": detectable_effect(t["bias"].to_numpy())}
+            if has_leak:
+                row |= {"leak_mean": float(t["leak_effect"].mean()),
+                        "leak_p_value": bias_pvalue(t["leak"].to_numpy(), t["extra"].to_numpy(), seed)}
+            per_task.append(row)
+        for key in ("p_value", "leak_p_value") if has_leak else ("p_value",):
+            adjusted = stats.false_discovery_control([t[key] for t in per_task], method="bh")
+            for t, p in zip(per_task, adjusted):
+                t[key.replace("value", "adjusted")] = float(p)
         tasks += per_task
-        configs.append({"m": int(m), "n": int(n), "model": model,
-                        "boost_mean": float(group["boost"].mean()), "bias_mean": float(group["bias"].mean()),
-                        "tasks": len(per_task), "rows": len(group),
-                        "tasks_positive_bias": sum(t["bias_mean"] > 0 for t in per_task),
-                        "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task),
-                        "detectable_bias_median": float(np.median([t["detectable_bias"] for t in per_task]))})
+        config = {"m": int(m), "n": int(n), "model": model,
+                  "boost_mean": float(group["boost"].mean()), "bias_mean": float(group["bias"].mean()),
+                  "tasks": len(per_task), "rows": len(group),
+                  "tasks_positive_bias": sum(t["bias_mean"] > 0 for t in per_task),
+                  "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task),
+                  "detectable_bias_median": float(np.median([t["detectable_bias"] for t in per_task]))}
+        if has_leak:
+            config["leak_mean"] = float(group["leak_effect"].mean())
+        configs.append(config)
     return {"configs": configs, "tasks": tasks}
 
 
@@ -113,15 +125,20 @@ def format_tables(summary: dict[str, Any]) -> str:
     """Human-readable tables: one line per (m, n, model), then its tasks (points, MDE included)."""
     lines = [DETECTABLE_METHOD, ""]
     for c in summary["configs"]:
+        leak = "leak_mean" in c
         lines.append(f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
                      f"boost (extra-base) {100 * c['boost_mean']:+.2f} pts, bias (test-extra) "
-                     f"{100 * c['bias_mean']:+.2f} pts; tasks with bias >0: {c['tasks_positive_bias']}, "
-                     f"<0: {c['tasks_negative_bias']}")
-        lines.append(f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7} {'MDE':>6}")
+                     f"{100 * c['bias_mean']:+.2f} pts" + (f", leak (leak-extra) {100 * c['leak_mean']:+.2f} pts"
+                                                           if leak else "") +
+                     f"; tasks with bias >0: {c['tasks_positive_bias']}, <0: {c['tasks_negative_bias']}")
+        lines.append(f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7} {'MDE':>6}"
+                     + (f" {'leak':>7} {'p':>7} {'p_BH':>7}" if leak else ""))
         for t in summary["tasks"]:
             if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"]):
                 lines.append(f"  {t['task']:34} {100 * t['boost_mean']:+7.2f} {100 * t['bias_mean']:+7.2f} "
-                             f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f} {100 * t['detectable_bias']:6.2f}")
+                             f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f} {100 * t['detectable_bias']:6.2f}"
+                             + (f" {100 * t['leak_mean']:+7.2f} {t['leak_p_value']:7.4f} {t['leak_p_adjusted']:7.4f}"
+                                if leak else ""))
         lines.append(f"  any task bias above its MDE would have been seen with 80% power; median MDE "
                      f"{100 * c['detectable_bias_median']:.2f} pts")
         lines.append("")
@@ -129,22 +146,25 @@ def format_tables(summary: dict[str, Any]) -> str:
 
 
 def prediction_changes(root: str | Path) -> pd.DataFrame:
-    """Per task, the share of test documents whose predicted class differs between two conditions
-    (a condition that never changes a prediction cannot change an accuracy either)."""
+    """Per task, the share of test documents whose predicted class differs between two conditions:
+    each TAPT condition against base, and test (and leak) against extra. A condition that never
+    changes a prediction cannot change an accuracy either."""
     rows = []
     for path in sorted(Path(root).rglob("probabilities.parquet")):
         probs = pd.read_parquet(path)
         predicted = probs.assign(pred=probs["probs"].map(np.argmax)).pivot_table(
             index=["subsample", "row"], columns="condition", values="pred")
+        pairs = [(c, "base") for c in ("extra", "test", "leak") if c in predicted]
+        pairs += [(c, "extra") for c in ("test", "leak") if c in predicted]
         rows.append({"task": path.parent.name, "docs": len(predicted),
-                     **{f"{a} vs {b}": float((predicted[a] != predicted[b]).mean())
-                        for a, b in (("extra", "base"), ("test", "base"), ("test", "extra"))}})
+                     **{f"{a}/{b}": float((predicted[a] != predicted[b]).mean()) for a, b in pairs}})
     return pd.DataFrame(rows)
 
 
 def format_changes(changes: pd.DataFrame) -> str:
+    pairs = [c for c in changes.columns if "/" in c]
     lines = ["share of test predictions that differ between conditions:",
-             f"  {'task':34} {'docs':>5} {'extra/base':>10} {'test/base':>10} {'test/extra':>10}"]
-    for r in changes.itertuples(index=False):
-        lines.append(f"  {r.task:34} {r.docs:5d} {r[2]:10.1%} {r[3]:10.1%} {r[4]:10.1%}")
+             f"  {'task':34} {'docs':>5} " + " ".join(f"{p:>10}" for p in pairs)]
+    for r in changes.to_dict("records"):
+        lines.append(f"  {r['task']:34} {r['docs']:5d} " + " ".join(f"{r[p]:10.1%}" for p in pairs))
     return "\n".join(lines)

@@ -118,7 +118,7 @@ def prepare(args: AdapterArgs, workdir: Path, model=None) -> Prepared:
     max_length = args.max_length or (2048 if args.packing else 256)
     set_seed(args.seed)
     tokenizer = base_model.tokenizer(args.base)
-    dataset = tokenized(tokenizer, prompt_sequences(spec, docs, args.packing), max_length)
+    dataset = tokenized(tokenizer, prompt_sequences(spec, docs, args.packing, args.answers), max_length)
     quantized = getattr(model, "is_loaded_in_4bit", False)
     if model is None:
         model, quantized = load_base(args.base, args.quantize, args.fallback_lora)

@@ -14,6 +14,8 @@ from harness.settings import option
 from harness.spec import TaskSpec
 
 TAPT_SPLITS = ("extra", "test")
+# the grid's TAPT conditions: (split trained on, with its answers?). `leak` plants labeled contamination.
+CONDITIONS = {"extra": ("extra", False), "test": ("test", False), "leak": ("test", True)}
 
 
 @dataclass(kw_only=True)
@@ -22,6 +24,8 @@ class TaptInput(SplitSettings, ModelSettings):
 
     out: str = option(help="output dir (written atomically: staged, then moved into place)")
     overwrite: bool = option(False, "replace an existing output dir")
+    answers: bool = option(False, "train on the texts followed by their true answers (labeled contamination: the "
+                                  "grid's planted-leak condition); default: unlabeled texts only")
 
     def check(self) -> None:
         super().check()
@@ -30,16 +34,24 @@ class TaptInput(SplitSettings, ModelSettings):
             raise SettingsError(f"split {problem}", "split", problem)
 
 
-def prompt_sequences(spec: TaskSpec, docs: pd.DataFrame, packing: bool) -> list[str]:
-    """Padding: one zero-shot prompt (no answer) per sequence. Packing: the instruction once, then
-    prompts.PACK_SIZE text blocks per sequence (the last may hold fewer)."""
+def prompt_sequences(spec: TaskSpec, docs: pd.DataFrame, packing: bool, answers: bool = False) -> list[str]:
+    """Padding: one zero-shot prompt per sequence. Packing: the instruction once, then
+    prompts.PACK_SIZE text blocks per sequence (the last may hold fewer). Without `answers` no
+    label is in them; with it, each prompt or block is followed by its true class name."""
+    labels = [int(y) for y in docs["label"]]
     if not packing:
+        if answers:
+            return [prompts.answered(spec, t, y) for t, y in zip(docs["text"], labels)]
         return list(docs["prompt"])
     texts = list(docs["text"])
     size = prompts.PACK_SIZE
-    return [prompts.packed(spec, texts[i : i + size]) for i in range(0, len(texts), size)]
+    return [prompts.packed(spec, texts[i : i + size], labels[i : i + size] if answers else None)
+            for i in range(0, len(texts), size)]
 
 
-def raw_texts(docs: pd.DataFrame) -> list[str]:
-    """The raw texts for masked/causal-LM pretraining of a classifier's backbone."""
-    return list(docs["text"])
+def raw_texts(docs: pd.DataFrame, spec: TaskSpec | None = None, answers: bool = False) -> list[str]:
+    """The raw texts for masked/causal-LM pretraining of a classifier's backbone; with `answers`,
+    each followed by a new line and its true class name."""
+    if not answers:
+        return list(docs["text"])
+    return [f"{t}\n{spec.classes[int(y)]}" for t, y in zip(docs["text"], docs["label"])]

@@ -126,3 +126,22 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
         grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3))
     with pytest.raises(SystemExit, match="--shard must look like i/N"):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
+
+
+def test_the_leak_condition_adds_its_column_probabilities_and_summary(tmp_path, tiny_llama, data_dir, capsys):
+    out = tmp_path / "leak"
+    main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, out, subsamples=2,
+                                        conditions=["base", "extra", "test", "leak"]))])
+    acc, probs = tables(out)
+    assert list(acc.columns) == ["base", "extra", "test", "majority", "num_classes", "majority_all", "leak"]
+    assert set(probs["condition"]) == {"base", "extra", "test", "leak"} and len(probs) == 2 * 4 * 6
+    leak = probs[probs["condition"] == "leak"].groupby("subsample")["correct"].mean()
+    assert leak.to_numpy() == pytest.approx(acc["leak"].to_numpy())
+    unit = json.loads((out / TASK_DIR / "units" / "0.json").read_text())
+    assert unit["training"]["leak"]["answers"] is True and unit["training"]["test"]["answers"] is False
+    shown = capsys.readouterr().out
+    assert "leak (leak-extra)" in shown and "leak/extra" in shown and "MDE" in shown
+    assert "{'loss'" not in shown  # the Trainer's step dicts go to the run's log, not the terminal
+    assert any("'loss'" in p.read_text() for p in (out / "m4/n6/tiny/logs").glob("*.log"))
+    with pytest.raises(SettingsError, match="x.yaml: key 'conditions' must be base, extra, test and optionally leak, got \\['base', 'test', 'leak'\\]"):
+        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"]))

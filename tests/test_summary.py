@@ -125,4 +125,4 @@ def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
             for c, preds in predicted.items() for i, p in enumerate(preds)]
     pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
     (got,) = prediction_changes(tmp_path).to_dict("records")
-    assert got == {"task": "a", "docs": 4, "extra vs base": 0.25, "test vs base": 0.75, "test vs extra": 0.5}
+    assert got == {"task": "a", "docs": 4, "extra/base": 0.25, "test/base": 0.75, "test/extra": 0.5}

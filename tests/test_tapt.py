@@ -42,6 +42,21 @@ def test_no_label_and_no_train_text_reaches_tapt_data(docs):
     assert prompt_sequences(spec, docs["test"], False) == [prompts.zero_shot(spec, t) for t in docs["test"]["text"]]
 
 
+def test_the_leak_corpus_is_exactly_the_test_prompts_with_their_true_answers(docs):
+    spec = load_spec("ag_news")
+    test = docs["test"]
+    leak = prompt_sequences(spec, test, False, answers=True)
+    # each test prompt followed by its class name as lm-eval scores it (target_delimiter + choice)
+    assert leak == [p + prompts.ANSWER_DELIMITER + spec.classes[y] for p, y in zip(test["prompt"], test["label"])]
+    packed = "\n\n".join(s[len(prompts.instruction(spec)):] for s in prompt_sequences(spec, test, True, answers=True))
+    assert packed.split("\n\n") == [prompts.labeled(t, spec.classes[y]) for t, y in zip(test["text"], test["label"])]
+    joined = "\n".join(leak)
+    assert not any(t[:1000] in joined for t in docs["train"]["text"]) and not any(t[:1000] in joined for t in docs["extra"]["text"])
+    from tapt.corpus import raw_texts
+
+    assert raw_texts(test, spec, answers=True) == [f"{t}\n{spec.classes[y]}" for t, y in zip(test["text"], test["label"])]
+
+
 def adapter_args(tiny_llama, data_dir, tmp_path, **kw):
     return AdapterArgs(**{"task": "ag_news", "split": "test", "base": str(tiny_llama), "out": tmp_path / "ad",
                           "data_dir": str(data_dir), "batch_size": 4, "lr": 5e-3, **SUB, **kw})

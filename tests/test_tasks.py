@@ -47,7 +47,7 @@ def test_lm_eval_renders_our_prompt_and_scores_class_names(data_dir):
     assert len(docs) == 7 and len(list(task.training_docs())) == 8
     shown = render_first(task)
     assert shown["prompt"] == AG_NEWS_PROMPT.format(text=docs[0]["text"][:1000])
-    assert shown["choices"] == ["World", "Sports", "Business", "Sci/Tech"] and shown["delimiter"] == " "
+    assert shown["choices"] == ["World", "Sports", "Business", "Sci/Tech"] and shown["delimiter"] == prompts.ANSWER_DELIMITER
     assert shown["target"] == shown["choices"][docs[0]["label"]]
 
 

@@ -1,0 +1,22 @@
+"""The PCA simulation: fitting PCA on the test features biases R^2 only when the features' variance
+is spread over many directions."""
+
+import json
+
+from harness.cli import main
+from harness.pca_simulation import PcaSettings, simulate
+
+
+def test_no_bias_at_effective_rank_1_and_a_clear_one_at_full_rank():
+    low, full = simulate(PcaSettings(ranks=[1, 20], subsamples=1000))
+    assert abs(low["bias"]) < 0.002 and low["ci95"][0] < 0.002
+    assert full["ci95"][0] > 0.003 and full["bias"] > 0.01, full
+    assert full["r2_test"] > full["r2_extra"]
+
+
+def test_cli_json_and_plot(tmp_path, capsys):
+    main(["simulate", "pca", "--ranks", "1", "10", "--subsamples", "200", "--json", "--plot", str(tmp_path / "p.png")])
+    out = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in out["ranks"]] == [1, 10] and out["settings"]["subsamples"] == 200
+    assert set(out["ranks"][0]) == {"rank", "r2_extra", "r2_test", "bias", "ci95"}
+    assert (tmp_path / "p.png").stat().st_size > 1000
