@@ -2,7 +2,7 @@
 
 For padding and packing, LoRA and QLoRA: builds the SFTTrainer exactly as `tapt-bench train` does,
 takes one batch from its dataloader, then times the trainer's full step (training_step + optimizer
-step + zero_grad) and a bare `loss = model(**batch).loss; loss.backward()`, interleaved (trainer,
+step + zero_grad) and a bare `model(**batch, use_cache=False).loss.backward()`, interleaved (trainer,
 raw, trainer, raw, ...) --repeats times so that machine noise hits both alike; medians.
 Prints the ratio and tokens per second of each. Usage:
     python benchmarks/tapt_step.py --data-dir ../shared/data [--base SmolLM2-135M-Instruct]
@@ -64,8 +64,8 @@ def measure(args: AdapterArgs, repeats: int) -> dict:
             trainer.optimizer.step()
             trainer.optimizer.zero_grad()
 
-        def raw_step():
-            model(**batch).loss.backward()
+        def raw_step():  # what a hand-written loop does: no KV cache in training, as the trainer
+            model(**batch, use_cache=False).loss.backward()
             model.zero_grad()
 
         step, raw = interleaved_medians([trainer_step, raw_step], repeats)

@@ -129,7 +129,22 @@ def study_model(d: CellData):
     return model
 
 
-def fast_model(d: CellData):
+def slopes_are_informed(d: CellData) -> bool:
+    """Whether the data pin each task's treatment contrast down more tightly than the contrasts
+    differ across tasks: the between-task variance of the observed per-task logit contrasts, less
+    their mean squared standard error (a moment estimate of 2 sigma_W^2), against that squared
+    error. The usual rule for a group effect: centred when informed, non-centred when not (both
+    sample the same model; the wrong one mixes slowly or diverges)."""
+    o = d.obs.assign(p=(d.obs["y"] + 0.5) / (d.n + 1))
+    o = o.assign(logit=np.log(o["p"] / (1 - o["p"])), var=1 / (d.n * o["p"] * (1 - o["p"])))
+    unit = o.pivot_table(index=["task", "lm_type", "subsample"], columns="treated", values=["logit", "var"])
+    contrast = (unit[("logit", 1)] - unit[("logit", 0)]).groupby(level="task")
+    noise = (unit[("var", 1)] + unit[("var", 0)]).groupby(level="task")
+    squared_error = (noise.mean() / noise.size()).mean()
+    return bool(contrast.mean().var(ddof=1) - squared_error > squared_error)
+
+
+def fast_model(d: CellData, centered_slopes: bool | None = None):
     """The same model, reparametrised (exact; no approximation).
 
     With J tasks and K subsamples, let bars be means over tasks (and over subsamples for V):
@@ -148,6 +163,8 @@ def fast_model(d: CellData):
     import pytensor.tensor as pt
 
     J, K = len(d.coords["task"]), len(d.coords["subsample"])
+    if centered_slopes is None:
+        centered_slopes = slopes_are_informed(d)
     with pm.Model(coords=coords_of(d)) as model:
         i, j, k, x, y = _data(d)
         sigma_U = pm.HalfNormal("sigma_U", 1.0)
@@ -160,8 +177,11 @@ def fast_model(d: CellData):
         b = pm.Normal("b", 0.0, pt.sqrt(var_b))  # (c, b) bivariate normal, drawn as b, then c given b
         c = pm.Normal("c", cov_cb / var_b * b, pt.sqrt(var_c - cov_cb**2 / var_b))
         C = pm.ZeroSumNormal("C", sigma=sigma_C, dims="task")
-        D_raw = pm.ZeroSumNormal("D_raw", sigma=1.0, dims="task")  # non-centered: sigma_W may be near 0
-        D = pm.Deterministic("D", math.sqrt(2) * sigma_W * D_raw, dims="task")
+        if centered_slopes:
+            D = pm.ZeroSumNormal("D", sigma=math.sqrt(2) * sigma_W, dims="task")
+        else:  # non-centred: with sigma_W near 0 the centred form funnels
+            D_raw = pm.ZeroSumNormal("D_raw", sigma=1.0, dims="task")
+            D = pm.Deterministic("D", math.sqrt(2) * sigma_W * D_raw, dims="task")
         eta = c + _lm_type_term(d, i) + C[j] + (x - 0.5) * (b + D[j])
         if K > 1:  # one subsample per task (a meta-analysis slice) leaves no within-task deviation
             Vd = pm.ZeroSumNormal("Vd", sigma=sigma_V, dims=("task", "subsample"), n_zerosum_axes=1)

@@ -157,3 +157,30 @@ def test_bad_input(tmp_path):
     table.to_csv(path, index=False)
     with pytest.raises(UserError, match="not a multiple of 1/200"):
         collect(root)
+
+
+def test_checks_calibration_and_recovery_on_a_small_cell():
+    d = bayes.cell_data(synthetic(tasks=4, subsamples=6, beta=0.1, seed=5), "bias")
+    fit = analysis.fit_cell(d, FAST)
+    calib = analysis.calibration(fit["predicted"], d, FAST)
+    assert len(calib) == 4 * 2 and set(calib["condition"]) == {"extra", "test"}
+    inside = (calib["hdi_low"] <= calib["observed"]) & (calib["observed"] <= calib["hdi_high"])
+    assert inside.mean() >= 0.75, calib
+    prior = analysis.prior_predictive(d, FAST, draws=200)
+    assert 0.3 < prior["quantiles"]["0.5"] < 0.7 and prior["accuracies"].min() >= 0 and prior["accuracies"].max() <= 1
+    rec = analysis.recovery(d, FAST, fit["idata"], betas=(0.0, 0.3), replicates=1)
+    assert [r["planted_beta"] for r in rec] == [0.0, 0.3] and all(r["covered"] in (0, 1) for r in rec), rec
+    # the same group effects under both planted betas: their estimates differ by the planted 0.3
+    assert rec[1]["beta_means"][0] - rec[0]["beta_means"][0] == pytest.approx(0.3, abs=0.05)
+
+
+def test_slopes_are_centred_only_where_the_tasks_contrasts_differ_beyond_noise():
+    # one contrast for every task: a chance spread beyond twice the noise is rare (P(chi2_5 / 5 > 2) = 7.5%)
+    flat = [bayes.slopes_are_informed(bayes.cell_data(synthetic(tasks=6, subsamples=8, n=200, seed=s), "bias"))
+            for s in range(10)]
+    assert sum(flat) <= 2, flat
+    for seed in range(3):
+        varied = synthetic(tasks=6, subsamples=8, n=200, seed=seed)
+        shifted = varied["extra"] + 0.04 * varied["task"].str[-1].astype(int)
+        varied["test"] = (shifted.clip(upper=1) * 200).round() / 200
+        assert bayes.slopes_are_informed(bayes.cell_data(varied, "bias"))
