@@ -32,8 +32,8 @@ def average_differences(fits: list[dict], title: str, path: Path) -> Path:
     plt = pyplot()
     ms = sorted({f["record"]["m"] for f in fits})
     ns = sorted({f["record"]["n"] for f in fits})
-    fig, axes = plt.subplots(len(ms), len(ns), figsize=(3.2 * len(ns), 2.4 * len(ms)), squeeze=False,
-                             sharex=True)
+    fig, axes = plt.subplots(len(ms), len(ns), figsize=(max(6.4, 3.2 * len(ns)), 2.4 * len(ms) + 0.6),
+                             squeeze=False, sharex=True, layout="constrained")
     colors = {"boost": "tab:blue", "bias": "tab:red"}
     for f in fits:
         r = f["record"]
