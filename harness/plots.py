@@ -44,6 +44,7 @@ def average_differences(fits: list[dict], title: str, path: Path) -> Path:
     for ax in axes.ravel():
         ax.axvline(0, color="black", lw=0.8)
         ax.set_yticks([])
+        ax.set_visible(bool(ax.patches))  # a cell the results do not have
     for ax in axes[-1]:
         ax.set_xlabel("accuracy difference (points)")
     axes[0][0].legend(fontsize=8)
