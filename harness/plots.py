@@ -60,7 +60,7 @@ def task_differences(fits: list[dict], title: str, path: Path) -> Path | None:
     tasks = sorted({t["task"] for r in bias for t in r["per_task"] if t["observed"] >= BIAS_SHOWN})
     if not tasks:
         return None
-    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(tasks) * max(1, len(bias)) / 4))
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.25 * len(tasks) * max(1, len(bias))), layout="constrained")
     offsets = np.linspace(-0.35, 0.35, len(bias)) if len(bias) > 1 else [0.0]
     for off, r in zip(offsets, bias):
         per = {t["task"]: t for t in r["per_task"]}
@@ -72,7 +72,7 @@ def task_differences(fits: list[dict], title: str, path: Path) -> Path | None:
     ax.set_yticks(range(len(tasks)), tasks)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel("bias, test - extra (points): posterior predictive mean and HDI (eq. 12)")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(f"{title}: tasks with an observed mean bias of +{100 * BIAS_SHOWN:.0f} points or more")
     return save(fig, path)
 
