@@ -274,10 +274,11 @@ def analyze_meta(args: argparse.Namespace) -> None:
     s = from_namespace(MetaSettings, args)
     s.check_meta()
     source = args.what[1]
-    ((m, n, rows),) = analysis.cells_of(collect(source), s, source)
+    df = collect(source)
+    ((m, n, rows),) = analysis.cells_of(df, s, source)
     for effect in analysis.effects_of(s):
         result = meta_analysis(rows, s, effect, progress=not s.json)
-        agreement = lm_type_agreement(collect(source), effect, s.permutations, s.seed)
+        agreement = lm_type_agreement(df, effect, s.permutations, s.seed)
         if s.plots:
             plots.meta_cdf(result, f"{Path(source).name} m={m} n={n} {effect}",
                            Path(s.plots) / f"meta_cdf_m{m}_n{n}_{effect}.png")

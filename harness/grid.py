@@ -58,7 +58,7 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
     task_overrides: dict[str, dict] = option(
         STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)")
     conditions: list[str] = option(
-        ["base", "extra", "test"], "conditions scored per unit; add leak for TAPT on test's prompts with their answers "
+        PAIRED, "conditions scored per unit; add leak for TAPT on test's prompts with their answers "
         "(planted labeled contamination: a positive control for the bias)")
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
