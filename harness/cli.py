@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -28,12 +29,24 @@ class RunOptions(Settings):
     overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
     no_summary: bool = option(False, "skip the summary table at the end")
     workers: int = option(1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)")
+    ray: bool = option(False, "run the units as Ray tasks (needs the extra: pip install -e '.[ray]'); the driver "
+                              "writes every result; --keep-adapters writes adapters on the workers' disks")
+    address: str | None = option(None, "with --ray: the cluster to join (e.g. auto); default: a local Ray instance")
+    cpus_per_unit: float = option(1.0, "with --ray: CPUs per unit (also its torch threads)")
+    gpus_per_unit: float = option(0.0, "with --ray: GPUs per unit (a fraction shares one GPU among units)")
 
-    MINIMUM = {"workers": 1}
+    MINIMUM = {"workers": 1, "cpus_per_unit": 0.0, "gpus_per_unit": 0.0}
 
     def check(self) -> None:
         super().check()
         self.shard_pair()
+        ray_only = [flag for flag, value, default in (("--address", self.address, None),
+                                                     ("--cpus-per-unit", self.cpus_per_unit, 1.0),
+                                                     ("--gpus-per-unit", self.gpus_per_unit, 0.0)) if value != default]
+        if ray_only and not self.ray:
+            raise SettingsError(f"{', '.join(ray_only)} only apply with --ray; add --ray or drop them")
+        if self.ray and self.workers > 1:
+            raise SettingsError("--workers and --ray are two ways to run units side by side; use one")
 
     def shard_pair(self) -> tuple[int, int]:
         try:
@@ -159,8 +172,13 @@ def cmd_run(args: argparse.Namespace) -> None:
     if opts.workers > 1:
         run_workers(args.argv, cfg, shard, opts.workers, opts.overwrite)
     else:
+        execute = None
+        if opts.ray:
+            from harness.ray_grid import executor
+
+            execute = executor(opts.address, opts.cpus_per_unit, opts.gpus_per_unit)
         for cell in cfg.cell_configs():
-            grid.run(cell, shard, opts.keep_adapters, opts.overwrite)
+            grid.run(cell, shard, opts.keep_adapters, opts.overwrite, execute)
     if shard[1] == 1 and not opts.no_summary:
         for cell in cfg.cell_configs():
             print(format_tables(summarize(collect(grid.model_dir(cell)))))
@@ -415,6 +433,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # bitsandbytes logs at import, on CPUs with AVX512-BF16, that an optional hub kernel is missing: a speed
+    # hint for 4-bit CPU training that this offline tool cannot act on, and it would open every command's output
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:

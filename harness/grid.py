@@ -185,17 +185,58 @@ def majority(docs: dict[str, pd.DataFrame], num_classes: int) -> dict[str, float
             "majority_all": 1.0 / num_classes}
 
 
-def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, keep_adapters: bool):
-    """Score base, then train and score one adapter per TAPT split, detaching each after use.
+@dataclass
+class Unit:
+    """One finished (task, subsample) unit: what `write_unit` records under the task's results dir."""
 
-    Returns the (clean) base model and the unit's accuracies.
-    """
+    slug: str
+    k: int
+    accs: dict
+    probs: pd.DataFrame  # per test document and condition: class probabilities, prediction, correct
+    meta: dict  # settings, their hash, seconds per stage, training records
+
+
+_LOADED: dict = {}  # the zero-shot base of this process, kept loaded for every unit it runs (local or Ray worker)
+
+
+def loaded_base(cfg: GridConfig):
+    """(model, tokenizer) of cfg's base, loaded once per process; a different base replaces it."""
+    from transformers import AutoTokenizer
+
+    from tapt.adapter import load_base
+
+    if base_key(cfg) not in _LOADED:
+        _LOADED.clear()
+        path = resolve(cfg.base)
+        _LOADED[base_key(cfg)] = load_base(path, cfg.quantize, cfg.fallback_lora)[0], AutoTokenizer.from_pretrained(path)
+    return _LOADED[base_key(cfg)]
+
+
+def base_key(cfg: GridConfig) -> tuple:
+    return cfg.base, cfg.quantize, cfg.fallback_lora
+
+
+def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False) -> Unit:
+    """Compute one unit of either flow; nothing is written but kept adapters."""
+    if cfg.flow == "classifier":
+        return classifier_unit(cfg, slug, k)
+    try:
+        return run_unit(cfg, slug, k, keep_adapters)
+    except BaseException:
+        _LOADED.clear()  # a unit that failed mid-way may leave its adapter in the base: never reuse that
+        raise
+
+
+def run_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool) -> Unit:
+    """Score base, then train and score one adapter per TAPT condition, detaching each after use."""
     from tapt import output
     from tapt.adapter import AdapterArgs, prepare, record_of
 
+    base, tokenizer = loaded_base(cfg)
     spec = load_spec(slug, cfg.include_path)
     sample = pick(cfg, SampleSettings)
     meta = {**sample, "subsample": k, "split": "test"}
+    tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
     seconds, training = {}, {}
     clock = time.perf_counter()
 
@@ -223,14 +264,14 @@ def run_unit(cfg: GridConfig, base, tokenizer, slug: str, k: int, tdir: Path, ke
         scored[cond] = score(scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), spec, meta, cfg.include_path)
         lap(f"score_{cond}")
         base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
-    accs = record_unit(cfg, tdir, k, spec, subsample_docs(spec, cfg, k), scored, seconds, training)
-    return base, accs
+    _LOADED[base_key(cfg)] = base, tokenizer
+    return unit_of(cfg, slug, k, spec, subsample_docs(spec, cfg, k), scored, seconds, training)
 
 
-def classifier_unit(cfg: GridConfig, slug: str, k: int, tdir: Path) -> dict:
+def classifier_unit(cfg: GridConfig, slug: str, k: int) -> Unit:
     """Fine-tune a classifier on train from the base LM, then from the LM pretrained on the raw texts
     of extra, then on those of test (then, for leak, on test's texts each followed by its class
-    name); returns the unit's accuracies."""
+    name)."""
     from harness.classifier import classify
     from tapt.corpus import raw_texts
     from tapt.raw_text import pretrain
@@ -253,18 +294,24 @@ def classifier_unit(cfg: GridConfig, slug: str, k: int, tdir: Path) -> dict:
                 backbone, docs["train"], docs["test"], len(spec.classes), settings, cfg.eval_batch_size, unit_seed)
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", slug, k, cond, seconds[cond])
-    return record_unit(cfg, tdir, k, spec, docs, scored, seconds, training)
+    return unit_of(cfg, slug, k, spec, docs, scored, seconds, training)
 
 
-def record_unit(cfg: GridConfig, tdir: Path, k: int, spec, docs, scored: dict, seconds: dict, training: dict) -> dict:
-    """Write the unit (accuracies, per-example probabilities, settings, timings) and rebuild the tables."""
+def unit_of(cfg: GridConfig, slug: str, k: int, spec, docs, scored: dict, seconds: dict, training: dict) -> Unit:
+    """The unit's accuracies, its per-example probabilities, and what made them."""
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs, len(spec.classes))
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     settings = cfg.result_settings()
-    results.write_unit(tdir, k, accs, probs, {"settings": settings, "settings_hash": fingerprint(settings),
-                                              "seconds": seconds, "training": training})
+    return Unit(slug, k, accs, probs, {"settings": settings, "settings_hash": fingerprint(settings),
+                                       "seconds": seconds, "training": training})
+
+
+def write_unit(cfg: GridConfig, unit: Unit) -> Path:
+    """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables."""
+    tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, unit.slug)
+    results.write_unit(tdir, unit.k, unit.accs, unit.probs, unit.meta)
     results.rebuild(tdir)
-    return accs
+    return tdir
 
 
 def model_dir(cfg: GridConfig) -> Path:
@@ -351,44 +398,46 @@ def output_to(path: Path):
             terminal.close()
 
 
+def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[tuple[str, int]]:
+    """The shard's units that have no finished result yet."""
+    return [(slug, k) for slug, k in units(cfg, shard)
+            if not results.is_done(results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug), k)]
+
+
 def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = False,
-        overwrite: bool = False) -> list[Path]:
+        overwrite: bool = False, execute=None) -> list[Path]:
     """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun.
 
-    The terminal shows one progress bar; everything else goes to the run's log file."""
+    `execute(cfg, units, keep_adapters)` yields finished Units in any order (default: one by one in this
+    process; harness/ray_grid.py: as Ray tasks). The terminal shows one progress bar; everything else
+    goes to the run's log file."""
     from tqdm import tqdm
-    from transformers import AutoTokenizer
-
-    from tapt.adapter import load_base
 
     check_settings(cfg, overwrite)  # before anything is written
-    todo = [(slug, k) for slug, k in units(cfg, shard)
-            if not results.is_done(results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug), k)]
+    pending = todo(cfg, shard)
     handler = start_log(cfg, shard)
     started, finished, touched = time.time(), [], []
-    log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(todo), len(units(cfg, shard)), cfg.base)
+    log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(units(cfg, shard)), cfg.base)
     write_manifest(cfg, shard, started, finished)
     try:
-        with output_to(Path(handler.baseFilename)) as terminal:
-            if todo and cfg.flow == "zero_shot":  # one base model for every unit; adapters come and go
-                base_path = resolve(cfg.base)
-                tokenizer = AutoTokenizer.from_pretrained(base_path)
-                base, _ = load_base(base_path, cfg.quantize, cfg.fallback_lora)
-            for slug, k in tqdm(todo, desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal):
-                tdir = results.task_dir(Path(cfg.out), cfg.m, cfg.n, cfg.tag, slug)
-                unit_start = time.time()
-                log.info("%s subsample %d: start", slug, k)
-                if cfg.flow == "classifier":
-                    accs = classifier_unit(cfg, slug, k, tdir)
-                else:
-                    base, accs = run_unit(cfg, base, tokenizer, slug, k, tdir, keep_adapters)
-                log.info("%s subsample %d: %s (%.0f s)", slug, k,
-                         " ".join(f"{c} {accs[c]:.3f}" for c in cfg.conditions), time.time() - unit_start)
-                finished.append([slug, k])
-                touched.append(tdir)
+        with output_to(Path(handler.baseFilename)) as terminal, \
+                tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar:
+            for unit in (execute or in_process)(cfg, pending, keep_adapters):
+                touched.append(write_unit(cfg, unit))
+                log.info("%s subsample %d: %s (%.0f s)", unit.slug, unit.k,
+                         " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.conditions), sum(unit.meta["seconds"].values()))
+                finished.append([unit.slug, unit.k])
                 write_manifest(cfg, shard, started, finished)
+                bar.update()
     finally:
         log.removeHandler(handler)
         handler.close()
     print(f"log: {handler.baseFilename}")
     return sorted(set(touched))
+
+
+def in_process(cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool):
+    """The units one after another in this process."""
+    for slug, k in pending:
+        log.info("%s subsample %d: start", slug, k)
+        yield compute_unit(cfg, slug, k, keep_adapters)

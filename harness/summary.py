@@ -18,7 +18,8 @@ RESAMPLES = 10_000
 ALPHA, POWER = 0.05, 0.80
 DETECTABLE_METHOD = ("detectable bias (MDE): the smallest mean bias the one-sided paired test (alpha 0.05) finds "
                      "with 80% power, (t_0.95,K-1 + t_0.80,K-1) * sd(test - extra) / sqrt(K), K subsamples "
-                     "(normal approximation with t quantiles)")
+                     "(normal approximation with t quantiles); inf below K = 5, where the sign-flip test's "
+                     "smallest p-value, 2^-K, is above 0.05")
 
 
 def read_accuracies(path: Path, n: int) -> pd.DataFrame:
@@ -80,8 +81,8 @@ def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: floa
     """The smallest mean shift of these paired differences that a one-sided test at `alpha` detects
     with probability `power`, from their spread and count (see DETECTABLE_METHOD)."""
     k = len(differences)
-    if k < 2:
-        return float("nan")
+    if k < 2 or 0.5**k > alpha:  # the sign-flip test's smallest p-value is 2^-K: it can never reject
+        return float("inf")
     return float((stats.t.ppf(1 - alpha, k - 1) + stats.t.ppf(power, k - 1)) * np.std(differences, ddof=1) / np.sqrt(k))
 
 
@@ -139,8 +140,12 @@ def format_tables(summary: dict[str, Any]) -> str:
                              f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f} {100 * t['detectable_bias']:6.2f}"
                              + (f" {100 * t['leak_mean']:+7.2f} {t['leak_p_value']:7.4f} {t['leak_p_adjusted']:7.4f}"
                                 if leak else ""))
-        lines.append(f"  any task bias above its MDE would have been seen with 80% power; median MDE "
-                     f"{100 * c['detectable_bias_median']:.2f} pts")
+        if np.isfinite(c["detectable_bias_median"]):
+            lines.append(f"  any task bias above its MDE would have been seen with 80% power; median MDE "
+                         f"{100 * c['detectable_bias_median']:.2f} pts")
+        else:
+            lines.append(f"  with under 5 subsamples per task no permutation p-value can fall below {ALPHA}: "
+                         "these rows show effects, not evidence; run more subsamples to test them")
         lines.append("")
     return "\n".join(lines)
 

@@ -34,10 +34,8 @@ def test_hand_computed_means(fixture_dir, capsys):
     assert set(out) == {"configs", "tasks"}
     (c,) = out["configs"]
     # boosts: a 0.1, 0.2; b -0.1, 0, 0 -> mean 0.2/5; biases: a 0.1, 0; b -0.1, -0.1, 0 -> mean -0.1/5
-    # detectable bias: a's biases 0.1, 0 (sd 0.0707, K=2); b's -0.1, -0.1, 0 (sd 0.0577, K=3)
-    mde_a = (6.3138 + 1.3764) * np.sqrt(0.005) / np.sqrt(2)
-    mde_b = (2.9200 + 1.0607) * np.sqrt(1 / 300) / np.sqrt(3)
-    assert c.pop("detectable_bias_median") == pytest.approx((mde_a + mde_b) / 2, rel=1e-3)
+    # detectable bias: K=2 and K=3 subsamples; the sign-flip test's smallest p-value 2^-K is above 0.05
+    assert c.pop("detectable_bias_median") == float("inf")
     assert c == pytest.approx({"m": 10, "n": 10, "model": "toy", "boost_mean": 0.04, "bias_mean": -0.02,
                                "tasks": 2, "rows": 5, "tasks_positive_bias": 1, "tasks_negative_bias": 1})
     assert isinstance(c["m"], int) and isinstance(c["n"], int)
@@ -45,7 +43,22 @@ def test_hand_computed_means(fixture_dir, capsys):
     assert (a["task"], a["boost_mean"], a["bias_mean"]) == ("a", pytest.approx(0.15), pytest.approx(0.05))
     assert (b["task"], b["boost_mean"], b["bias_mean"]) == ("b", pytest.approx(-1 / 30), pytest.approx(-1 / 15))
     assert set(a) == {"m", "n", "model", "task", "boost_mean", "bias_mean", "p_value", "p_adjusted", "detectable_bias"}
-    assert (a["detectable_bias"], b["detectable_bias"]) == pytest.approx((mde_a, mde_b), rel=1e-3)
+    assert a["detectable_bias"] == b["detectable_bias"] == float("inf")
+    main(["summarize", str(fixture_dir)])
+    assert "with under 5 subsamples per task no permutation p-value can fall below 0.05" in capsys.readouterr().out
+
+
+def test_detectable_bias_by_hand():
+    """(t_0.95,5 + t_0.80,5) * sd / sqrt(6) for six differences; one subsample fewer, 2^-5 < 0.05 still
+    allows a rejection; four cannot (2^-4 > 0.05)."""
+    from harness.summary import detectable_effect
+
+    d = np.array([0.1, 0.0, 0.1, 0.0, 0.05, 0.05])
+    sd = np.sqrt(np.sum((d - 0.05) ** 2) / 5)
+    assert detectable_effect(d) == pytest.approx((2.0150 + 0.9195) * sd / np.sqrt(6), rel=1e-3)
+    assert np.isfinite(detectable_effect(d[:5]))
+    assert detectable_effect(d[:4]) == float("inf")
+    assert bias_pvalue(np.full(4, 0.9), np.full(4, 0.1)) > 0.05  # why: even four equal gains give p = 1/16
 
 
 def test_detectable_bias_matches_a_brute_force_power_simulation():
