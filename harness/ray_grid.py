@@ -54,6 +54,7 @@ def executor(address: str | None = None, cpus_per_unit: float = 1.0, gpus_per_un
     def execute(cfg: grid.GridConfig, pending: list[tuple[str, int]], keep_adapters: bool):
         if not pending:
             return
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # the forwarded worker lines go to the run log: no colours
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=True)
         task = ray.remote(num_cpus=cpus_per_unit, num_gpus=gpus_per_unit, max_retries=RETRIES, max_calls=0)(unit_task)

@@ -69,6 +69,14 @@ def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
     return path
 
 
+def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path, **extra) -> Path:
+    """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples (TASK_DIR m4/n6/tiny/ag_news)."""
+    cfg = {"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6,
+           "subsamples": 3, "quantize": "none", "lr": 0.01, "batch_size": 4, "eval_batch_size": 8,
+           "data_dir": str(data_dir), **extra}
+    return write_grid_config(tmp_path, out, cfg)
+
+
 def grid_tables(out: Path, task_dir: str):
     """The two tables a grid run leaves in a task dir: accuracies.csv and probabilities.parquet."""
     import pandas as pd

@@ -10,20 +10,13 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import grid_tables, write_grid_config
+from conftest import grid_tables, tiny_grid_config as config
 from harness import grid
 from harness.cli import main
 from harness.results import merge
 from harness.errors import SettingsError, TaskError
 
 TASK_DIR = "m4/n6/tiny/ag_news"
-
-
-def config(tmp_path, tiny_llama, data_dir, out, **extra):
-    cfg = {"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6,
-           "subsamples": 3, "quantize": "none", "lr": 0.01, "batch_size": 4, "eval_batch_size": 8,
-           "data_dir": str(data_dir), **extra}
-    return write_grid_config(tmp_path, out, cfg)
 
 
 def tables(out):

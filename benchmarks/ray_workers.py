@@ -1,0 +1,77 @@
+"""Wall time of a grid config on a local Ray instance with 1 vs 2 units at a time, in one run.
+
+Both legs run the same config into fresh output dirs, on a Ray instance holding this machine's CPUs:
+one unit at a time with all CPUs as its torch threads (`--cpus-per-unit` = all), then two units at a
+time with half each. On a GPU machine a third leg runs one unit per GPU (`--gpus-per-unit 1`). It also
+times loading the base once against a unit, the cost a long-lived actor would save over a task.
+Usage:
+    python benchmarks/ray_workers.py [--config demo]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from harness import grid
+from harness.ray_grid import executor, ray_module
+from harness.settings import Settings, option, parse_script
+
+
+@dataclass(kw_only=True)
+class RayBenchArgs(Settings):
+    """The config to time."""
+
+    config: str = option("demo", "grid config file or shipped name")
+
+
+def leg(ray, cfg: grid.GridConfig, out: Path, cpus: int, gpus: float, per_unit_cpus: float, per_unit_gpus: float):
+    """(seconds, accuracies) of the whole config on a fresh Ray instance."""
+    ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
+    try:
+        run_cfg = dataclasses.replace(cfg, out=str(out))
+        clock = time.perf_counter()
+        grid.run(run_cfg, execute=executor(cpus_per_unit=per_unit_cpus, gpus_per_unit=per_unit_gpus))
+        seconds = time.perf_counter() - clock
+    finally:
+        ray.shutdown()
+    acc = pd.concat([pd.read_csv(p).assign(task=p.parent.name) for p in sorted(out.rglob("accuracies.csv"))])
+    return seconds, acc
+
+
+def main() -> None:
+    args = parse_script(RayBenchArgs, __doc__)
+    ray = ray_module()
+    cfg = grid.load_config(args.config)
+    cpus, gpus = os.cpu_count() or 1, torch.cuda.device_count()
+    print(f"config {args.config}: {len(grid.units(cfg))} units, flow {cfg.flow}, base {cfg.base}; "
+          f"{cpus} CPUs, {gpus} GPUs")
+    with tempfile.TemporaryDirectory() as tmp:
+        one, acc_one = leg(ray, cfg, Path(tmp) / "one", cpus, 0, cpus, 0)
+        two, acc_two = leg(ray, cfg, Path(tmp) / "two", cpus, 0, cpus / 2, 0)
+        print(f"1 unit at a time ({cpus} threads): {one:7.1f} s")
+        print(f"2 units at a time ({cpus / 2:g} threads each): {two:7.1f} s   ratio 1/2 = {one / two:.2f}")
+        print(f"accuracies equal across the legs: {acc_one.reset_index(drop=True).equals(acc_two.reset_index(drop=True))}")
+        if gpus:
+            gpu, _ = leg(ray, cfg, Path(tmp) / "gpu", cpus, gpus, max(1, cpus // gpus), 1)
+            print(f"1 unit per GPU ({gpus} GPUs): {gpu:7.1f} s   ratio 1-CPU-unit/GPU = {one / gpu:.2f}")
+        else:
+            print("no GPU here: the GPU leg did not run")
+    if cfg.flow == "zero_shot":
+        clock = time.perf_counter()
+        grid.loaded_base(cfg)
+        load = time.perf_counter() - clock
+        units = len(grid.units(cfg))
+        print(f"loading the base once: {load:.1f} s, against {one / units:.1f} s per unit "
+              f"({100 * load / (one / units):.1f}% of a unit, saved by a worker that keeps it loaded)")
+
+
+if __name__ == "__main__":
+    main()
