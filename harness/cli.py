@@ -44,7 +44,7 @@ class RunOptions(Settings):
                                                      ("--cpus-per-unit", self.cpus_per_unit, 1.0),
                                                      ("--gpus-per-unit", self.gpus_per_unit, 0.0)) if value != default]
         if ray_only and not self.ray:
-            raise SettingsError(f"{', '.join(ray_only)} only apply with --ray; add --ray or drop them")
+            raise SettingsError(f"{', '.join(ray_only)}: used only with --ray; add --ray or drop them")
         if self.ray and self.workers > 1:
             raise SettingsError("--workers and --ray are two ways to run units side by side; use one")
 

@@ -100,7 +100,7 @@ def test_without_ray_the_flag_names_the_extra(tmp_path, tiny_llama, data_dir, mo
 
 def test_ray_flags_need_ray(tmp_path, tiny_llama, data_dir):
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "x")
-    with pytest.raises(SystemExit, match="--address, --gpus-per-unit only apply with --ray"):
+    with pytest.raises(SystemExit, match="--address, --gpus-per-unit: used only with --ray"):
         main(["run", "--config", str(cfg), "--address", "auto", "--gpus-per-unit", "1"])
     with pytest.raises(SystemExit, match="--workers and --ray"):
         main(["run", "--config", str(cfg), "--ray", "--workers", "2"])
