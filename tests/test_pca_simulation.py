@@ -8,10 +8,11 @@ from harness.pca_simulation import PcaSettings, simulate
 
 
 def test_no_bias_at_effective_rank_1_and_a_clear_one_at_full_rank():
-    low, full = simulate(PcaSettings(ranks=[1, 20], subsamples=1000))
+    low, mid, full = simulate(PcaSettings(ranks=[1, 8, 20], subsamples=1000))
     assert abs(low["bias"]) < 0.002 and low["ci95"][0] < 0.002
     assert full["ci95"][0] > 0.003 and full["bias"] > 0.01, full
     assert full["r2_test"] > full["r2_extra"]
+    assert low["ci95"][1] < mid["ci95"][0] and mid["ci95"][1] < full["ci95"][0], (low, mid, full)  # it rises
 
 
 def test_cli_json_and_plot(tmp_path, capsys):
