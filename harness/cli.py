@@ -310,6 +310,9 @@ def analyze_meta(args: argparse.Namespace) -> None:
         print(f"  posterior mean of beta per slice: 5% {q['0.05']:+.3f}  25% {q['0.25']:+.3f}  median "
               f"{q['0.5']:+.3f}  75% {q['0.75']:+.3f}  95% {q['0.95']:+.3f}")
         print(f"  share outside (-{s.rope}, {s.rope}): {100 * result['share_outside']:.1f}%")
+        if result["divergences"]:
+            print(f"  warning: {result['divergences']} divergent transitions in {result['slices_with_divergences']} of "
+                  f"{s.slices} slices at target acceptance {s.target_accept}; refit with a higher --target-accept")
         if agreement:
             a = agreement
             print(f"  {a['lm_types'][0]} vs {a['lm_types'][1]} subsample-level {effect}, Spearman per (m, n, task), "
