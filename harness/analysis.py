@@ -65,6 +65,15 @@ def hdi(values: np.ndarray, prob: float) -> list[float]:
     return [float(v) for v in az.hdi(np.asarray(values).ravel(), hdi_prob=prob)]
 
 
+def divergences(idata) -> int:
+    return int(idata.sample_stats["diverging"].sum())
+
+
+def refit_target_accept(target_accept: float) -> float:
+    """The target acceptance a divergence warning tells the user to refit at: at least 0.99, else halfway to 1."""
+    return max(0.99, round(1 - (1 - target_accept) / 2, 4))
+
+
 def diagnostics(idata) -> dict[str, float]:
     """Max r-hat over every parameter (not the sampler's unconstrained internals, named ..._zerosum__
     and the like), the beta ESS and the divergences."""
@@ -76,7 +85,7 @@ def diagnostics(idata) -> dict[str, float]:
     return {"rhat_max": float(max(float(rhat[v].max()) for v in rhat.data_vars)),
             "beta_rhat": float(rhat["beta"]) if "beta" in rhat else float("nan"),
             "beta_ess_bulk": float(ess["beta"]), "beta_ess_tail": float(tail["beta"]),
-            "divergences": int(idata.sample_stats["diverging"].sum())}
+            "divergences": divergences(idata)}
 
 
 def model_variables(idata) -> list[str]:
@@ -250,7 +259,7 @@ def format_fits(records: list[dict]) -> str:
             ta = r["settings"]["target_accept"]
             lines.append(f"warning: m={r['m']} n={r['n']} {r['effect']}: {r['divergences']} divergent transitions at "
                          f"target acceptance {ta}: the posterior may be biased where they occurred; refit with "
-                         f"--target-accept {max(0.99, round(1 - (1 - ta) / 2, 4))} (and more --tune) until none remain")
+                         f"--target-accept {refit_target_accept(ta)} (and more --tune) until none remain")
     return "\n".join(lines)
 
 

@@ -312,7 +312,8 @@ def analyze_meta(args: argparse.Namespace) -> None:
         print(f"  share outside (-{s.rope}, {s.rope}): {100 * result['share_outside']:.1f}%")
         if result["divergences"]:
             print(f"  warning: {result['divergences']} divergent transitions in {result['slices_with_divergences']} of "
-                  f"{s.slices} slices at target acceptance {s.target_accept}; refit with a higher --target-accept")
+                  f"{s.slices} slices at target acceptance {s.target_accept}; refit with --target-accept "
+                  f"{analysis.refit_target_accept(s.target_accept)}")
         if agreement:
             a = agreement
             print(f"  {a['lm_types'][0]} vs {a['lm_types'][1]} subsample-level {effect}, Spearman per (m, n, task), "

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import AnalysisSettings
+from harness.analysis import AnalysisSettings, divergences
 from harness.bayes import EFFECTS, cell_data, fast_model
 from harness.errors import UserError
 from harness.settings import option
@@ -60,7 +60,7 @@ def meta_analysis(rows: pd.DataFrame, s: MetaSettings, effect: str, progress: bo
     clock = time.perf_counter()
     compiled = nutpie.compile_pymc_model(fast_model(first))
     compile_seconds = time.perf_counter() - clock
-    means, divergences = [], []
+    means, diverging = [], []
     for number, part in enumerate(tqdm(parts, desc="meta-analysis slices", unit="fit", disable=not progress)):
         d = cell_data(part, effect)
         if not d.obs[["i", "j", "k", "treated"]].equals(first.obs[["i", "j", "k", "treated"]]):
@@ -69,14 +69,14 @@ def meta_analysis(rows: pd.DataFrame, s: MetaSettings, effect: str, progress: bo
                               chains=s.chains, seed=s.seed + number, target_accept=s.target_accept,
                               progress_bar=False)
         means.append(float(trace.posterior["beta"].mean()))
-        divergences.append(int(trace.sample_stats["diverging"].sum()))
+        diverging.append(divergences(trace))
     means = np.array(means)
     return {"m": s.m, "n": s.n, "effect": effect, "slices": s.slices, "rope": s.rope,
             "share_outside": float((np.abs(means) >= s.rope).mean()),
             "quantiles": dict(zip(["0.05", "0.25", "0.5", "0.75", "0.95"],
                                   map(float, np.quantile(means, [0.05, 0.25, 0.5, 0.75, 0.95])))),
             "compile_seconds": compile_seconds, "seconds": time.perf_counter() - clock,
-            "divergences": sum(divergences), "slices_with_divergences": sum(d > 0 for d in divergences),
+            "divergences": sum(diverging), "slices_with_divergences": sum(d > 0 for d in diverging),
             "settings": {"chains": s.chains, "draws": s.draws, "tune": s.tune, "seed": s.seed,
                          "target_accept": s.target_accept},
             "posterior_means": means.tolist()}

@@ -148,6 +148,12 @@ def test_analyze_meta_json_reports_each_slices_posterior_mean_and_the_divergence
     assert 0 <= meta["slices_with_divergences"] <= 4 and meta["divergences"] >= meta["slices_with_divergences"]
     assert meta["settings"]["target_accept"] == 0.95
     assert out["lm_type_agreement"]["lm_types"] == ["bert", "gpt2"]
+    # a sampler pushed into divergences (target acceptance 0.5, 50 tuning steps) is named in the text output
+    main(["analyze", "meta", str(root), "--m", "50", "--n", "200", "--effect", "bias", "--slices", "2",
+          "--chains", "1", "--draws", "200", "--tune", "50", "--target-accept", "0.5", "--permutations", "20"])
+    warning = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "of 2 slices at target acceptance 0.5" in warning[0], warning
+    assert warning[0].endswith("refit with --target-accept 0.99"), warning
 
 
 def test_lm_type_agreement_sees_shared_subsample_effects():
