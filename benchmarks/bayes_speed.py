@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import arviz as az
 
-from harness.analysis import FitSettings, identified_slope, model_variables, sample
-from harness.bayes import MODELS, cell_data
-from harness.settings import option, parse_script
-from harness.summary import collect
+from harness.stats.analysis import FitSettings, identified_slope, model_variables, sample
+from harness.stats.bayes import MODELS, cell_data
+from harness.core.settings import option, parse_script
+from harness.stats.summary import collect
 
 
 @dataclass(kw_only=True)

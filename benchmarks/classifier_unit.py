@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from harness.classifier import ClassifierSettings, classify, trainer
-from harness.models import MINILM, SMOLLM2, resolve
-from harness.settings import option, parse_script
-from harness.splits import SplitSettings
+from harness.scoring.classifier import ClassifierSettings, classify, trainer
+from harness.core.models import MINILM, SMOLLM2, resolve
+from harness.core.settings import option, parse_script
+from harness.tasks.splits import SplitSettings
 from tapt.corpus import raw_texts
 from tapt.raw_text import TextSettings, pretrain
 from tapt_step import interleaved_medians  # benchmarks/ is on the path when a script here runs
@@ -82,7 +82,7 @@ def step_costs(a: UnitBenchArgs, base: str, docs: dict, classes: int) -> tuple[f
 def main() -> None:
     a = parse_script(UnitBenchArgs, __doc__)
     spec, _ = a.docs()
-    from harness.splits import subsample_docs
+    from harness.tasks.splits import subsample_docs
 
     docs = subsample_docs(spec, a, a.subsample)
     print(f"task {a.task}, m {a.m}, n {a.n}; torch threads {torch.get_num_threads()}; medians of {a.repeats} "

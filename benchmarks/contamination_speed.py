@@ -15,8 +15,8 @@ import numpy as np
 
 from contamination.sharded_test import ContaminationArgs, examples, load_model, result_of, shard_texts
 from contamination.logprobs import logprob_one, logprobs_batched
-from harness.models import resolve
-from harness.settings import option, parse_script
+from harness.core.models import resolve
+from harness.core.settings import option, parse_script
 
 
 @dataclass(kw_only=True)

@@ -21,8 +21,8 @@ import pandas as pd
 import torch
 
 from harness import grid
-from harness.ray_grid import executor, ray_module
-from harness.settings import Settings, option, parse_script
+from harness.grid.on_ray import executor, ray_module
+from harness.core.settings import Settings, option, parse_script
 
 
 @dataclass(kw_only=True)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from harness.splits import SplitSettings
-from harness.models import ModelSettings, resolve
-from harness.settings import option, parse_script
+from harness.tasks.splits import SplitSettings
+from harness.core.models import ModelSettings, resolve
+from harness.core.settings import option, parse_script
 from tapt.adapter import AdapterArgs, prepare
 
 

@@ -10,16 +10,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness import prompts
-from harness.splits import SplitSettings
-from harness.errors import SettingsError, UserError
-from harness.models import ModelSettings
-from harness.settings import Settings, option
-from harness.spec import TaskSpec
+from harness.tasks import prompts
+from harness.tasks.splits import SplitSettings
+from harness.core.errors import SettingsError, UserError
+from harness.core.models import ModelSettings
+from harness.core.settings import Settings, option
+from harness.tasks.spec import TaskSpec
 from contamination.logprobs import logprobs_batched
 from contamination.stat import split_shards, t_statistic
 
-FORMATS = ("labeled", "text-only")
 SEPARATOR = "\n"  # between the examples of one concatenation
 
 
@@ -56,9 +55,7 @@ def examples(spec: TaskSpec, docs, fmt: str) -> list[str]:
     """The split's examples in canonical order: text-label pairs, or the unlabeled prompts TAPT saw."""
     if fmt == "labeled":
         return [prompts.labeled(t, spec.classes[y]) for t, y in zip(docs["text"], docs["label"])]
-    if fmt == "text-only":
-        return list(docs["prompt"])
-    raise UserError(f"format must be one of {FORMATS}, got {fmt!r}")
+    return list(docs["prompt"])
 
 
 def check_adapter_base(pretrained: str, adapter: str) -> None:
@@ -79,7 +76,7 @@ def load_model(pretrained: str, peft: str | None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tapt.base_model import check_base
+    from harness.core.models import check_base
 
     check_base(pretrained)
     if peft:
@@ -94,8 +91,6 @@ def load_model(pretrained: str, peft: str | None):
 
 def shard_texts(items: list[str], shards: int, permutations: int, seed: int) -> list[str]:
     """Per shard, its canonical concatenation then `permutations` random orders (seeded)."""
-    if permutations < 1:
-        raise SettingsError(f"permutations must be at least 1, got {permutations}")
     rng = np.random.default_rng(seed)
     texts = []
     for shard in split_shards(items, shards):

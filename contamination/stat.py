@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from harness.errors import UserError
+from harness.core.errors import UserError
 
 LOG_KEYS = ("canonical_logprobs", "shuffled_logprobs")
 
 
 def shard_sizes(count: int, shards: int) -> list[int]:
     """Near-equal contiguous shard sizes; the first count % shards shards get one extra example."""
-    if shards < 2:
-        raise UserError(f"need at least 2 shards for a t statistic, got {shards}")
     if count < shards:
         raise UserError(f"{count} examples cannot fill {shards} shards; lower --shards or raise --n")
     base, extra = divmod(count, shards)

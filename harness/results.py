@@ -1,32 +1,54 @@
-"""Results in the study's layout, written atomically unit by unit.
+"""The results layout (the study's), written and read here only; every write is atomic.
 
-    <out>/m<m>/n<n>/<model-tag>/<task>/accuracies.csv        one row per subsample, in index order
+    <out>/m<m>/n<n>/<model-tag>/<task>/accuracies.csv         one row per subsample, in index order
     <out>/m<m>/n<n>/<model-tag>/<task>/probabilities.parquet  per-example class probabilities
     <out>/m<m>/n<n>/<model-tag>/<task>/units/<k>.json|.parquet one finished (task, subsample) unit
+    <out>/m<m>/n<n>/<model-tag>/manifest-shard<i>of<N>.json    a run's config, versions, finished units
+    <out>/m<m>/n<n>/<model-tag>/logs/run-<time>-shard<i>of<N>.log
 
-A unit's .json is written last (after its .parquet) and marks it finished; the two tables are
-rebuilt from the finished units, so a killed run loses at most the unit in flight.
+A unit's .json (its record) is written last, after its .parquet, and marks it finished; the two
+tables are rebuilt from the finished units, so a killed run loses at most the unit in flight.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from harness.settings import differences
+from harness.core import conditions
+from harness.core.errors import SettingsError, UserError
+from harness.core.settings import differences
 
-from harness.errors import SettingsError, UserError
+COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
+OPTIONAL = [conditions.LEAK]  # a grid run with the planted-leak condition adds its column after the study's six
+LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
+UNITS = "m*/n*/*/*/units/*.json"
 
-COLUMNS = ["base", "extra", "test", "majority", "num_classes", "majority_all"]
-OPTIONAL = ["leak"]  # a grid run with the planted-leak condition adds its column after the study's six
+
+# ---- writing -----------------------------------------------------------------------------------------
 
 
-def task_dir(out: Path, m: int, n: int, model_tag: str, slug: str) -> Path:
-    return Path(out) / f"m{m}" / f"n{n}" / model_tag / slug
+def model_dir(out: str | Path, m: int, n: int, model_tag: str) -> Path:
+    return Path(out) / f"m{m}" / f"n{n}" / model_tag
+
+
+def task_dir(out: str | Path, m: int, n: int, model_tag: str, slug: str) -> Path:
+    return model_dir(out, m, n, model_tag) / slug
+
+
+def manifest_path(mdir: Path, shard: tuple[int, int]) -> Path:
+    return mdir / f"manifest-shard{shard[0]}of{shard[1]}.json"
+
+
+def new_log_path(mdir: Path, shard: tuple[int, int]) -> Path:
+    return mdir / "logs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-shard{shard[0]}of{shard[1]}.log"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -37,7 +59,12 @@ def atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def write_json(path: Path, value: Any) -> None:
+    atomic_write(path, json.dumps(value, indent=1).encode())
+
+
 def unit_paths(tdir: Path, subsample: int) -> tuple[Path, Path]:
+    """(the unit's record, its per-example table)."""
     return tdir / "units" / f"{subsample}.json", tdir / "units" / f"{subsample}.parquet"
 
 
@@ -46,23 +73,23 @@ def is_done(tdir: Path, subsample: int) -> bool:
 
 
 def finished(tdir: Path) -> dict[int, dict[str, Any]]:
-    """The finished units of a task dir: subsample -> its recorded JSON (accuracies, settings, timings)."""
-    units = (json.loads(p.read_text()) for p in sorted((tdir / "units").glob("*.json")))
-    return {u["subsample"]: u for u in units}
+    """The finished units of a task dir: subsample -> its record (accuracies, settings, timings)."""
+    records = (json.loads(p.read_text()) for p in sorted((tdir / "units").glob("*.json")))
+    return {r["subsample"]: r for r in records}
 
 
 def remove_unit(tdir: Path, subsample: int) -> None:
-    """Delete a finished unit: the marker first, so a kill in between leaves it unfinished, not half."""
+    """Delete a finished unit: the record first, so a kill in between leaves it unfinished, not half."""
     for path in unit_paths(tdir, subsample):
         path.unlink(missing_ok=True)
 
 
 def write_unit(tdir: Path, subsample: int, accuracies: dict[str, Any], probs: pd.DataFrame,
-               extra: dict[str, Any]) -> None:
-    """Record one finished unit: per-example probabilities, then its accuracies (the marker)."""
-    meta, table = unit_paths(tdir, subsample)
+               record: dict[str, Any]) -> None:
+    """Record one finished unit: per-example probabilities, then its accuracies and record (the marker)."""
+    record_path, table = unit_paths(tdir, subsample)
     atomic_write(table, probs.assign(subsample=subsample).to_parquet(index=False))
-    atomic_write(meta, json.dumps({"subsample": subsample, **accuracies, **extra}, indent=1).encode())
+    write_json(record_path, {"subsample": subsample, **accuracies, **record})
 
 
 def rebuild(tdir: Path) -> pd.DataFrame:
@@ -79,37 +106,103 @@ def rebuild(tdir: Path) -> pd.DataFrame:
 
 def check_same_settings(sources: list[Path]) -> None:
     """Refuse shards whose units were made with different settings (per m/n/model folder)."""
-    seen: dict[Path, tuple[str, Path]] = {}
+    seen: dict[Path, tuple[str, Path, dict]] = {}
     for src in sources:
-        for meta in sorted(Path(src).glob("m*/n*/*/*/units/*.json")):
-            folder = meta.relative_to(src).parents[2]
-            unit = json.loads(meta.read_text())
+        for path in sorted(Path(src).glob(UNITS)):
+            folder = path.relative_to(src).parents[2]
+            unit = json.loads(path.read_text())
             tag = unit.get("settings_hash", "not recorded")
-            first = seen.setdefault(folder, (tag, meta, unit.get("settings", {})))
+            first = seen.setdefault(folder, (tag, path, unit.get("settings", {})))
             if first[0] != tag:
                 changed = "\n  ".join(differences(first[2], unit.get("settings", {})))
                 raise SettingsError(
-                    f"cannot merge {folder}: {first[1]} and {meta} were made with different settings:\n  "
+                    f"cannot merge {folder}: {first[1]} and {path} were made with different settings:\n  "
                     f"{changed}\nMerge only shards of one config; rerun the odd shard with the others' config."
                 )
 
 
 def merge(sources: list[Path], dest: Path) -> list[Path]:
     """Combine the finished units of several shard outputs into `dest`; returns the rebuilt task dirs."""
+    missing = [str(s) for s in sources if not Path(s).is_dir()]
+    if missing:
+        raise UserError(f"merge: no such results folder(s) {missing}; name the shards' output dirs")
+    empty = [str(s) for s in sources if not any(Path(s).glob(UNITS))]
+    if empty:
+        raise UserError(f"merge: {empty} hold(s) no finished unit (expected {UNITS}); is it a shard's output dir?")
     check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
     touched = set()
     for src in sources:
         in_place = Path(src).resolve() == Path(dest).resolve()
-        for meta in sorted(Path(src).glob("m*/n*/*/*/units/*.json")):
-            rel = meta.relative_to(src)
+        for path in sorted(Path(src).glob(UNITS)):
+            rel = path.relative_to(src)
             target = Path(dest) / rel
             if not in_place:
-                if target.exists() and target.read_bytes() != meta.read_bytes():
+                if target.exists() and target.read_bytes() != path.read_bytes():
                     raise UserError(f"unit {rel} differs between {src} and {dest}; the shards disagree")
-                atomic_write(target.with_suffix(".parquet"), meta.with_suffix(".parquet").read_bytes())
-                atomic_write(target, meta.read_bytes())
+                atomic_write(target.with_suffix(".parquet"), path.with_suffix(".parquet").read_bytes())
+                atomic_write(target, path.read_bytes())
             touched.add(target.parent.parent)
     for tdir in sorted(touched):
         rebuild(tdir)
     return sorted(touched)
 
+
+# ---- reading -----------------------------------------------------------------------------------------
+
+
+def read_accuracies(path: Path, n: int) -> pd.DataFrame:
+    """One accuracies.csv, checked: readable, all columns, accuracies multiples of 1/n."""
+    try:
+        df = pd.read_csv(path)
+    except Exception as err:  # any parser failure means an unusable file
+        raise UserError(f"{path}: unreadable accuracies.csv ({type(err).__name__}: {err})") from err
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise UserError(f"{path}: missing column(s) {missing}; expected {COLUMNS}")
+    optional = [c for c in OPTIONAL if c in df.columns]
+    for col in COLUMNS + optional:
+        numbers = pd.to_numeric(df[col], errors="coerce")
+        bad = numbers.isna()
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise UserError(f"{path}: row {row} (line {row + 2}), column {col!r}: {df[col].iloc[row]!r} is not a "
+                            "number; fix or delete that row")
+        df[col] = numbers
+    counts = df[[*conditions.PAIRED, *optional]].to_numpy(dtype=float) * n
+    off = np.abs(counts - np.round(counts)) > 1e-6
+    if off.any():
+        row = int(np.argwhere(off)[0][0])
+        raise UserError(
+            f"{path}: row {row} is not a multiple of 1/{n} although the folder says n={n}: "
+            "rows of another n are mixed into this folder; keep one n per n<n> folder"
+        )
+    return df
+
+
+def collect(root: str | Path) -> pd.DataFrame:
+    """Every accuracies.csv under root, one row per subsample, with its m, n, model, task and subsample."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"{root}: no such results folder")
+    frames = []
+    for path in sorted(root.rglob("accuracies.csv")):
+        match = LAYOUT.search(path.as_posix())
+        if not match:
+            raise UserError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
+        m, n, model, task = match.groups()
+        df = read_accuracies(path, int(n))
+        frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=range(len(df))))
+    if not frames:
+        raise UserError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
+    return pd.concat(frames, ignore_index=True)
+
+
+def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
+    """Per task under root: the predicted class of every test document (rows: subsample, row;
+    columns: the conditions)."""
+    out = {}
+    for path in sorted(Path(root).rglob("probabilities.parquet")):
+        probs = pd.read_parquet(path)
+        out[path.parent.name] = probs.assign(pred=probs["probs"].map(np.argmax)).pivot_table(
+            index=["subsample", "row"], columns="condition", values="pred")
+    return out

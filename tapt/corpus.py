@@ -6,16 +6,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness import prompts
-from harness.splits import SplitSettings
-from harness.errors import SettingsError
-from harness.models import ModelSettings
-from harness.settings import option
-from harness.spec import TaskSpec
-
-TAPT_SPLITS = ("extra", "test")
-# the grid's TAPT conditions: (split trained on, with its answers?). `leak` plants labeled contamination.
-CONDITIONS = {"extra": ("extra", False), "test": ("test", False), "leak": ("test", True)}
+from harness.core.conditions import TAPT_SPLITS
+from harness.core.errors import SettingsError
+from harness.core.models import ModelSettings
+from harness.core.settings import option
+from harness.tasks import prompts
+from harness.tasks.spec import TaskSpec
+from harness.tasks.splits import SplitSettings
 
 
 @dataclass(kw_only=True)

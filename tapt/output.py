@@ -6,13 +6,11 @@ import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-
-LIBRARIES = ("torch", "transformers", "trl", "peft", "bitsandbytes", "datasets", "lm_eval", "accelerate")
+from harness.core.errors import UserError
+from harness.core.provenance import library_versions
 
 
 @contextmanager
@@ -35,16 +33,6 @@ def staged(out: Path, overwrite: bool) -> Iterator[Path]:
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
-
-
-def library_versions() -> dict[str, str]:
-    found = {}
-    for lib in LIBRARIES:
-        try:
-            found[lib] = version(lib.replace("_", "-"))
-        except PackageNotFoundError:
-            found[lib] = "not installed"
-    return found
 
 
 def write_record(out_dir: Path, record: dict[str, Any]) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import torch
 
-from harness.settings import Settings, option
-from tapt import base_model, output, training
+from harness.core import models, training
+from harness.core.settings import Settings, option
+from tapt import output
 from tapt.corpus import TaptInput, raw_texts
 
 MLM_PROBABILITY = 0.15
-MAX_LENGTH = 256
 
 
 @dataclass(kw_only=True)
@@ -92,8 +92,8 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
         warnings.warn(f"{base} has no MLM head: masked-LM pretraining starts from a randomly initialised one "
                       "(it is discarded afterwards: the classifier keeps only the encoder)")
     set_seed(seed)
-    tokenizer = base_model.tokenizer(base)
-    ids = tokenizer(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"]
+    tokenizer = models.tokenizer(base)
+    ids = tokenizer(texts, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
     model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(base, dtype=torch.float32)
     steps = training.StepLog()
     args = training.arguments(out, epochs, settings.pretrain_lr, settings.pretrain_batch_size, seed)
@@ -102,13 +102,13 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return {"objective": "clm" if decoder else "mlm", "epochs": epochs, "mlm_head_was_new": new_head,
-            "max_length": MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))), **steps.summary()}
+            "max_length": training.MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))), **steps.summary()}
 
 
 def pretrain_text(args: TextArgs) -> dict:
     """Pretrain args.base on a split's raw texts and save a model dir (with tokenizer and tapt.json)."""
     spec, docs = args.docs()
-    base_model.check_base(args.base)
+    models.check_base(args.base)
     with output.staged(Path(args.out), args.overwrite) as tmp:
         trained = pretrain(args.base, raw_texts(docs, spec, args.answers), args, args.seed, tmp)
         settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}

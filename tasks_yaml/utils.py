@@ -1,32 +1,21 @@
 """lm-eval hooks for the tapt_* tasks: the `custom_dataset` loader.
 
 lm-eval calls it with the task's `metadata` (including `--metadata` and `--model_args`) and its
-`dataset_kwargs` (the task's facts) merged into keyword arguments.
+`dataset_kwargs` (the task's facts) merged into keyword arguments. Importing it changes nothing in
+the lm-eval process: a bad setting is raised as an error whose message names the fix.
 """
 
 import dataclasses
-import sys
 
 import datasets
 
-from harness.splits import SplitSettings, subsample_docs
-from harness.errors import UserError
-from harness.settings import field_names
-from harness.spec import TaskSpec
+from harness.tasks.splits import SplitSettings, subsample_docs
+from harness.core.errors import UserError
+from harness.core.settings import field_names
+from harness.tasks.spec import TaskSpec
 
 FACTS = {f.name for f in dataclasses.fields(TaskSpec)}
 METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
-
-
-def report_user_errors(kind, error, tb, default=sys.excepthook):
-    """lm_eval's CLI lets exceptions escape as tracebacks; ours carry their fix, so print just that."""
-    if issubclass(kind, UserError):
-        print(f"lm_eval: error: {error}", file=sys.stderr)
-    else:
-        default(kind, error, tb)
-
-
-sys.excepthook = report_user_errors
 
 
 def load_docs(**kwargs) -> datasets.DatasetDict:

@@ -21,7 +21,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
-    from harness import models
+    from harness.core import models
 
     return models.prepare(models.SMOLLM2)
 
@@ -50,7 +50,7 @@ def tiny_bert(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from harness import models
+    from harness.core import models
 
     tok = AutoTokenizer.from_pretrained(models.prepare(models.MINILM))
     torch.manual_seed(0)

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import analysis, bayes
-from harness.errors import UserError
+from harness.stats import analysis, bayes
+from harness.core.errors import UserError
 from harness.results import COLUMNS
-from harness.summary import collect
+from harness.results import collect
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 FAST = analysis.FitSettings(chains=2, draws=300, tune=500, seed=0)
@@ -106,7 +106,7 @@ def test_a_planted_bias_is_recovered_and_a_null_one_is_not_found():
 
 
 def test_analyze_json_shape(tmp_path, capsys):
-    from harness.cli import main
+    from harness.cli.main import main
 
     root = write_results(synthetic(tasks=3, subsamples=4, lm_types=("bert",)), tmp_path / "res")
     main(["analyze", str(root), "--effect", "bias", "--chains", "2", "--draws", "100", "--tune", "100", "--json",
@@ -123,7 +123,7 @@ def test_analyze_json_shape(tmp_path, capsys):
 
 
 def test_meta_analysis_slices_take_one_subsample_per_task_with_every_lm_type():
-    from harness.meta import slices
+    from harness.stats.meta_analysis import slices
 
     df = synthetic(tasks=3, subsamples=6)
     for part in slices(df, 5, seed=0):
@@ -135,7 +135,7 @@ def test_meta_analysis_slices_take_one_subsample_per_task_with_every_lm_type():
 
 
 def test_analyze_meta_json_reports_each_slices_posterior_mean_and_the_divergences(tmp_path, capsys):
-    from harness.cli import main
+    from harness.cli.main import main
 
     root = write_results(synthetic(tasks=3, subsamples=5, beta=0.4, seed=3), tmp_path / "res")
     main(["analyze", "meta", str(root), "--m", "50", "--n", "200", "--effect", "bias", "--slices", "4",
@@ -157,7 +157,7 @@ def test_analyze_meta_json_reports_each_slices_posterior_mean_and_the_divergence
 
 
 def test_lm_type_agreement_sees_shared_subsample_effects():
-    from harness.meta import lm_type_agreement
+    from harness.stats.meta_analysis import lm_type_agreement
 
     df = synthetic(tasks=4, subsamples=20)
     rng = np.random.default_rng(0)

@@ -13,13 +13,14 @@ import pytest
 import torch
 
 from conftest import grid_tables, write_grid_config
-from harness import grid
-from harness.classifier import ClassifierSettings, classify, load_classifier
-from harness.errors import SettingsError, UserError
+from harness.grid import config as grid_config
+from harness.grid import run as grid_run
+from harness.scoring.classifier import ClassifierSettings, classify, load_classifier
+from harness.core.errors import SettingsError, UserError
 from harness.results import merge
-from harness.spec import load_spec
-from harness.splits import subsample_docs
-from harness.subsample import SampleSettings
+from harness.tasks.spec import load_spec
+from harness.tasks.splits import subsample_docs
+from harness.tasks.subsample import SampleSettings
 from tapt.raw_text import TextArgs, pretrain_text
 
 TASK_DIR = "m8/n8/tiny/trec"
@@ -71,7 +72,7 @@ def test_classifier_loss_decreases_and_a_rerun_gives_the_same_numbers(tiny_bert,
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, tiny_llama, data_dir):
     tmp = tmp_path_factory.mktemp("clf")
-    grid.run(grid.load_config(config(tmp, tiny_llama, data_dir, tmp / "full")))
+    grid_run.run(grid_config.load_config(config(tmp, tiny_llama, data_dir, tmp / "full")))
     return tmp / "full"
 
 
@@ -82,15 +83,15 @@ def test_layout_and_a_unit_rerun_equals_the_first(uninterrupted, tmp_path, tiny_
     unit = json.loads((uninterrupted / TASK_DIR / "units" / "1.json").read_text())
     assert set(unit["training"]) == {"pretrain_extra", "pretrain_test", "classify_base", "classify_extra", "classify_test"}
     assert unit["settings"]["flow"] == "classifier" and "quantize" not in unit["settings"]
-    cfg = grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "again", subsamples=2))
-    grid.run(cfg)
+    cfg = grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "again", subsamples=2))
+    grid_run.run(cfg)
     again, _ = tables(tmp_path / "again")
     pd.testing.assert_frame_equal(again, acc.iloc[:2])
 
 
 def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_path, tiny_llama, data_dir):
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "killed")
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
+    cmd = [sys.executable, "-m", "harness.cli.main", "run", "--config", str(cfg), "--no-summary"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     logs = tmp_path / "killed" / "m8/n8/tiny/logs"
     deadline = time.time() + 300
@@ -108,15 +109,15 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
 
 
 def test_two_shards_merge_to_the_unsharded_run(uninterrupted, tmp_path, tiny_llama, data_dir):
-    grid.run(grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s0")), (0, 2))
-    grid.run(grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
+    grid_run.run(grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s0")), (0, 2))
+    grid_run.run(grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
     merge([tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
     for got, want in zip(tables(tmp_path / "merged"), tables(uninterrupted)):
         pd.testing.assert_frame_equal(got, want)
 
 
 def test_two_workers_write_the_same_results(uninterrupted, tmp_path, tiny_llama, data_dir):
-    from harness.cli import main
+    from harness.cli.main import main
 
     main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "w")), "--workers", "2", "--no-summary"])
     for got, want in zip(tables(tmp_path / "w"), tables(uninterrupted)):
@@ -127,11 +128,11 @@ def test_two_workers_write_the_same_results(uninterrupted, tmp_path, tiny_llama,
 
 def test_bad_input(tmp_path, tiny_bert, tiny_llama, data_dir):
     with pytest.raises(SettingsError, match="key 'flow' must be one of 'zero_shot', 'classifier', got 'clasifier'"):
-        grid.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "a", flow="clasifier"))
+        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "a", flow="clasifier"))
     with pytest.raises(UserError, match="m=4 is smaller than the number of classes \\(6\\)"):
-        grid.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "b", m=4))
+        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "b", m=4))
     with pytest.raises(SettingsError, match="key 'task_overrides' trec: \\['m'\\] cannot be set per task"):
-        grid.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "c", task_overrides={"trec": {"m": 4}}))
+        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "c", task_overrides={"trec": {"m": 4}}))
     # an encoder saved without its MLM head: pretraining warns that the head starts random, then runs
     from transformers import BertModel
 
@@ -159,10 +160,10 @@ def test_bad_input(tmp_path, tiny_bert, tiny_llama, data_dir):
 
 def test_shipped_configs_by_name_or_as_configs_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert grid.config_path("demo_classifier") == grid.CONFIGS_DIR / "demo_classifier.yaml"
-    assert grid.config_path("configs/demo_classifier.yaml") == grid.CONFIGS_DIR / "demo_classifier.yaml"
+    assert grid_config.config_path("demo_classifier") == grid_config.CONFIGS_DIR / "demo_classifier.yaml"
+    assert grid_config.config_path("configs/demo_classifier.yaml") == grid_config.CONFIGS_DIR / "demo_classifier.yaml"
     own = tmp_path / "configs" / "demo_classifier.yaml"  # a user's own file of that name wins
     own.parent.mkdir()
     own.write_text("base: x\n")
-    assert grid.config_path("configs/demo_classifier.yaml") == own.relative_to(tmp_path)
-    assert grid.config_path("configs/nope.yaml") == tmp_path.joinpath("configs/nope.yaml").relative_to(tmp_path)
+    assert grid_config.config_path("configs/demo_classifier.yaml") == own.relative_to(tmp_path)
+    assert grid_config.config_path("configs/nope.yaml") == tmp_path.joinpath("configs/nope.yaml").relative_to(tmp_path)

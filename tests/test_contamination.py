@@ -9,11 +9,11 @@ import pytest
 from contamination.sharded_test import ContaminationArgs, check_adapter_base, examples, run, sharded_test
 from contamination.logprobs import logprob_one, logprobs_batched, windows
 from contamination.stat import pvalue_from_log, shard_sizes, split_shards, t_statistic
-from harness.cli import main
-from harness.splits import subsample_docs
-from harness.errors import UserError
-from harness.subsample import SampleSettings
-from harness.spec import load_spec
+from harness.cli.main import main
+from harness.tasks.splits import subsample_docs
+from harness.core.errors import UserError
+from harness.tasks.subsample import SampleSettings
+from harness.tasks.spec import load_spec
 
 REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "contamination"
 

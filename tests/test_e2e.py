@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness import models
+from harness.core import models
 from tapt.adapter import AdapterArgs, train_adapter
 from tapt.raw_text import TextArgs, pretrain_text
 

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 from conftest import grid_tables, tiny_grid_config as config
-from harness import grid
-from harness.cli import main
+from harness.grid import config as grid_config
+from harness.grid import run as grid_run
+from harness.cli.main import main
 from harness.results import merge
-from harness.errors import SettingsError, TaskError
+from harness.core.errors import SettingsError, TaskError
 
 TASK_DIR = "m4/n6/tiny/ag_news"
 
@@ -26,7 +27,7 @@ def tables(out):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, tiny_llama, data_dir):
     tmp = tmp_path_factory.mktemp("grid")
-    grid.run(grid.load_config(config(tmp, tiny_llama, data_dir, tmp / "full")))
+    grid_run.run(grid_config.load_config(config(tmp, tiny_llama, data_dir, tmp / "full")))
     return tmp / "full"
 
 
@@ -47,7 +48,7 @@ def test_layout_and_rows(uninterrupted):
 
 def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_path, tiny_llama, data_dir):
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "killed")
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
+    cmd = [sys.executable, "-m", "harness.cli.main", "run", "--config", str(cfg), "--no-summary"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = tmp_path / "killed" / TASK_DIR / "units" / "0.json"
     logs = tmp_path / "killed" / "m4/n6/tiny/logs"
@@ -67,10 +68,10 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
 
 
 def test_two_shards_merge_to_the_unsharded_run(uninterrupted, tmp_path, tiny_llama, data_dir):
-    cfg = grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s0"))
-    assert [k for _, k in grid.units(cfg, (0, 2))] == [0, 2] and [k for _, k in grid.units(cfg, (1, 2))] == [1]
-    grid.run(cfg, (0, 2))
-    grid.run(grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
+    cfg = grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s0"))
+    assert [k for _, k in grid_run.units(cfg, (0, 2))] == [0, 2] and [k for _, k in grid_run.units(cfg, (1, 2))] == [1]
+    grid_run.run(cfg, (0, 2))
+    grid_run.run(grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
     merge([tmp_path / "s0", tmp_path / "s1"], tmp_path / "merged")
     for got, want in zip(tables(tmp_path / "merged"), tables(uninterrupted)):
         pd.testing.assert_frame_equal(got, want)
@@ -78,7 +79,7 @@ def test_two_shards_merge_to_the_unsharded_run(uninterrupted, tmp_path, tiny_lla
 
 def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path, tiny_llama, data_dir, capsys):
     out = tmp_path / "out"
-    grid.run(grid.load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=1)))
+    grid_run.run(grid_config.load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=1)))
     unit = out / TASK_DIR / "units" / "0.json"
     manifest = out / "m4/n6/tiny/manifest-shard0of1.json"
     before = manifest.read_bytes(), unit.read_bytes()
@@ -112,11 +113,11 @@ def test_merge_refuses_shards_run_with_other_settings(uninterrupted, tmp_path):
 
 def test_config_errors(tmp_path, tiny_llama, data_dir):
     with pytest.raises(TaskError, match="task 'nope': unknown task 'nope'"):
-        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
+        grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
     with pytest.raises(TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 1535"):
-        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
+        grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
     with pytest.raises(SettingsError, match="unknown key\\(s\\) \\['subsample'\\]"):
-        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3))
+        grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3))
     with pytest.raises(SystemExit, match="--shard must look like i/N"):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
 
@@ -137,4 +138,4 @@ def test_the_leak_condition_adds_its_column_probabilities_and_summary(tmp_path, 
     assert "{'loss'" not in shown  # the Trainer's step dicts go to the run's log, not the terminal
     assert any("'loss'" in p.read_text() for p in (out / "m4/n6/tiny/logs").glob("*.log"))
     with pytest.raises(SettingsError, match="x.yaml: key 'conditions' must be base, extra, test and optionally leak, got \\['base', 'test', 'leak'\\]"):
-        grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"]))
+        grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"]))

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from conftest import grid_tables, tiny_grid_config as config
-from harness import grid
-from harness.cli import main
+from harness.grid import config as grid_config
+from harness.grid import run as grid_run
+from harness.cli.main import main
 
 TASK_DIR = "m4/n6/tiny/ag_news"
 
@@ -55,14 +56,14 @@ def running_unit_pid(logs, timeout: float = 300) -> int:
 
 
 def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(ray_local, tmp_path, tiny_llama, data_dir):
-    from harness.ray_grid import executor
+    from harness.grid.on_ray import executor
 
-    cfg = grid.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "fault", subsamples=4, epochs=3.0))
+    cfg = grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "fault", subsamples=4, epochs=3.0))
     failure = []
 
     def drive():
         try:
-            grid.run(cfg, execute=executor(cpus_per_unit=1))
+            grid_run.run(cfg, execute=executor(cpus_per_unit=1))
         except BaseException as err:  # reported below, in the test's thread
             failure.append(err)
 
@@ -84,8 +85,8 @@ def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(ray_loca
     assert [(slug, k) for slug, k, _ in starts].count(killed[0]) == 2, starts  # which Ray started again
 
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "fault").rglob("units/*")}
-    assert grid.todo(cfg, (0, 1)) == []
-    grid.run(cfg, execute=executor(cpus_per_unit=1))
+    assert grid_run.todo(cfg, (0, 1)) == []
+    grid_run.run(cfg, execute=executor(cpus_per_unit=1))
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "fault").rglob("units/*")} == before
 
 

@@ -9,9 +9,9 @@ import pytest
 from scipy import stats
 
 from contamination.stat import t_statistic
-from harness.cli import main
-from harness.errors import SettingsError, UserError
-from harness.grid import GridConfig, load_config
+from harness.cli.main import main
+from harness.core.errors import SettingsError, UserError
+from harness.grid.config import GridConfig, load_config
 
 
 def write_config(folder, **keys):
@@ -84,10 +84,10 @@ def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_
 
 
 def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, monkeypatch):
-    from harness import grid
+    from harness.grid import run as grid_run
 
     seen = {}
-    monkeypatch.setattr(grid, "run", lambda cfg, *a: seen.setdefault("cfg", cfg))
+    monkeypatch.setattr(grid_run, "run", lambda cfg, *a: seen.setdefault("cfg", cfg))
     path = write_config(tmp_path, data_dir=str(data_dir), epochs=1, out=str(tmp_path / "out"))
     main(["run", "--config", str(path), "--epochs", "2", "--no-summary"])
     cfg = seen["cfg"]

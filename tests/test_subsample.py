@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-from harness.errors import UserError
-from harness.subsample import draw, stratified_counts
+from harness.core.errors import UserError
+from harness.tasks.subsample import draw, stratified_counts
 
 LABELS = np.repeat([0, 1, 2, 3], [500, 300, 150, 50])  # imbalanced pool of 1000
 
@@ -40,8 +40,8 @@ def test_different_subsamples_differ_and_same_one_repeats():
 
 def test_identical_rows_in_separate_processes(data_dir):
     code = (
-        "import json; from harness.splits import subsample_docs; from harness.spec import load_spec;"
-        "from harness.subsample import SampleSettings;"
+        "import json; from harness.tasks.splits import subsample_docs; from harness.tasks.spec import load_spec;"
+        "from harness.tasks.subsample import SampleSettings;"
         f"d = subsample_docs(load_spec('ag_news'), SampleSettings(data_dir={str(data_dir)!r}, m=20, n=30), 2);"
         "print(json.dumps({s: d[s]['row'].tolist() for s in d}))"
     )

@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.cli import main
-from harness.errors import UserError
-from harness.summary import bias_pvalue, collect, summarize
+from harness.cli.main import main
+from harness.core.errors import UserError
+from harness.results import collect
+from harness.stats.summary import bias_pvalue, summarize
 
 REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "accuracies"
 
@@ -51,7 +52,7 @@ def test_hand_computed_means(fixture_dir, capsys):
 def test_detectable_bias_by_hand():
     """(t_0.95,5 + t_0.80,5) * sd / sqrt(6) for six differences; one subsample fewer, 2^-5 < 0.05 still
     allows a rejection; four cannot (2^-4 > 0.05)."""
-    from harness.summary import detectable_effect
+    from harness.stats.summary import detectable_effect
 
     d = np.array([0.1, 0.0, 0.1, 0.0, 0.05, 0.05])
     sd = np.sqrt(np.sum((d - 0.05) ** 2) / 5)
@@ -64,7 +65,7 @@ def test_detectable_bias_by_hand():
 def test_detectable_bias_matches_a_brute_force_power_simulation():
     """Shift the observed differences (centered) by the MDE, resample them, run the permutation test:
     about 80% of the runs reject at 0.05, within the simulation's Monte Carlo error."""
-    from harness.summary import detectable_effect
+    from harness.stats.summary import detectable_effect
 
     rng = np.random.default_rng(0)
     observed = rng.normal(0.004, 0.03, 20)
@@ -129,7 +130,7 @@ def test_bad_input(tmp_path):
 
 
 def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
-    from harness.summary import prediction_changes
+    from harness.stats.summary import prediction_changes
 
     d = tmp_path / "m10" / "n10" / "toy" / "a"
     d.mkdir(parents=True)

@@ -5,11 +5,11 @@ import json
 import pytest
 import torch
 
-from harness import prompts
-from harness.splits import subsample_docs
-from harness.errors import UserError
-from harness.subsample import SampleSettings
-from harness.spec import load_spec
+from harness.tasks import prompts
+from harness.tasks.splits import subsample_docs
+from harness.core.errors import UserError
+from harness.tasks.subsample import SampleSettings
+from harness.tasks.spec import load_spec
 from tapt.adapter import AdapterArgs, train_adapter
 from tapt.corpus import prompt_sequences
 from tapt.raw_text import TextArgs, collator, pretrain_text

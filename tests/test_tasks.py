@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from harness import prompts
-from harness.errors import TaskError
-from harness.spec import TASKS_DIR, all_slugs, load_spec, load_task_config
-from harness.validate import build_task, render_first
+from harness.tasks import prompts
+from harness.core.errors import TaskError
+from harness.tasks.spec import TASKS_DIR, all_slugs, load_spec, load_task_config
+from harness.tasks.validate import build_task, render_first
 
 OFFLINE_MISSING = {"app_reviews", "frenk_hate_en", "mtop_domain", "patent_classification", "yahoo_answers_topics"}
 
@@ -72,7 +72,7 @@ def test_lm_eval_cli_reports_acc_and_fails_fast_offline(tiny_llama, data_dir, tm
     ok = subprocess.run([*base, "--tasks", "tapt_ag_news", "--output_path", str(tmp_path)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr[-2000:]
     results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"]["tapt_ag_news"]
-    from harness.zero_shot import score, scorer
+    from harness.scoring.zero_shot import score, scorer
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model, tok = AutoModelForCausalLM.from_pretrained(tiny_llama), AutoTokenizer.from_pretrained(tiny_llama)

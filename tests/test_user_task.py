@@ -9,10 +9,10 @@ import sys
 import pandas as pd
 import pytest
 
-from harness.cli import main
-from harness.data import load_pool
-from harness.errors import TaskError
-from harness.spec import TASKS_DIR, load_spec
+from harness.cli.main import main
+from harness.tasks.data import load_pool
+from harness.core.errors import TaskError
+from harness.tasks.spec import TASKS_DIR, load_spec
 
 YAML = f"""include: {TASKS_DIR / '_template_yaml'}
 task: tapt_weather
@@ -94,12 +94,13 @@ def test_train_by_slug_prints_the_lm_eval_command_that_scores_it(user, tiny_llam
 
 
 def test_a_one_task_grid_by_slug(user, tiny_llama, tmp_path):
-    from harness import grid
+    from harness.grid import config as grid_config
+    from harness.grid import run as grid_run
 
     path = tmp_path / "grid.yaml"
     path.write_text(json.dumps({"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["weather"], "m": 6, "n": 10,
                                 "subsamples": 1, "quantize": "none", "include_path": [user["tasks"]],
                                 "data_dir": user["data"], "out": str(tmp_path / "out")}))
-    grid.run(grid.load_config(path))
+    grid_run.run(grid_config.load_config(path))
     acc = pd.read_csv(tmp_path / "out" / "m6" / "n10" / "tiny" / "weather" / "accuracies.csv")
     assert len(acc) == 1 and acc["num_classes"].tolist() == [2]

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from harness.cli import main
-from harness.spec import TASKS_DIR
+from harness.cli.main import main
+from harness.tasks.spec import TASKS_DIR
 
 GOOD = f"""include: {TASKS_DIR / '_template_yaml'}
 task: tapt_toy

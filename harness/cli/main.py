@@ -1,0 +1,36 @@
+"""The `tapt-bench` command: the top-level parser over the command groups, and the error boundary."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from harness.core.errors import UserError
+
+
+def parser() -> argparse.ArgumentParser:
+    from transformers import HfArgumentParser
+
+    from harness.cli import analyze, contamination, run, tasks, train
+
+    top = argparse.ArgumentParser(prog="tapt-bench", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
+    for group in (tasks, train, run, analyze, contamination):
+        group.register(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> None:
+    # bitsandbytes logs at import, on CPUs with AVX512-BF16, that an optional hub kernel is missing: a speed
+    # hint for 4-bit CPU training that this offline tool cannot act on, and it would open every command's output
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args.func(args)
+    except UserError as err:
+        sys.exit(f"tapt-bench: error: {err}")
+    except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

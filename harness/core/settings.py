@@ -1,0 +1,216 @@
+"""Stage settings as dataclasses: one declaration gives the defaults, the checks, the CLI flags and
+the config keys of a setting.
+
+Each stage (subsample, prompt TAPT, raw-text TAPT, contamination, grid) declares its settings once
+as a `Settings` dataclass (help text in `field(metadata={"help": ...})`); transformers'
+`HfArgumentParser` turns the fields into CLI flags, and `from_mapping` reads config keys into the
+same classes. Every instance checks its own types and bounds on construction, so a bad value gets
+the same clear error from a flag, a config file or Python, before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Union
+
+from harness.core.errors import SettingsError
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", **kw) -> Any:
+    """A settings field with its help text (shown by `--help`)."""
+    if isinstance(default, (list, dict)):
+        kw["default_factory"], default = (lambda d=default: type(d)(d)), dataclasses.MISSING
+    return dataclasses.field(default=default, metadata={"help": help}, **kw)
+
+
+def merged(cls: type, name: str) -> dict:
+    """A ClassVar dict (or tuple) merged over the class and its bases: a subclass adds entries."""
+    out: dict = {}
+    for klass in reversed(cls.__mro__):
+        entries = vars(klass).get(name, {})
+        out.update(entries if isinstance(entries, dict) else dict.fromkeys(entries))
+    return out
+
+
+def describe(tp: Any) -> str:
+    """The expected type in words, for error messages."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " or ".join(describe(a) for a in args)
+    if origin is list:
+        return f"a list of {describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+             type(None): "null (unset)", dict: "a mapping"}
+    return names.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def conform(value: Any, tp: Any) -> tuple[bool, Any]:
+    """(ok, value converted where lossless: an int where a float is expected)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return True, value
+    if origin in (Union, types.UnionType):
+        for arg in args:
+            ok, converted = conform(value, arg)
+            if ok:
+                return True, converted
+        return False, value
+    if origin is Literal:
+        return value in args, value
+    if origin is list:
+        if not isinstance(value, list):
+            return False, value
+        items = [conform(v, args[0]) for v in value]
+        return all(ok for ok, _ in items), [v for _, v in items]
+    if tp is type(None):
+        return value is None, value
+    if tp is bool:
+        return isinstance(value, bool), value
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return ok, float(value) if ok else value
+    if tp is str:  # a path object is as good as its string
+        ok = isinstance(value, (str, os.PathLike))
+        return ok, str(value) if ok else value
+    if origin is dict or tp is dict:
+        return isinstance(value, dict), value
+    return isinstance(value, tp), value
+
+
+@dataclasses.dataclass(kw_only=True)
+class Settings:
+    """Base of every stage's settings: checks each field against its annotation and its bounds.
+
+    Subclasses declare bounds in `MINIMUM` ({field: smallest allowed value}) and the fields that are
+    paths in `PATHS` (resolved against a config file's folder when read from one).
+    """
+
+    MINIMUM: ClassVar[dict[str, float]] = {}
+    PATHS: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        minimum = merged(type(self), "MINIMUM")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            ok, converted = conform(value, hints[f.name])
+            if not ok:
+                problem = f"must be {describe(hints[f.name])}, got {value!r}"
+                raise SettingsError(f"{f.name} {problem}", f.name, problem)
+            setattr(self, f.name, converted)
+            low = minimum.get(f.name)
+            if low is not None and converted is not None and converted < low:
+                problem = f"must be at least {low}, got {converted!r}"
+                raise SettingsError(f"{f.name} {problem}", f.name, problem)
+        self.check()
+
+    def check(self) -> None:
+        """Checks across fields; subclasses extend (calling super().check())."""
+
+
+
+S = typing.TypeVar("S", bound=Settings)
+
+
+def pick(settings: Settings, cls: type) -> dict[str, Any]:
+    """The values of `cls`'s fields held by a wider settings object (to build a narrower one)."""
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)}
+
+
+def field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def from_namespace(cls: type[S], namespace: Any, **override: Any) -> S:
+    """Build `cls` from parsed CLI flags (an argparse Namespace holding at least its fields)."""
+    values = {name: getattr(namespace, name) for name in field_names(cls)} | override
+    try:
+        return cls(**values)
+    except SettingsError as err:
+        if not err.key:
+            raise
+        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
+
+
+def flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def from_mapping(cls: type[S], raw: Any, source: str) -> S:
+    """Build `cls` from a config mapping (a parsed YAML file), naming `source` and the key in errors."""
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{source}: a config is a mapping of keys to values, got {type(raw).__name__}")
+    known = field_names(cls)
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise SettingsError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(known)}")
+    missing = [f.name for f in dataclasses.fields(cls)
+               if f.name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise SettingsError(f"{source}: missing required key(s) {missing}")
+    try:
+        return cls(**raw)
+    except SettingsError as err:
+        where = f"key {err.key!r} {err.problem}" if err.key else str(err)
+        raise SettingsError(f"{source}: {where}", err.key, err.problem) from None
+
+
+def against(folder: Path, value: Any) -> Any:
+    """A relative path (or each of a list of them) resolved against `folder`; other values as given."""
+    if isinstance(value, list):
+        return [against(folder, v) for v in value]
+    if isinstance(value, str) and not Path(value).is_absolute():
+        return str((folder / value).resolve())
+    return value
+
+
+def fingerprint(values: dict[str, Any]) -> str:
+    """A short canonical hash of JSON-able settings: equal settings, equal fingerprint."""
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """'key: old -> new' for every key whose value differs (a key on one side only included)."""
+    return [f"{k}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}"
+            for k in sorted(set(old) | set(new)) if old.get(k, "<unset>") != new.get(k, "<unset>")]
+
+
+def parser(*classes: type, **kw):
+    """An argparse parser whose flags are the fields of `classes` (transformers' HfArgumentParser)."""
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(list(classes), **kw)
+
+
+def parse_script(cls: type[S], doc: str | None, argv: list[str] | None = None) -> S:
+    """A script's settings from its command line; a bad value exits with the flag named."""
+    import argparse
+    import sys
+
+    from harness.core.errors import UserError
+
+    namespace = parser(cls, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    try:
+        return from_namespace(cls, namespace)
+    except UserError as err:
+        sys.exit(f"error: {err}")
+
+
+def key_table(cls: type) -> str:
+    """One line per field: key, default, help (the config keys a YAML file may set)."""
+    lines = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
+        lines.append(f"  {f.name:16} {default!s:24} {f.metadata.get('help', '')}")
+    return "\n".join(lines)

@@ -1,0 +1,2 @@
+"""The experiment grid: a config, its (task, subsample) units, and running them locally, in worker
+processes or on Ray, into the results layout."""

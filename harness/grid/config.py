@@ -1,0 +1,165 @@
+"""A grid config: one experiment (base, tasks, cells, flow, training settings), read from YAML and flags
+with every key checked before anything is written."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from harness.core import conditions
+from harness.core.errors import SettingsError, UserError
+from harness.core.models import ModelSettings
+from harness.core.settings import against, field_names, fingerprint, flag, from_mapping, merged, option
+from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
+from harness.tasks.data import load_pool
+from harness.tasks.spec import TASK_PREFIX, all_slugs, load_spec
+from harness.tasks.subsample import SampleSettings, draw
+from tapt.adapter import AdapterSettings
+from tapt.raw_text import TextSettings
+
+CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
+
+
+@dataclass(kw_only=True)
+class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, ClassifierSettings):
+    """One experiment: a base model, tasks, the cell(s) (m, n), the flow and its training settings
+    (see harness/grid/configs/*.yaml).
+
+    The sample, model, adapter and pretraining keys are those of `tapt-bench train` and
+    `pretrain-text`, with the same meaning and defaults. In a config file, the input paths (data_dir,
+    include_path) resolve against the file's folder; `out` against the directory the run starts from.
+    """
+
+    MINIMUM = {"subsamples": 1, "eval_batch_size": 1}
+    NOT_IN_RESULTS = ("tasks", "subsamples", "cells", "out", "model_tag", "notes", "data_dir", "include_path")
+
+    flow: Literal["zero_shot", "classifier"] = option(
+        "zero_shot",
+        "zero_shot: prompt adapters scored zero-shot; classifier: raw-text TAPT, then a head fine-tuned on train",
+    )
+    task_overrides: dict[str, dict] = option(
+        STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)"
+    )
+    conditions: list[str] = option(
+        list(conditions.PAIRED),
+        f"conditions scored per unit; add {conditions.LEAK} for TAPT on test's prompts with their answers "
+        "(planted labeled contamination: a positive control for the bias)",
+    )
+    tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
+    subsamples: int = option(20, "subsamples per task")
+    cells: list[str] = option(
+        [], "several cells in one run, each 'm/n/subsamples' (e.g. 50/500/20); empty: the one cell m, n, subsamples"
+    )
+    eval_batch_size: int = option(8, "lm-eval scoring batch size")
+    out: str = option("results", "results root; units go to <out>/m<m>/n<n>/<model>/<task>/")
+    model_tag: str | None = option(None, "folder name of the model (default: the base's last path part)")
+    notes: str | None = option(None, "free-form, kept in the manifest")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tasks, str):
+            self.tasks = [self.tasks]
+        super().__post_init__()
+
+    def check(self) -> None:
+        super().check()
+        if sorted(self.conditions) not in (sorted(conditions.PAIRED), sorted(conditions.ALL)):
+            problem = f"must be {', '.join(conditions.PAIRED)} and optionally {conditions.LEAK}, got {self.conditions}"
+            raise SettingsError(f"conditions {problem}", "conditions", problem)
+        self.conditions = [c for c in conditions.ALL if c in self.conditions]
+        fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
+        for slug, values in self.task_overrides.items():
+            keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
+            bad = sorted(keys - set(field_names(GridConfig)) | keys & fixed)
+            if bad:
+                problem = f"{slug}: {bad} cannot be set per task; per-task keys are training settings such as clf_epochs"
+                raise SettingsError(f"task_overrides {problem}", "task_overrides", problem)
+        self.cell_configs()  # checks the form of each cell
+
+    def cell_configs(self) -> list[GridConfig]:
+        """One config per cell: `cells` expanded, or this config's own m, n, subsamples."""
+        out = []
+        for cell in self.cells:
+            try:
+                m, n, subsamples = (int(x) for x in cell.split("/"))
+            except ValueError:
+                problem = f"entries look like 'm/n/subsamples' (e.g. 50/500/20), got {cell!r}"
+                raise SettingsError(f"cells {problem}", "cells", problem) from None
+            out.append(dataclasses.replace(self, m=m, n=n, subsamples=subsamples, cells=[]))
+        return out or [self]
+
+    def for_task(self, slug: str) -> GridConfig:
+        """These settings with the task's overrides applied (checked like any settings)."""
+        return dataclasses.replace(self, **self.task_overrides.get(slug, {}))
+
+    @property
+    def tag(self) -> str:
+        return self.model_tag or Path(self.base.rstrip("/")).name
+
+    @property
+    def slugs(self) -> list[str]:
+        if self.tasks == ["all"]:
+            return all_slugs(self.include_path)
+        return [t.removeprefix(TASK_PREFIX) for t in self.tasks]
+
+    def result_settings(self) -> dict:
+        """The settings that can change a unit's numbers (those of its flow); recorded with every unit."""
+        if self.flow == "classifier":
+            other = field_names(AdapterSettings)
+        else:
+            other = [*field_names(TextSettings), *field_names(ClassifierSettings)]
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
+        if out["conditions"] == list(conditions.PAIRED):  # recorded only when it adds leak: older units match
+            del out["conditions"]
+        return out
+
+    def settings_hash(self) -> str:
+        return fingerprint(self.result_settings())
+
+
+def config_path(name: str | Path) -> Path:
+    """A config file, or a shipped one by name (`demo`) or as `configs/demo.yaml`."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    if path.suffix not in (".yaml", ".yml") and (CONFIGS_DIR / f"{name}.yaml").is_file():
+        return CONFIGS_DIR / f"{name}.yaml"
+    if path.parent == Path("configs") and (CONFIGS_DIR / path.name).is_file():
+        return CONFIGS_DIR / path.name
+    return path
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
+    """Read and check a grid config (a file, or a shipped config's name) with `overrides` (from flags)
+    on top: known keys, types, known tasks, pools large enough for m + 2n."""
+    path = config_path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        shipped = ", ".join(p.stem for p in sorted(CONFIGS_DIR.glob("*.yaml")))
+        raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err
+    overrides = overrides or {}
+    if isinstance(raw, dict):
+        raw = against_folder(raw, path.resolve().parent) | overrides
+    try:
+        cfg = from_mapping(GridConfig, raw, str(path))
+    except SettingsError as err:
+        if err.key not in overrides:
+            raise
+        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
+    for slug in cfg.slugs:
+        try:
+            labels = load_pool(load_spec(slug, cfg.include_path), cfg.data_dir)["label"].to_numpy()
+            for cell in cfg.cell_configs():
+                draw(labels, 0, cell.m, cell.n, cell.seed)
+        except UserError as err:
+            raise type(err)(f"{path}: task {slug!r}: {err}") from err
+    return cfg
+
+
+def against_folder(raw: dict, folder: Path) -> dict:
+    """The config's input paths (PATHS: data_dir, include_path) resolved against its folder."""
+    return {k: against(folder, v) if k in merged(GridConfig, "PATHS") else v for k, v in raw.items()}

@@ -1,0 +1,77 @@
+"""The grid's units as Ray tasks, on a Ray cluster (`--address`) or on a local Ray instance.
+
+One Ray task per unit, rather than one long-lived actor per GPU that pulls units: a worker process
+keeps the zero-shot base loaded across the units it runs (units.loaded_base, and `max_calls=0` keeps
+GPU workers alive too), so a task reloads nothing an actor would keep; and Ray itself retries a task
+whose worker died, where a dead actor's pulled units would need our own bookkeeping. A task returns
+its unit to the driver, which alone writes results, atomically, exactly as a local run does: workers
+need no shared filesystem, a retried or duplicated task is written once, and a killed driver loses
+only the units in flight; the same command resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from harness.core.errors import UserError
+from harness.grid.config import GridConfig
+from harness.grid.units import Unit, compute_unit, log
+
+RETRIES = 3  # Ray reruns a unit whose worker process died this many times before the run fails
+
+
+def ray_module():
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--ray needs Ray, an optional extra: pip install -e '.[ray]' "
+                        "(or pip install 'tapt-bench[ray]')") from None
+    return ray
+
+
+def unit_task(cfg: GridConfig, slug: str, k: int, keep_adapters: bool, threads: int) -> Unit:
+    """One unit in a Ray worker; its log lines go to stderr, which Ray forwards to the driver's run log."""
+    import torch
+
+    torch.set_num_threads(threads)
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    log.info("%s subsample %d: start in worker pid %d", slug, k, os.getpid())
+    return compute_unit(cfg, slug, k, keep_adapters)
+
+
+def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float):
+    """A `run.run` executor that runs the units as Ray tasks and yields each as it finishes.
+
+    Connects to `address` (a running cluster, e.g. `auto`), else to the Ray instance this process
+    already started, else starts a local one on this machine's CPUs and GPUs."""
+    ray = ray_module()
+
+    def execute(cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool):
+        if not pending:
+            return
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # the forwarded worker lines go to the run log: no colours
+        if not ray.is_initialized():
+            ray.init(address=address, log_to_driver=True)
+        task = ray.remote(num_cpus=cpus_per_unit, num_gpus=gpus_per_unit, max_retries=RETRIES, max_calls=0)(unit_task)
+        threads = max(1, int(cpus_per_unit))
+        running = {task.remote(cfg, slug, k, keep_adapters, threads): (slug, k) for slug, k in pending}
+        try:
+            while running:
+                done, _ = ray.wait(list(running), num_returns=1)
+                slug, k = running.pop(done[0])
+                try:
+                    yield ray.get(done[0])
+                except ray.exceptions.RayError as err:
+                    raise UserError(f"unit {slug} subsample {k} failed on Ray ({type(err).__name__}): {err}\n"
+                                    "Finished units are kept; the same command reruns the rest.") from err
+        finally:
+            for ref in running:  # stop what is still queued or running: a rerun starts it again
+                ray.cancel(ref, force=True)
+
+    return execute

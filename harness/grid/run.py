@@ -1,0 +1,161 @@
+"""Running a grid config: the shard's unfinished units, each written atomically as it finishes, with
+a log and a manifest per run; safe to kill and rerun."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from harness import results
+from harness.core.errors import SettingsError
+from harness.core.provenance import library_versions
+from harness.core.settings import differences
+from harness.grid.config import GridConfig
+from harness.grid.units import Unit, compute_unit, log
+
+Executor = Callable[[GridConfig, list[tuple[str, int]], bool], Iterator[Unit]]
+
+
+def units(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, int]]:
+    """The (task, subsample) units of this shard: every N-th unit of a fixed order, from the i-th."""
+    i, count = shard
+    everything = [(slug, k) for slug in cfg.slugs for k in range(cfg.subsamples)]
+    return everything[i::count]
+
+
+def task_dir(cfg: GridConfig, slug: str) -> Path:
+    return results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, slug)
+
+
+def model_dir(cfg: GridConfig) -> Path:
+    return results.model_dir(cfg.out, cfg.m, cfg.n, cfg.tag)
+
+
+def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[tuple[str, int]]:
+    """The shard's units that have no finished result yet."""
+    return [(slug, k) for slug, k in units(cfg, shard) if not results.is_done(task_dir(cfg, slug), k)]
+
+
+def stale_units(cfg: GridConfig) -> list[tuple[Path, int, dict]]:
+    """Finished units of this config's tasks (any shard) whose recorded settings differ from cfg's."""
+    want = cfg.result_settings()
+    return [(task_dir(cfg, slug), k, unit.get("settings", {}))
+            for slug in cfg.slugs for k, unit in results.finished(task_dir(cfg, slug)).items()
+            if unit.get("settings") != want]
+
+
+def check_settings(cfg: GridConfig, overwrite: bool) -> None:
+    """Refuse to add units to results made with other settings; with `overwrite`, delete those units."""
+    stale = stale_units(cfg)
+    if not stale:
+        return
+    if overwrite:
+        for tdir, k, _ in stale:
+            results.remove_unit(tdir, k)
+        for tdir in sorted({tdir for tdir, _, _ in stale}):
+            results.rebuild(tdir)
+        log.info("--overwrite: removed %d unit(s) made with other settings", len(stale))
+        return
+    tdir, k, old = stale[0]
+    changed = differences(old, cfg.result_settings()) if old else ["no settings recorded (an older tapt-bench)"]
+    raise SettingsError(
+        f"{model_dir(cfg)} holds {len(stale)} finished unit(s) made with other settings "
+        f"(e.g. {tdir.name} subsample {k}):\n  " + "\n  ".join(changed) + "\n"
+        "Their numbers would be mixed with this run's. Either write to a new `out`, or pass "
+        "--overwrite to delete those units and recompute them with these settings."
+    )
+
+
+def start_log(cfg: GridConfig, shard: tuple[int, int]) -> logging.FileHandler:
+    """A log file per run under <model dir>/logs, with what this run does and how long each unit took."""
+    path = results.new_log_path(model_dir(cfg), shard)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    return handler
+
+
+def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, finished: list) -> None:
+    manifest = {"config": dataclasses.asdict(cfg), "settings_hash": cfg.settings_hash(),
+                "shard": list(shard), "versions": library_versions(), "seed": cfg.seed,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+                "seconds": time.time() - started, "finished_units": finished}
+    results.write_json(results.manifest_path(model_dir(cfg), shard), manifest)
+
+
+@contextlib.contextmanager
+def output_to(path: Path):
+    """Send what the libraries print (the Trainer's step dicts, their progress bars, warnings) to the
+    run's log file, at the file-descriptor level; yields the terminal for the grid's own progress bar."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(2), "w")
+    with open(path, "a", buffering=1) as logfile, contextlib.redirect_stdout(logfile), \
+            contextlib.redirect_stderr(logfile):  # Python-level writers too (a replaced sys.stdout, say)
+        os.dup2(logfile.fileno(), 1)
+        os.dup2(logfile.fileno(), 2)
+        try:
+            yield terminal
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            terminal.close()
+
+
+def write_unit(cfg: GridConfig, unit: Unit) -> Path:
+    """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables."""
+    tdir = task_dir(cfg, unit.slug)
+    results.write_unit(tdir, unit.k, unit.accs, unit.probs, unit.record)
+    results.rebuild(tdir)
+    return tdir
+
+
+def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = False,
+        overwrite: bool = False, execute: Executor | None = None) -> list[Path]:
+    """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun.
+
+    `execute(cfg, units, keep_adapters)` yields finished Units in any order (default: one by one in this
+    process; harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else
+    goes to the run's log file."""
+    from tqdm import tqdm
+
+    check_settings(cfg, overwrite)  # before anything is written
+    pending = todo(cfg, shard)
+    handler = start_log(cfg, shard)
+    started, finished, touched = time.time(), [], []
+    log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(units(cfg, shard)), cfg.base)
+    write_manifest(cfg, shard, started, finished)
+    try:
+        with output_to(Path(handler.baseFilename)) as terminal, \
+                tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar:
+            for unit in (execute or in_process)(cfg, pending, keep_adapters):
+                touched.append(write_unit(cfg, unit))
+                accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.conditions)
+                log.info("%s subsample %d: %s (%.0f s)", unit.slug, unit.k, accs, sum(unit.record["seconds"].values()))
+                finished.append([unit.slug, unit.k])
+                write_manifest(cfg, shard, started, finished)
+                bar.update()
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    print(f"log: {handler.baseFilename}")
+    return sorted(set(touched))
+
+
+def in_process(cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool) -> Iterator[Unit]:
+    """The units one after another in this process."""
+    for slug, k in pending:
+        log.info("%s subsample %d: start", slug, k)
+        yield compute_unit(cfg, slug, k, keep_adapters)

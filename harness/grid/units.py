@@ -1,0 +1,146 @@
+"""One (task, subsample) unit of the grid, computed in one pass down the layers: the task and its
+subsample are loaded once, each stage gets its own settings and the objects it needs.
+
+Two flows: zero_shot (prompt adapters, scored zero-shot through lm-eval) and classifier (raw-text
+pretraining, then a classification head fine-tuned on train)."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness import results
+from harness.core import conditions, models
+from harness.core.settings import pick
+from harness.grid.config import GridConfig
+from harness.scoring import classifier, zero_shot
+from harness.tasks.spec import TaskSpec, load_spec
+from harness.tasks.splits import subsample_docs
+from harness.tasks.subsample import SampleSettings
+from tapt import adapter, output
+from tapt.corpus import raw_texts
+from tapt.raw_text import pretrain
+
+log = logging.getLogger("tapt_bench.grid")
+
+
+@dataclass
+class Unit:
+    """One finished (task, subsample) unit: what `results.write_unit` records under the task's dir."""
+
+    slug: str
+    k: int
+    accs: dict
+    probs: pd.DataFrame  # per test document and condition: class probabilities, prediction, correct
+    record: dict  # settings, their hash, seconds per stage, training records
+
+
+_LOADED: dict = {}  # the zero-shot base of this process, kept loaded for every unit it runs (local or Ray worker)
+
+
+def base_key(cfg: GridConfig) -> tuple:
+    return cfg.base, cfg.quantize, cfg.fallback_lora
+
+
+def loaded_base(cfg: GridConfig):
+    """(model, tokenizer) of cfg's base, loaded once per process; a different base replaces it."""
+    if base_key(cfg) not in _LOADED:
+        _LOADED.clear()
+        path = models.resolve(cfg.base)
+        models.check_base(path)
+        _LOADED[base_key(cfg)] = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora)[0], models.tokenizer(path)
+    return _LOADED[base_key(cfg)]
+
+
+def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False) -> Unit:
+    """Compute one unit of either flow; nothing is written but kept adapters."""
+    spec = load_spec(slug, cfg.include_path)
+    docs = subsample_docs(spec, SampleSettings(**pick(cfg, SampleSettings)), k)
+    if cfg.flow == "classifier":
+        return classifier_unit(cfg, spec, k, docs)
+    try:
+        return zero_shot_unit(cfg, spec, k, docs, keep_adapters)
+    except BaseException:
+        _LOADED.clear()  # a unit that failed mid-way may leave its adapter in the base: never reuse that
+        raise
+
+
+def zero_shot_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, keep_adapters: bool) -> Unit:
+    """Score base, then train and score one adapter per TAPT condition, detaching each after use."""
+    base, tokenizer = loaded_base(cfg)
+    settings = adapter.AdapterSettings(**pick(cfg, adapter.AdapterSettings))
+    metadata = {**pick(cfg, SampleSettings), "subsample": k, "split": conditions.TEST}
+    task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path)  # its docs: this unit's test split
+    tdir = results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, spec.slug)
+    seconds, training = {}, {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        seconds[name], clock = time.perf_counter() - clock, time.perf_counter()
+        log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, name, seconds[name])
+
+    scored = {conditions.BASE: zero_shot.score(zero_shot.scorer(base, tokenizer, cfg.eval_batch_size), task)}
+    lap(f"score_{conditions.BASE}")
+    for cond in cfg.conditions[1:]:  # extra, test (and leak): each trains an adapter on its split's prompts
+        split, answers = conditions.TAPT[cond]
+        with tempfile.TemporaryDirectory() as work:  # the Trainer's scratch dir
+            run = adapter.prepare(spec, docs[split], settings, answers, cfg.seed, base, tokenizer, Path(work))
+            run.trainer.train()
+        rec = {**pick(settings, adapter.AdapterSettings), "split": split, "answers": answers, **adapter.record_of(run)}
+        training[cond] = {key: v for key, v in rec.items() if key != "rows"}
+        if keep_adapters:
+            with output.staged(tdir / "adapters" / f"{k}_{cond}", overwrite=True) as tmp:
+                run.trainer.model.save_pretrained(tmp)
+                output.write_record(tmp, {"kind": "adapter", "task": spec.slug, "subsample": k, **rec})
+        lap(f"train_{cond}")
+        scored[cond] = zero_shot.score(zero_shot.scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), task)
+        lap(f"score_{cond}")
+        base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
+    _LOADED[base_key(cfg)] = base, tokenizer
+    return unit_of(cfg, spec, k, docs, scored, seconds, training)
+
+
+def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit:
+    """Fine-tune a classifier on train from the base LM, then from the LM pretrained on the raw texts
+    of extra, then on those of test (then, for leak, on test's texts each followed by its class name)."""
+    settings = cfg.for_task(spec.slug)
+    unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
+    seconds, training, scored = {}, {}, {}
+    for cond in cfg.conditions:
+        clock = time.perf_counter()
+        with tempfile.TemporaryDirectory() as work:
+            backbone = models.resolve(cfg.base)
+            if cond != conditions.BASE:  # TAPT on the split's texts, never train's; labels only for the leak
+                split, answers = conditions.TAPT[cond]
+                texts = raw_texts(docs[split], spec, answers)
+                training[f"pretrain_{cond}"] = pretrain(backbone, texts, settings, unit_seed, Path(work))
+                backbone = work
+            scored[cond], training[f"classify_{cond}"] = classifier.classify(
+                backbone, docs["train"], docs["test"], len(spec.classes), settings, cfg.eval_batch_size, unit_seed)
+        seconds[cond] = time.perf_counter() - clock
+        log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
+    return unit_of(cfg, spec, k, docs, scored, seconds, training)
+
+
+def majority(docs: dict[str, pd.DataFrame], num_classes: int) -> dict[str, float]:
+    """Accuracy on test of the train subsample's most frequent class (ties: the lowest label)."""
+    top = int(np.bincount(docs["train"]["label"], minlength=num_classes).argmax())
+    return {"majority": float((docs["test"]["label"] == top).mean()), "num_classes": num_classes,
+            "majority_all": 1.0 / num_classes}
+
+
+def unit_of(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, scored: dict, seconds: dict,
+            training: dict) -> Unit:
+    """The unit's accuracies, its per-example probabilities, and what made them."""
+    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs, len(spec.classes))
+    probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
+    record = {"settings": cfg.result_settings(), "settings_hash": cfg.settings_hash(), "seconds": seconds,
+              "training": training}
+    return Unit(spec.slug, k, accs, probs, record)

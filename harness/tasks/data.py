@@ -1,0 +1,167 @@
+"""Load a task's pool of labeled texts from a local data directory or the Hugging Face hub."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from harness.core.errors import TaskError
+from harness.tasks.spec import TaskSpec
+
+DATA_DIR_ENV = "TAPT_BENCH_DATA_DIR"
+LOCAL_FILES = ("data.parquet", "data.csv", "data.jsonl")
+
+
+def local_file(spec: TaskSpec, data_dir: str | Path) -> Path:
+    """The task's file under `data_dir`, or a TaskError that says how to provide one."""
+    folder = Path(data_dir) / spec.slug
+    for name in LOCAL_FILES:
+        if (folder / name).is_file():
+            return folder / name
+    raise TaskError(
+        f"task {spec.task_name}: its data is not available offline: no {' / '.join(LOCAL_FILES)} "
+        f"in {folder}. Provide {folder}/data.parquet (or .csv/.jsonl) with the YAML's text_field and "
+        f"label_field columns, or `text` and `label` (0..{len(spec.classes) - 1} in the order "
+        f"{list(spec.classes)}, or the class names), or run with "
+        f"network access and no data_dir to load {spec.hub_id!r} from the Hugging Face hub."
+    )
+
+
+def read_local(path: Path) -> pd.DataFrame:
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        if path.suffix == ".csv":
+            return pd.read_csv(path)
+        return pd.read_json(path, lines=True)
+    except Exception as err:  # any reader error means the file is unusable
+        raise TaskError(f"{path}: cannot be read ({type(err).__name__}: {err})") from err
+
+
+def read_hub(spec: TaskSpec) -> pd.DataFrame:
+    """The task's split from the hub, as the hub's columns."""
+    import datasets
+
+    try:
+        return datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_split).to_pandas()
+    except Exception as err:  # offline, missing or renamed dataset: all end here
+        raise TaskError(
+            f"task {spec.task_name}: cannot load {spec.hub_id!r} from the Hugging Face hub "
+            f"({type(err).__name__}: {err}). Offline, name a data directory holding {spec.slug}/data.parquet "
+            f"(columns `text`, `label`): --data-dir DIR (tapt-bench), the config key data_dir, "
+            f"--metadata '{{\"data_dir\": \"DIR\"}}' (lm_eval), or ${DATA_DIR_ENV}."
+        ) from err
+
+
+def to_canonical(spec: TaskSpec, raw: pd.DataFrame, source: str) -> pd.DataFrame:
+    """`text` and `label` columns from the YAML's text_field(s), label_field and label_map (hub or
+    local data alike); data already in canonical `text`/`label` form pass through."""
+    fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
+    if all(f in raw.columns for f in [*fields, spec.label_field]):
+        text = raw[fields].fillna("").astype(str).agg("\n".join, axis=1) if len(fields) > 1 else raw[fields[0]]
+        label = raw[spec.label_field]
+    elif {"text", "label"} <= set(raw.columns):
+        text, label = raw["text"], raw["label"]
+    else:
+        return raw  # pool_problems names the missing columns
+    return pd.DataFrame({"text": text, "label": canonical_labels(spec, label, source)})
+
+
+def canonical_labels(spec: TaskSpec, label: pd.Series, source: str) -> pd.Series:
+    """Class indices 0..K-1: kept if already so, else through label_map, else class names to indices."""
+    k = len(spec.classes)
+    numbers = pd.to_numeric(label, errors="coerce")
+    if label.dtype != bool and numbers.notna().all() and numbers.isin(range(k)).all():
+        return label
+    if spec.label_map is not None:
+        table = {**{str(key): v for key, v in spec.label_map.items()}, **spec.label_map}
+    elif label.map(lambda v: isinstance(v, str)).all():
+        table = {name: i for i, name in enumerate(spec.classes)}
+    else:
+        return label  # pool_problems names the bad labels
+    mapped = label.map(lambda v: table.get(v, table.get(str(v))))
+    unknown = label[mapped.isna()]
+    if len(unknown):
+        known = list(spec.label_map) if spec.label_map is not None else list(spec.classes)
+        raise TaskError(f"task {spec.task_name} ({source}): label {unknown.iloc[0]!r} is not one of {known} "
+                        f"({len(unknown)} row(s)); fix the data or the YAML's label_map/classes")
+    return mapped.astype("int64")
+
+
+def apply_filters(spec: TaskSpec, df: pd.DataFrame) -> pd.DataFrame:
+    """The task's filters from its YAML: drop missing/empty texts, keep texts under max_chars."""
+    if spec.drop_empty:
+        df = df[df["text"].notna() & (df["text"].astype(str).str.strip() != "")]
+    if spec.max_chars is not None:
+        df = df[df["text"].astype(str).str.len() < spec.max_chars]
+    return df.reset_index(drop=True)
+
+
+def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
+    """Every violation of the TASKS.md invariants: columns, empty texts, labels 0..K-1 all present."""
+    missing = [c for c in ("text", "label") if c not in df.columns]
+    if missing:
+        fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
+        return [f"missing column(s) {missing}; columns are {list(df.columns)}; name them in the YAML's "
+                f"text_field/label_field (now {fields}/{spec.label_field!r}) or rename them to text/label"]
+    if df.empty:
+        return ["no rows: the data has a header but no labeled rows (or the task's filters "
+                "drop_empty/max_chars removed every row); add rows with a `text` and a `label`"]
+    problems = []
+    if pd.api.types.is_numeric_dtype(df["text"]):
+        problems.append(
+            f"column `text` holds numbers (dtype {df['text'].dtype}, first {df['text'].iloc[0]}), not texts; "
+            "is it the right column? The prompt would read '### Text: <number>'"
+        )
+    empty = df["text"].isna() | (df["text"].astype(str).str.strip() == "")
+    if empty.any():
+        problems.append(
+            f"{int(empty.sum())} missing or empty text(s), first at row {int(empty.to_numpy().argmax())}; "
+            "drop them or set `drop_empty: true` in dataset_kwargs"
+        )
+    labels = pd.to_numeric(df["label"], errors="coerce")
+    bad = labels.isna() | (labels != labels.round())
+    if bad.any():
+        return problems + [f"labels must be integers 0..K-1; found {df['label'][bad].iloc[0]!r}"]
+    k, present = len(spec.classes), sorted(int(v) for v in labels.unique())
+    if len(present) != k:
+        problems.append(
+            f"class-count mismatch: the data has {len(present)} distinct labels {present}, "
+            f"the YAML names {k} classes {list(spec.classes)}"
+        )
+    gaps = sorted(set(range(max(k, present[-1] + 1))) - set(present)) if present else []
+    outside = [v for v in present if not 0 <= v < k]
+    if gaps or outside:
+        problems.append(
+            f"labels must be 0..{k - 1} with each present; missing {gaps}, out of range {outside} (label gap)"
+        )
+    return problems
+
+
+def validate_pool(spec: TaskSpec, df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The pool with `text` str and `label` int64, or a TaskError listing every problem."""
+    problems = pool_problems(spec, df)
+    if problems:
+        raise TaskError(f"task {spec.task_name} ({source}):\n  - " + "\n  - ".join(problems))
+    return pd.DataFrame({"text": df["text"].astype(str), "label": df["label"].astype("int64")})
+
+
+def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
+    data_dir = data_dir or os.environ.get(DATA_DIR_ENV)
+    return Path(data_dir) if data_dir else None
+
+
+def load_pool(spec: TaskSpec, data_dir: str | Path | None = None) -> pd.DataFrame:
+    """The task's validated pool (`text`, `label`), in source order, from `data_dir` or the hub."""
+    root = resolve_data_dir(data_dir)
+    if root is not None:
+        path = local_file(spec, root)
+        df, source = read_local(path), str(path)
+    else:
+        df, source = read_hub(spec), f"hub {spec.hub_id}"
+    df = to_canonical(spec, df, source)
+    if "text" in df.columns:
+        df = apply_filters(spec, df)
+    return validate_pool(spec, df, source)

@@ -1,0 +1,88 @@
+"""Seeded, stratified, disjoint subsamples: the unit of replication of the experiment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.core.errors import TaskError
+from harness.core.settings import Settings, option
+
+SPLITS = ("train", "extra", "test")
+
+
+@dataclass(kw_only=True)
+class DataSettings(Settings):
+    """Where the task YAMLs and their data come from."""
+
+    PATHS = ("data_dir", "include_path")
+
+    data_dir: str | None = option(
+        None, "folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the Hugging Face hub)")
+    include_path: list[str] = option(
+        [], "extra folders of task YAMLs, searched after the shipped tasks (as lm_eval's --include_path)")
+
+
+@dataclass(kw_only=True)
+class SampleSettings(DataSettings):
+    """The design of a cell: sizes and seed (the study's default cell: m = n = 100)."""
+
+    MINIMUM = {"m": 1, "n": 1, "seed": 0}
+
+    m: int = option(100, "labeled train size (stratified by class)")
+    n: int = option(100, "size of the unlabeled extra set and of the labeled test set")
+    seed: int = option(0, "seed of the subsample draw and of training")
+
+
+@dataclass(frozen=True)
+class Subsample:
+    """Pool row positions of the three disjoint sets of one subsample."""
+
+    train: np.ndarray
+    extra: np.ndarray
+    test: np.ndarray
+
+    def rows(self, split: str) -> np.ndarray:
+        if split not in SPLITS:
+            raise TaskError(f"split must be one of {SPLITS}, got {split!r}")
+        return getattr(self, split)
+
+
+def stratified_counts(class_counts: np.ndarray, m: int) -> np.ndarray:
+    """Per-class train sizes: proportional to the pool (largest remainder), at least 1 each."""
+    quota = m * class_counts / class_counts.sum()
+    counts = np.maximum(1, np.floor(quota)).astype(int)
+    while counts.sum() > m:  # the minimum of 1 overshot: take from the most over-quota class
+        over = np.where(counts > 1, counts - quota, -np.inf)
+        counts[np.argmax(over)] -= 1
+    while counts.sum() < m:  # hand out the remainder to the classes furthest below quota
+        under = np.where(counts < class_counts, quota - counts, -np.inf)
+        counts[np.argmax(under)] += 1
+    return counts
+
+
+def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int) -> Subsample:
+    """Draw subsample `subsample` of a pool with these labels (0..K-1, in pool order).
+
+    train: m rows stratified by class (every class present); extra and test: n rows each drawn
+    uniformly from the rest. A pure function of its arguments: numpy's PCG64 seeded with
+    (seed, subsample) gives the same rows on every machine and process.
+    """
+    labels = np.asarray(labels)
+    k = int(labels.max()) + 1
+    if m < k:
+        raise TaskError(f"m={m} is smaller than the number of classes ({k}); every class needs a train row")
+    if m + 2 * n > len(labels):
+        raise TaskError(
+            f"m + 2n = {m} + 2*{n} = {m + 2 * n} exceeds the pool of {len(labels)} rows; lower n or m"
+        )
+    rng = np.random.default_rng([seed, subsample])
+    counts = stratified_counts(np.bincount(labels, minlength=k), m)
+    train = np.concatenate(
+        [rng.choice(np.flatnonzero(labels == c), size=counts[c], replace=False) for c in range(k)]
+    )
+    rest = np.setdiff1d(np.arange(len(labels)), train)
+    rest = rng.permutation(rest)
+    return Subsample(train=np.sort(train), extra=rest[:n], test=rest[n : 2 * n])
+

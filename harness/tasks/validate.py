@@ -1,0 +1,62 @@
+"""End-to-end checks of a task YAML: config, data, subsample and the prompt lm-eval renders."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from harness.tasks.data import load_pool
+from harness.core.errors import TaskError
+from harness.tasks.spec import lm_eval_tasks, load_task_config, spec_from_config
+from harness.core.settings import pick
+from harness.tasks.subsample import SampleSettings, draw
+
+EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside TaskConfig
+
+
+def build_task(path: Path, metadata: dict[str, Any], include_path: list[str] = ()):
+    """The lm-eval task of a YAML, built by lm-eval's TaskManager from the YAML's folder and the task
+    folders, its docs loaded through our hook with `metadata`."""
+    name = load_task_config(path)["task"]
+    manager = lm_eval_tasks([*include_path, str(Path(path).parent)], {**metadata, "config_source": str(path)})
+    return manager.load(name)["tasks"][name]
+
+
+def render_first(task) -> dict[str, Any]:
+    """What lm-eval scores for the first eval doc: prompt, choices (with delimiter) and target."""
+    doc = next(iter(task.test_docs()))
+    choices = task.doc_to_choice(doc)
+    return {"prompt": task.doc_to_text(doc), "choices": choices,
+            "target": choices[task.doc_to_target(doc)], "delimiter": task.config.target_delimiter}
+
+
+def problems(path: Path, sample: SampleSettings) -> list[str]:
+    """Every problem found in one task YAML; empty when it is ready to use."""
+    from lm_eval.api.task import TaskConfig
+
+    try:
+        cfg = load_task_config(path)
+    except TaskError as err:
+        return [str(err)]
+    unknown = sorted(set(cfg) - {f.name for f in dataclasses.fields(TaskConfig)} - EXTRA_KEYS)
+    found = [f"{path}: unknown field(s) {unknown} (not lm-eval task options)"] if unknown else []
+    try:
+        spec = spec_from_config(cfg, str(path))
+    except TaskError as err:
+        return found + [str(err)]
+    try:
+        pool = load_pool(spec, sample.data_dir)
+    except TaskError as err:
+        return found + [str(err)]
+    try:
+        draw(pool["label"].to_numpy(), 0, sample.m, sample.n, sample.seed)
+    except TaskError as err:
+        found.append(f"task {spec.task_name}: {err}")
+    if found:
+        return found
+    try:
+        render_first(build_task(path, pick(sample, SampleSettings), sample.include_path))
+    except Exception as err:  # anything lm-eval raises while building or rendering is a finding
+        found.append(f"task {spec.task_name}: lm-eval cannot render the prompt: {type(err).__name__}: {err}")
+    return found
