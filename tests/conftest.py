@@ -1,38 +1,51 @@
-"""Shared fixtures: the offline data dir, and tiny random-weight models with real tokenizers."""
+"""Shared fixtures: the offline data and reference dirs, tiny random-weight models with real tokenizers,
+and one tiny zero-shot grid run that the tests which only read its results share."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DATA_DIR = REPO.parent / "shared" / "data"
+SHARED = REPO.parent / "shared"
+DATA_DIR = SHARED / "data"
+REFERENCE = SHARED / "reference"
+TINY_GRID_DIR = "m4/n6/tiny/ag_news"  # the task dir of tiny_grid_config's runs
+
+
+def shared_path(path: Path) -> Path:
+    """A folder of ../shared: skipped where it is missing, except under CI (CI=true), where it fails."""
+    if not path.is_dir():
+        message = f"{path} not found: the tests read the offline samples in ../shared beside the checkout"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    if not DATA_DIR.is_dir():
-        pytest.skip(f"offline data not found at {DATA_DIR}")
-    return DATA_DIR
+    return shared_path(DATA_DIR)
 
 
 @pytest.fixture(scope="session")
-def smollm2_dir() -> Path:
+def reference_dir() -> Path:
+    return shared_path(REFERENCE)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    """A 2-layer Llama with random weights and SmolLM2's real tokenizer (read from its GGUF, not
+    from the dequantised model), saved as a model dir."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     from harness.core import models
 
-    return models.prepare(models.SMOLLM2)
-
-
-@pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory, smollm2_dir) -> Path:
-    """A 2-layer Llama with random weights and SmolLM2's real tokenizer, saved as a model dir."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    tok = models.embedded_tokenizer(models.SMOLLM2)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
@@ -48,11 +61,11 @@ def tiny_llama(tmp_path_factory, smollm2_dir) -> Path:
 def tiny_bert(tmp_path_factory) -> Path:
     """A 2-layer BERT with random weights and all-MiniLM-L6-v2's real tokenizer."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+    from transformers import BertConfig, BertForMaskedLM
 
     from harness.core import models
 
-    tok = AutoTokenizer.from_pretrained(models.prepare(models.MINILM))
+    tok = models.embedded_tokenizer(models.MINILM)
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                      num_attention_heads=4, max_position_embeddings=512)
@@ -70,14 +83,27 @@ def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
 
 
 def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path, **extra) -> Path:
-    """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples (TASK_DIR m4/n6/tiny/ag_news)."""
+    """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples, the four conditions
+    (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
     cfg = {"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6,
-           "subsamples": 3, "quantize": "none", "lr": 0.01, "batch_size": 4, "eval_batch_size": 8,
-           "data_dir": str(data_dir), **extra}
+           "subsamples": 3, "conditions": ["base", "extra", "test", "leak"], "quantize": "none", "lr": 0.01,
+           "batch_size": 4, "eval_batch_size": 8, "data_dir": str(data_dir), **extra}
     return write_grid_config(tmp_path, out, cfg)
 
 
-def grid_tables(out: Path, task_dir: str):
+@pytest.fixture(scope="session")
+def tiny_grid(tmp_path_factory, tiny_llama, data_dir) -> Path:
+    """One uninterrupted run of tiny_grid_config, shared by every test that only reads it or compares
+    another run with it (resumed, sharded, on Ray)."""
+    from harness.grid.config import load_config
+    from harness.grid.run import run
+
+    tmp = tmp_path_factory.mktemp("tiny_grid")
+    run(load_config(tiny_grid_config(tmp, tiny_llama, data_dir, tmp / "full")))
+    return tmp / "full"
+
+
+def grid_tables(out: Path, task_dir: str = TINY_GRID_DIR):
     """The two tables a grid run leaves in a task dir: accuracies.csv and probabilities.parquet."""
     import pandas as pd
 

@@ -11,10 +11,10 @@ import pandas as pd
 from harness.tasks.spec import TaskSpec, lm_eval_tasks
 
 
-def lm_eval_task(spec: TaskSpec, metadata: dict[str, Any], include_path: list[str]):
-    """The task as lm-eval builds it, its docs the subsample split that `metadata` names: built once,
-    then scored under each model."""
-    return lm_eval_tasks(include_path, metadata).load(spec.task_name)["tasks"][spec.task_name]
+def lm_eval_task(spec: TaskSpec, metadata: dict[str, Any], include_path: list[str]) -> dict:
+    """The task as lm-eval's TaskManager loads it, its docs the subsample split that `metadata` names:
+    loaded once, then scored under each model."""
+    return lm_eval_tasks(include_path, metadata).load(spec.task_name)
 
 
 def scorer(model, tokenizer, batch_size: int):
@@ -25,12 +25,16 @@ def scorer(model, tokenizer, batch_size: int):
     return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
 
 
-def score(lm, task) -> pd.DataFrame:
+def score(lm, task: dict) -> pd.DataFrame:
     """One row per eval doc: `row` (pool position), `label`, `probs` (softmax over the class
-    log-likelihoods lm-eval computed) and `correct` (lm-eval's acc for that doc)."""
-    from lm_eval import simple_evaluate
+    log-likelihoods lm-eval computed) and `correct` (lm-eval's acc for that doc).
 
-    out = simple_evaluate(model=lm, tasks=[task], log_samples=True, num_fewshot=0, verbosity="ERROR")
+    lm-eval's `evaluate`, not `simple_evaluate`: the same requests and metrics without the run
+    provenance simple_evaluate adds (a torch environment report that starts subprocesses), which the
+    grid records once per run in its manifest instead."""
+    from lm_eval.evaluator import evaluate
+
+    out = evaluate(lm, task, log_samples=True, bootstrap_iters=0, verbosity="ERROR")
     (samples,) = out["samples"].values()
     rows = []
     for s in sorted(samples, key=lambda s: s["doc_id"]):
