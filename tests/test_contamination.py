@@ -2,7 +2,6 @@
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,6 @@ from harness.core.errors import UserError
 from harness.tasks.subsample import SampleSettings
 from harness.tasks.spec import load_spec
 
-REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "contamination"
 
 
 def test_statistic_by_hand():
@@ -27,10 +25,8 @@ def test_statistic_by_hand():
 
 
 @pytest.mark.parametrize("name", ["test_split_adapter", "extra_split_adapter"])
-def test_study_logs_reproduce_their_pval(name, capsys):
-    path = REFERENCE / f"{name}.log.json"
-    if not path.is_file():
-        pytest.skip("reference logs not found")
+def test_study_logs_reproduce_their_pval(reference_dir, name, capsys):
+    path = reference_dir / "contamination" / f"{name}.log.json"
     main(["contamination", "pvalue", str(path), "--json"])
     assert abs(json.loads(capsys.readouterr().out)["pval"] - json.loads(path.read_text())["pval"]) < 1e-6
 
@@ -73,11 +69,17 @@ def test_batched_equals_one_sequence_per_pass(tiny):
 
 
 def test_examples_in_both_formats(data_dir):
+    from harness.tasks.spec import TASKS_DIR
+    from harness.tasks.validate import build_task
+
     spec = load_spec("ag_news")
     docs = subsample_docs(spec, SampleSettings(data_dir=str(data_dir), n=5, m=8), 0)["test"]
     labeled = examples(spec, docs, "labeled")
-    assert labeled[0] == f"### Text: {docs['text'][0][:1000]}\n ### Answer: {spec.classes[docs['label'][0]]}"
-    assert examples(spec, docs, "text-only") == list(docs["prompt"])
+    classes = ["World", "Sports", "Business", "Sci/Tech"]
+    assert labeled == [f"### Text: {t[:1000]}\n ### Answer: {classes[y]}" for t, y in zip(docs["text"], docs["label"])]
+    # text-only: the unlabeled prompts TAPT trains on, which are what lm-eval shows the model
+    task = build_task(TASKS_DIR / "tapt_ag_news.yaml", {"data_dir": str(data_dir), "n": 5, "m": 8})
+    assert examples(spec, docs, "text-only") == [task.doc_to_text(d) for d in task.test_docs()]
 
 
 def test_result_has_shards_and_permutations(tiny):
@@ -95,7 +97,7 @@ def test_bad_input(tiny_llama, data_dir, tmp_path):
     args = {"base": str(tiny_llama), "task": "ag_news", "data_dir": str(data_dir), "n": 5, "m": 8}
     with pytest.raises(UserError, match="5 examples cannot fill 8 shards"):
         run(ContaminationArgs(**args, shards=8))
-    with pytest.raises(UserError, match="permutations must be at least 1, got 0"):
+    with pytest.raises(UserError, match="permutations must be at least 1, got 0"):  # the settings' own check
         run(ContaminationArgs(**args, shards=2, permutations=0))
     (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/other-model"}))
     with pytest.raises(UserError, match="was trained on 'org/other-model', not on --base"):

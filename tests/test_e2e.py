@@ -1,4 +1,4 @@
-"""End-to-end runs on the embedded default models (slower; marked e2e)."""
+"""End-to-end runs on the embedded default models (the slow tier)."""
 
 import pytest
 
@@ -6,7 +6,7 @@ from harness.core import models
 from tapt.adapter import AdapterArgs, train_adapter
 from tapt.raw_text import TextArgs, pretrain_text
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.slow
 
 
 def test_minilm_masked_lm_pretraining_lowers_its_loss(data_dir, tmp_path):

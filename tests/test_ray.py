@@ -10,16 +10,16 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import grid_tables, tiny_grid_config as config
+from conftest import grid_tables
+from conftest import tiny_grid_config as config
+
+from harness.cli.main import main
 from harness.grid import config as grid_config
 from harness.grid import run as grid_run
-from harness.cli.main import main
-
-TASK_DIR = "m4/n6/tiny/ag_news"
 
 
 def sorted_tables(out):
-    acc, probs = grid_tables(out, TASK_DIR)
+    acc, probs = grid_tables(out)
     return acc, probs.sort_values(["subsample", "condition", "row"]).reset_index(drop=True)
 
 
@@ -31,13 +31,12 @@ def ray_local():
     ray.shutdown()
 
 
-def test_ray_run_equals_the_plain_run(ray_local, tmp_path, tiny_llama, data_dir):
-    plain = config(tmp_path, tiny_llama, data_dir, tmp_path / "plain")
-    main(["run", "--config", str(plain), "--no-summary"])
+@pytest.mark.slow
+def test_ray_run_equals_the_plain_run(ray_local, tiny_grid, tmp_path, tiny_llama, data_dir):
     on_ray = config(tmp_path, tiny_llama, data_dir, tmp_path / "ray")
     main(["run", "--config", str(on_ray), "--no-summary", "--ray", "--cpus-per-unit", "1"])
-    (acc, probs), (ray_acc, ray_probs) = sorted_tables(tmp_path / "plain"), sorted_tables(tmp_path / "ray")
-    assert len(acc) == 3 and len(probs) == 3 * 3 * 6
+    (acc, probs), (ray_acc, ray_probs) = sorted_tables(tiny_grid), sorted_tables(tmp_path / "ray")
+    assert len(acc) == 3 and len(probs) == 3 * 4 * 6
     pd.testing.assert_frame_equal(ray_acc, acc)
     pd.testing.assert_frame_equal(ray_probs, probs)
 
@@ -51,19 +50,22 @@ def running_unit_pid(logs, timeout: float = 300) -> int:
             found = re.search(r"start in worker pid (\d+)", path.read_text())
             if found:
                 return int(found.group(1))
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError("no unit started on Ray within the timeout")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(ray_local, tmp_path, tiny_llama, data_dir):
     from harness.grid.on_ray import executor
 
-    cfg = grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "fault", subsamples=4, epochs=3.0))
+    # long units (10 epochs), so that the kill lands while the first one runs
+    cfg = grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "fault", subsamples=4,
+                                         epochs=10.0, conditions=["base", "extra", "test"]))
     failure = []
 
     def drive():
         try:
-            grid_run.run(cfg, execute=executor(cpus_per_unit=1))
+            grid_run.run(cfg, execute=executor(address=None, cpus_per_unit=1, gpus_per_unit=0))
         except BaseException as err:  # reported below, in the test's thread
             failure.append(err)
 
@@ -71,8 +73,7 @@ def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(ray_loca
     driver.start()
     logs = tmp_path / "fault/m4/n6/tiny/logs"
     pid = running_unit_pid(logs)
-    time.sleep(1.0)  # mid-unit: a unit here takes several seconds
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)  # mid-unit: it logged its start and trains for several seconds
     driver.join(timeout=600)
     assert not driver.is_alive() and not failure, failure
     acc, probs = sorted_tables(tmp_path / "fault")
@@ -86,7 +87,7 @@ def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(ray_loca
 
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "fault").rglob("units/*")}
     assert grid_run.todo(cfg, (0, 1)) == []
-    grid_run.run(cfg, execute=executor(cpus_per_unit=1))
+    grid_run.run(cfg, execute=executor(address=None, cpus_per_unit=1, gpus_per_unit=0))
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "fault").rglob("units/*")} == before
 
 

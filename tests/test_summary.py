@@ -1,8 +1,6 @@
 """tapt-bench summarize: means, permutation tests, BH adjustment, the JSON shape, bad input."""
 
 import json
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +10,6 @@ from harness.core.errors import UserError
 from harness.results import collect
 from harness.stats.summary import bias_pvalue, summarize
 
-REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "accuracies"
 
 
 def write(root, task, rows, m=10, n=10, model="toy"):
@@ -103,11 +100,12 @@ def test_bh_adjustment_matches_the_formula(tmp_path):
 
 
 @pytest.mark.parametrize("family, rows", [("bert_gpt2", 27000), ("zero_shot", 500), ("zero_shot_packing", 500)])
-def test_reads_the_study_release(family, rows):
-    if not REFERENCE.is_dir():
-        pytest.skip("reference results not found")
-    summary = summarize(collect(REFERENCE / family))
-    assert sum(c["rows"] for c in summary["configs"]) == rows
+def test_reads_the_study_release(reference_dir, family, rows):
+    df = collect(reference_dir / "accuracies" / family)
+    assert len(df) == rows and df[["base", "extra", "test"]].notna().all().all()
+    one_cell = df[(df["m"] == df["m"].min()) & (df["n"] == df["n"].max())]  # the whole release: `summarize` CLI
+    summary = summarize(one_cell)
+    assert sum(c["rows"] for c in summary["configs"]) == len(one_cell) and len(summary["tasks"]) >= 20
 
 
 def test_bad_input(tmp_path):

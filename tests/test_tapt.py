@@ -5,16 +5,21 @@ import json
 import pytest
 import torch
 
-from harness.tasks import prompts
-from harness.tasks.splits import subsample_docs
 from harness.core.errors import UserError
+from harness.tasks.spec import TASKS_DIR, load_spec
+from harness.tasks.splits import subsample_docs
 from harness.tasks.subsample import SampleSettings
-from harness.tasks.spec import load_spec
+from harness.tasks.validate import build_task
 from tapt.adapter import AdapterArgs, train_adapter
-from tapt.corpus import prompt_sequences
+from tapt.corpus import prompt_sequences, raw_texts
 from tapt.raw_text import TextArgs, collator, pretrain_text
 
 SUB = {"subsample": 1, "m": 8, "n": 20}
+AG_NEWS = ["World", "Sports", "Business", "Sci/Tech"]  # its classes in label order (TASKS.md)
+AG_NEWS_PROMPT = (  # PROMPTS.md's zero-shot layout for ag_news
+    "Your task is to classify a given text as one of these categories:\nWorld\nSports\nBusiness\nSci/Tech\n\n"
+    "The text is a news article. Answer with its topic.\n\n### Text: {text}\n ### Answer:"
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +31,9 @@ def test_packing_holds_8_texts_per_sequence_and_the_instruction_once(docs):
     spec = load_spec("ag_news")
     seqs = prompt_sequences(spec, docs["test"], packing=True)
     assert [s.count("### Text: ") for s in seqs] == [8, 8, 4]
-    head = prompts.instruction(spec)
+    head = AG_NEWS_PROMPT.split("### Text:")[0]
     assert all(s.startswith(head) and s.count("Your task is to classify") == 1 for s in seqs)
-    assert "\n\n".join(s[len(head):] for s in seqs).split("\n\n") == [prompts.text_block(t) for t in docs["test"]["text"]]
+    assert "\n\n".join(s[len(head):] for s in seqs).split("\n\n") == [f"### Text: {t[:1000]}" for t in docs["test"]["text"]]
 
 
 def test_no_label_and_no_train_text_reaches_tapt_data(docs):
@@ -39,22 +44,27 @@ def test_no_label_and_no_train_text_reaches_tapt_data(docs):
         assert not any(f"### Answer: {c}" in joined for c in spec.classes)  # no answer is ever given
         assert not any(t[:1000] in joined for t in docs["train"]["text"])
         assert not any(t[:1000] in joined for t in docs["extra"]["text"])
-    assert prompt_sequences(spec, docs["test"], False) == [prompts.zero_shot(spec, t) for t in docs["test"]["text"]]
+    padded = prompt_sequences(spec, docs["test"], False)
+    assert padded == [AG_NEWS_PROMPT.format(text=t[:1000]) for t in docs["test"]["text"]]
 
 
-def test_the_leak_corpus_is_exactly_the_test_prompts_with_their_true_answers(docs):
+def test_the_leak_corpus_is_exactly_the_test_prompts_with_their_true_answers(docs, data_dir):
     spec = load_spec("ag_news")
     test = docs["test"]
     leak = prompt_sequences(spec, test, False, answers=True)
-    # each test prompt followed by its class name as lm-eval scores it (target_delimiter + choice)
-    assert leak == [p + prompts.ANSWER_DELIMITER + spec.classes[y] for p, y in zip(test["prompt"], test["label"])]
-    packed = "\n\n".join(s[len(prompts.instruction(spec)):] for s in prompt_sequences(spec, test, True, answers=True))
-    assert packed.split("\n\n") == [prompts.labeled(t, spec.classes[y]) for t, y in zip(test["text"], test["label"])]
+    # each test prompt followed by its gold continuation, as lm-eval renders and scores them
+    task = build_task(TASKS_DIR / "tapt_ag_news.yaml", {"data_dir": str(data_dir), **SUB})
+    scored = [task.doc_to_text(d) + task.config.target_delimiter + task.doc_to_choice(d)[task.doc_to_target(d)]
+              for d in task.test_docs()]
+    assert leak == scored and leak[0].endswith("### Answer: " + AG_NEWS[test["label"][0]])
+    packed = prompt_sequences(spec, test, True, answers=True)
+    blocks = "\n\n".join(s.split("Answer with its topic.\n\n", 1)[1] for s in packed).split("\n\n")
+    assert blocks == [f"### Text: {t[:1000]}\n ### Answer: {AG_NEWS[y]}" for t, y in zip(test["text"], test["label"])]
     joined = "\n".join(leak)
-    assert not any(t[:1000] in joined for t in docs["train"]["text"]) and not any(t[:1000] in joined for t in docs["extra"]["text"])
-    from tapt.corpus import raw_texts
-
-    assert raw_texts(test, spec, answers=True) == [f"{t}\n{spec.classes[y]}" for t, y in zip(test["text"], test["label"])]
+    assert not any(t[:1000] in joined for t in docs["train"]["text"])
+    assert not any(t[:1000] in joined for t in docs["extra"]["text"])
+    raw = raw_texts(test, spec, answers=True)
+    assert [r.rsplit("\n", 1) for r in raw] == [[t, AG_NEWS[y]] for t, y in zip(test["text"], test["label"])]
 
 
 def adapter_args(tiny_llama, data_dir, tmp_path, **kw):

@@ -78,6 +78,7 @@ def test_a_task_defined_in_two_folders_is_an_error_naming_both(user, tmp_path):
         load_spec("weather", [user["tasks"], str(twin)])
 
 
+@pytest.mark.slow
 def test_train_by_slug_prints_the_lm_eval_command_that_scores_it(user, tiny_llama, tmp_path, capsys):
     main(["train", "--task", "weather", "--split", "test", "--include-path", user["tasks"], "--data-dir", user["data"],
           "--m", "6", "--n", "10", "--base", str(tiny_llama), "--quantize", "none", "--out", str(tmp_path / "ad")])

@@ -66,11 +66,22 @@ def sample(d: CellData, s: FitSettings, progress: bool = False):
                              target_accept=s.target_accept, progressbar=progress, compute_convergence_checks=False)
     import nutpie
 
-    key = (s.parametrization, centered, repr(d.coords))
+    key = (s.parametrization, centered, layout(d))
     if key not in _COMPILED:
         _COMPILED[key] = nutpie.compile_pymc_model(model_of(d, s.parametrization, centered))
-    return nutpie.sample(_COMPILED[key].with_data(**data_of(d)), draws=s.draws, tune=s.tune, chains=s.chains,
-                         cores=cores, seed=s.seed, target_accept=s.target_accept, progress_bar=progress)
+    compiled = _COMPILED[key]
+    data = {name: v for name, v in data_of(d).items() if name in compiled.shared_data}  # those the model reads
+    idata = nutpie.sample(compiled.with_data(**data), draws=s.draws, tune=s.tune, chains=s.chains, cores=cores,
+                          seed=s.seed, target_accept=s.target_accept, progress_bar=progress)
+    if "treatment" in idata.posterior.dims:  # this fit's condition names (the layout ignores them)
+        idata.posterior = idata.posterior.assign_coords(treatment=d.coords["treatment"])
+    return idata
+
+
+def layout(d: CellData) -> str:
+    """What a compiled model is specific to: the LM types, tasks and subsamples (not n, not the
+    condition names)."""
+    return repr({k: v for k, v in d.coords.items() if k != "treatment"})
 
 
 def hdi(values: np.ndarray, prob: float) -> list[float]:

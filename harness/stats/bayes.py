@@ -99,7 +99,7 @@ def data_of(d: CellData) -> dict:
     compiled model is refitted to another cell of the same coords by swapping these in."""
     o = d.obs
     return {"i": o["i"].to_numpy(), "j": o["j"].to_numpy(), "k": o["k"].to_numpy(), "x": o["treated"].to_numpy(),
-            "y": o["y"].to_numpy(), "n": d.n}
+            "y": o["y"].to_numpy(), "n": np.asarray(d.n, dtype=np.int64)}
 
 
 def _lm_type_term(d: CellData, i):
