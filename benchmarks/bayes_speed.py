@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import arviz as az
 
+from harness.core.settings import option, parse_script
 from harness.stats.analysis import FitSettings, identified_slope, model_variables, sample
 from harness.stats.bayes import MODELS, cell_data
-from harness.core.settings import option, parse_script
 from harness.stats.summary import collect
 
 
@@ -33,23 +33,35 @@ class BayesBenchArgs(FitSettings):
     m: int = option(100, "the cell's m")
     n: int = option(500, "the cell's n")
     effect: str = option("bias", "bias or boost")
-    variants: list[str] = option(["study/pymc", "study/nutpie", "fast/pymc", "fast/nutpie"],
-                                 "parametrization/sampler pairs; the first is the baseline")
+    variants: list[str] = option(
+        ["study/pymc", "study/nutpie", "fast/pymc", "fast/nutpie"],
+        "parametrization/sampler pairs; the first is the baseline",
+    )
 
 
 def main() -> None:
     a = parse_script(BayesBenchArgs, __doc__)
     df = collect(a.results)
     d = cell_data(df[(df["m"] == a.m) & (df["n"] == a.n)], a.effect, a.results)
-    print(f"{a.results} m={a.m} n={a.n} {a.effect}: {d.shape}; {a.chains} chains x {a.draws} draws after {a.tune} "
-          f"tuning; target acceptance 0.8 (baseline), {a.target_accept} (others)")
-    print(f"{'variant':14} {'wall s':>7} {'beta ESS':>9} {'ESS/s':>7} {'ratio':>6} {'slope ESS/s':>11} {'ratio':>6} "
-          f"{'max r-hat':>9} {'(of)':8} {'div':>4}")
+    print(
+        f"{a.results} m={a.m} n={a.n} {a.effect}: {d.shape}; {a.chains} chains x {a.draws} draws "
+        f"after {a.tune} "
+        f"tuning; target acceptance 0.8 (baseline), {a.target_accept} (others)"
+    )
+    print(
+        f"{'variant':14} {'wall s':>7} {'beta ESS':>9} {'ESS/s':>7} {'ratio':>6} "
+        f"{'slope ESS/s':>11} {'ratio':>6} "
+        f"{'max r-hat':>9} {'(of)':8} {'div':>4}"
+    )
     base_rate = base_slope = None
     for variant in a.variants:
         parametrization, sampler = variant.split("/")
-        s = dataclasses.replace(a, parametrization=parametrization, sampler=sampler,
-                                target_accept=a.target_accept if base_rate else 0.8)
+        s = dataclasses.replace(
+            a,
+            parametrization=parametrization,
+            sampler=sampler,
+            target_accept=a.target_accept if base_rate else 0.8,
+        )
         clock = time.perf_counter()
         idata = sample(MODELS[parametrization](d), s)
         wall = time.perf_counter() - clock
@@ -59,9 +71,12 @@ def main() -> None:
         worst = max(rhat.data_vars, key=lambda v: float(rhat[v].max()))
         rate, slope_rate = ess / wall, slope / wall
         base_rate, base_slope = base_rate or rate, base_slope or slope_rate
-        print(f"{variant:14} {wall:7.1f} {ess:9.0f} {rate:7.1f} {rate / base_rate:6.1f} {slope_rate:11.1f} "
-              f"{slope_rate / base_slope:6.1f} {float(rhat[worst].max()):9.3f} {worst:8} "
-              f"{int(idata.sample_stats['diverging'].sum()):4d}", flush=True)
+        print(
+            f"{variant:14} {wall:7.1f} {ess:9.0f} {rate:7.1f} {rate / base_rate:6.1f} {slope_rate:11.1f} "
+            f"{slope_rate / base_slope:6.1f} {float(rhat[worst].max()):9.3f} {worst:8} "
+            f"{int(idata.sample_stats['diverging'].sum()):4d}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

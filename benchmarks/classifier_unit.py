@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tapt_step import interleaved_medians  # benchmarks/ is on the path when a script here runs
 
-from harness.scoring.classifier import ClassifierSettings, classify, trainer
 from harness.core.models import MINILM, SMOLLM2, resolve
 from harness.core.settings import option, parse_script
+from harness.scoring.classifier import ClassifierSettings, classify, trainer
 from harness.tasks.splits import SplitSettings
 from tapt.corpus import raw_texts
 from tapt.raw_text import TextSettings, pretrain
-from tapt_step import interleaved_medians  # benchmarks/ is on the path when a script here runs
 
 
 @dataclass(kw_only=True)
@@ -85,8 +85,10 @@ def main() -> None:
     from harness.tasks.splits import subsample_docs
 
     docs = subsample_docs(spec, a, a.subsample)
-    print(f"task {a.task}, m {a.m}, n {a.n}; torch threads {torch.get_num_threads()}; medians of {a.repeats} "
-          "interleaved repeats")
+    print(
+        f"task {a.task}, m {a.m}, n {a.n}; torch threads {torch.get_num_threads()}; medians of {a.repeats} "
+        "interleaved repeats"
+    )
     for name in a.bases:
         base = resolve(name)
         seconds = stages(a, base, docs, len(spec.classes))
@@ -94,8 +96,11 @@ def main() -> None:
         for stage, s in seconds.items():
             print(f"  {stage:22} {s:7.2f} s")
         step, raw, shape = step_costs(a, base, docs, len(spec.classes))
-        print(f"  step on a {'x'.join(map(str, shape))} batch: Trainer {step:.3f} s, raw {raw:.3f} s, "
-              f"ratio {step / raw:.2f}", flush=True)
+        print(
+            f"  step on a {'x'.join(map(str, shape))} batch: Trainer {step:.3f} s, raw {raw:.3f} s, "
+            f"ratio {step / raw:.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

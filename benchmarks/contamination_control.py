@@ -42,16 +42,21 @@ def contaminate(model, tokenizer, corpus: str, block: int, epochs: float, lr: fl
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from tapt.adapter import lora_config, sft_config
     from harness.core.training import StepLog
+    from tapt.adapter import lora_config, sft_config
 
     ids = tokenizer(corpus)["input_ids"]
     blocks = [ids[i : i + block] for i in range(0, len(ids), block)]
     steps = StepLog()
     with tempfile.TemporaryDirectory() as work:
-        trainer = SFTTrainer(model=model, args=sft_config(Path(work), epochs, lr, 8, block, seed),
-                             train_dataset=Dataset.from_dict({"input_ids": blocks}), processing_class=tokenizer,
-                             peft_config=lora_config(), callbacks=[steps])
+        trainer = SFTTrainer(
+            model=model,
+            args=sft_config(Path(work), epochs, lr, 8, block, seed),
+            train_dataset=Dataset.from_dict({"input_ids": blocks}),
+            processing_class=tokenizer,
+            peft_config=lora_config(),
+            callbacks=[steps],
+        )
         trainer.train()
     return trainer.model.eval(), steps.losses, len(blocks)
 
@@ -61,8 +66,14 @@ def main() -> None:
     spec, docs = a.docs()
     items = examples(spec, docs, "labeled")
     model, tok = load_model(resolve(a.base), None)
-    test = dict(shards=a.shards, permutations=a.permutations, context_len=a.context_len, stride=a.stride,
-                seed=a.seed, batch_size=a.batch_size)
+    test = dict(
+        shards=a.shards,
+        permutations=a.permutations,
+        context_len=a.context_len,
+        stride=a.stride,
+        seed=a.seed,
+        batch_size=a.batch_size,
+    )
     start = time.perf_counter()
     base = sharded_test(model, tok, items, **test)
     t_base = time.perf_counter() - start
@@ -72,15 +83,28 @@ def main() -> None:
     start = time.perf_counter()
     contaminated = sharded_test(model, tok, items, **test)
     t_cont = time.perf_counter() - start
-    report = {"task": a.task, "n": a.n, "S": a.shards, "P": a.permutations, "epochs": a.epochs, "lr": a.lr,
-              "blocks": blocks, "loss_first": losses[0], "loss_last": losses[-1],
-              "base_pval": base["pval"], "contaminated_pval": contaminated["pval"],
-              "seconds": {"test_base": t_base, "train": t_train, "test_contaminated": t_cont},
-              "base": base, "contaminated": contaminated}
+    report = {
+        "task": a.task,
+        "n": a.n,
+        "S": a.shards,
+        "P": a.permutations,
+        "epochs": a.epochs,
+        "lr": a.lr,
+        "blocks": blocks,
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+        "base_pval": base["pval"],
+        "contaminated_pval": contaminated["pval"],
+        "seconds": {"test_base": t_base, "train": t_train, "test_contaminated": t_cont},
+        "base": base,
+        "contaminated": contaminated,
+    }
     Path(a.out).write_text(json.dumps(report, indent=1))
-    print(f"{a.task} n={a.n} S={a.shards} P={a.permutations}: base p={base['pval']:.4g} ({t_base:.0f} s), "
-          f"contaminated ({a.epochs} epochs on {blocks} blocks, loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
-          f"{t_train:.0f} s) p={contaminated['pval']:.4g} ({t_cont:.0f} s)")
+    print(
+        f"{a.task} n={a.n} S={a.shards} P={a.permutations}: base p={base['pval']:.4g} ({t_base:.0f} s), "
+        f"contaminated ({a.epochs} epochs on {blocks} blocks, loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
+        f"{t_train:.0f} s) p={contaminated['pval']:.4g} ({t_cont:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

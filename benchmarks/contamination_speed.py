@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contamination.sharded_test import ContaminationArgs, examples, load_model, result_of, shard_texts
 from contamination.logprobs import logprob_one, logprobs_batched
+from contamination.sharded_test import ContaminationArgs, examples, load_model, result_of, shard_texts
 from harness.core.models import resolve
 from harness.core.settings import option, parse_script
 
@@ -36,8 +36,10 @@ def main() -> None:
     items = examples(spec, docs, "labeled")
     model, tok = load_model(resolve(a.base), None)
     ids = tok(shard_texts(items, a.shards, a.permutations, a.seed))["input_ids"]
-    print(f"{a.task}: {a.n} examples, {a.shards} shards, {a.permutations} permutations -> {len(ids)} sequences "
-          f"({len({tuple(s) for s in ids})} distinct), {sum(map(len, ids))} tokens")
+    print(
+        f"{a.task}: {a.n} examples, {a.shards} shards, {a.permutations} permutations -> {len(ids)} sequences "
+        f"({len({tuple(s) for s in ids})} distinct), {sum(map(len, ids))} tokens"
+    )
 
     def timed(fn):
         start = time.perf_counter()
@@ -52,12 +54,17 @@ def main() -> None:
     t_ref_distinct = t_ref * len(distinct) / len(ids)
     p_ref = result_of(list(ref), a.shards, a.permutations)["pval"]
     p_fast = result_of(list(fast), a.shards, a.permutations)["pval"]
-    print(f"max |logprob difference| {np.abs(ref - fast).max():.2e} (relative {np.abs((ref - fast) / ref).max():.1e})")
+    print(
+        f"max |logprob difference| {np.abs(ref - fast).max():.2e} (relative "
+        f"{np.abs((ref - fast) / ref).max():.1e})"
+    )
     print(f"p-value: one-per-pass {p_ref:.6f}, batched {p_fast:.6f}")
     print(f"one sequence per pass: {t_ref:7.1f} s")
     print(f"batched scorer:        {t_fast:7.1f} s   speed-up {t_ref / t_fast:5.1f}x")
-    print(f"  batching alone, on the distinct sequences: {t_batch:.1f} s vs an estimated "
-          f"{t_ref_distinct:.1f} s one per pass (pro rata): {t_ref_distinct / t_batch:4.1f}x")
+    print(
+        f"  batching alone, on the distinct sequences: {t_batch:.1f} s vs an estimated "
+        f"{t_ref_distinct:.1f} s one per pass (pro rata): {t_ref_distinct / t_batch:4.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ import pandas as pd
 import torch
 
 from harness import grid
-from harness.grid.on_ray import executor, ray_module
 from harness.core.settings import Settings, option, parse_script
+from harness.grid.on_ray import executor, ray_module
 
 
 @dataclass(kw_only=True)
@@ -32,7 +32,9 @@ class RayBenchArgs(Settings):
     config: str = option("demo", "grid config file or shipped name")
 
 
-def leg(ray, cfg: grid.GridConfig, out: Path, cpus: int, gpus: float, per_unit_cpus: float, per_unit_gpus: float):
+def leg(
+    ray, cfg: grid.GridConfig, out: Path, cpus: int, gpus: float, per_unit_cpus: float, per_unit_gpus: float
+):
     """(seconds, accuracies) of the whole config on a fresh Ray instance."""
     ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     try:
@@ -51,14 +53,19 @@ def main() -> None:
     ray = ray_module()
     cfg = grid.load_config(args.config)
     cpus, gpus = os.cpu_count() or 1, torch.cuda.device_count()
-    print(f"config {args.config}: {len(grid.units(cfg))} units, flow {cfg.flow}, base {cfg.base}; "
-          f"{cpus} CPUs, {gpus} GPUs")
+    print(
+        f"config {args.config}: {len(grid.units(cfg))} units, flow {cfg.flow}, base {cfg.base}; "
+        f"{cpus} CPUs, {gpus} GPUs"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         one, acc_one = leg(ray, cfg, Path(tmp) / "one", cpus, 0, cpus, 0)
         two, acc_two = leg(ray, cfg, Path(tmp) / "two", cpus, 0, cpus / 2, 0)
         print(f"1 unit at a time ({cpus} threads): {one:7.1f} s")
         print(f"2 units at a time ({cpus / 2:g} threads each): {two:7.1f} s   ratio 1/2 = {one / two:.2f}")
-        print(f"accuracies equal across the legs: {acc_one.reset_index(drop=True).equals(acc_two.reset_index(drop=True))}")
+        print(
+            "accuracies equal across the legs: "
+            f"{acc_one.reset_index(drop=True).equals(acc_two.reset_index(drop=True))}"
+        )
         if gpus:
             gpu, _ = leg(ray, cfg, Path(tmp) / "gpu", cpus, gpus, max(1, cpus // gpus), 1)
             print(f"1 unit per GPU ({gpus} GPUs): {gpu:7.1f} s   ratio 1-CPU-unit/GPU = {one / gpu:.2f}")
@@ -69,8 +76,10 @@ def main() -> None:
         grid.loaded_base(cfg)
         load = time.perf_counter() - clock
         units = len(grid.units(cfg))
-        print(f"loading the base once: {load:.1f} s, against {one / units:.1f} s per unit "
-              f"({100 * load / (one / units):.1f}% of a unit, saved by a worker that keeps it loaded)")
+        print(
+            f"loading the base once: {load:.1f} s, against {one / units:.1f} s per unit "
+            f"({100 * load / (one / units):.1f}% of a unit, saved by a worker that keeps it loaded)"
+        )
 
 
 if __name__ == "__main__":

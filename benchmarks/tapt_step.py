@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from harness.tasks.splits import SplitSettings
 from harness.core.models import ModelSettings, resolve
 from harness.core.settings import option, parse_script
+from harness.tasks.splits import SplitSettings
 from tapt.adapter import AdapterArgs, prepare
 
 
@@ -76,18 +76,36 @@ def main() -> None:
     a = parse_script(StepBenchArgs, __doc__)
     torch.manual_seed(0)
     base = resolve(a.base)
-    print(f"base {a.base}, task {a.task}, batch {a.batch_size}, medians of {a.repeats} interleaved repeats, "
-          f"torch threads {torch.get_num_threads()}")
-    print(f"{'mode':8} {'adapter':6} {'batch shape':12} {'trainer s':>9} {'raw s':>7} {'ratio':>6} {'trainer tok/s':>13} {'raw tok/s':>9}")
+    print(
+        f"base {a.base}, task {a.task}, batch {a.batch_size}, medians of {a.repeats} interleaved repeats, "
+        f"torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"{'mode':8} {'adapter':6} {'batch shape':12} {'trainer s':>9} {'raw s':>7} {'ratio':>6} "
+        f"{'trainer tok/s':>13} {'raw tok/s':>9}"
+    )
     for packing in (False, True):
         for quantize in ("none", "4bit"):
-            args = AdapterArgs(task=a.task, split="extra", base=base, out="unused", data_dir=a.data_dir,
-                               n=8 * a.batch_size if packing else a.batch_size, m=8, packing=packing,
-                               quantize=quantize, batch_size=a.batch_size)
+            args = AdapterArgs(
+                task=a.task,
+                split="extra",
+                base=base,
+                out="unused",
+                data_dir=a.data_dir,
+                n=8 * a.batch_size if packing else a.batch_size,
+                m=8,
+                packing=packing,
+                quantize=quantize,
+                batch_size=a.batch_size,
+            )
             r = measure(args, a.repeats)
-            print(f"{'packing' if packing else 'padding':8} {'QLoRA' if quantize == '4bit' else 'LoRA':6} "
-                  f"{'x'.join(map(str, r['shape'])):12} {r['step']:9.2f} {r['raw']:7.2f} {r['step'] / r['raw']:6.2f} "
-                  f"{r['tokens'] / r['step']:13.0f} {r['tokens'] / r['raw']:9.0f}", flush=True)
+            print(
+                f"{'packing' if packing else 'padding':8} {'QLoRA' if quantize == '4bit' else 'LoRA':6} "
+                f"{'x'.join(map(str, r['shape'])):12} {r['step']:9.2f} {r['raw']:7.2f} "
+                f"{r['step'] / r['raw']:6.2f} "
+                f"{r['tokens'] / r['step']:13.0f} {r['tokens'] / r['raw']:9.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,14 @@ def logprob_one(model, ids: Sequence[int], context: int, stride: int) -> float:
 
 
 @torch.inference_mode()
-def logprobs_batched(model, sequences: Sequence[Sequence[int]], context: int, stride: int,
-                     batch_size: int, progress: bool = False) -> list[float]:
+def logprobs_batched(
+    model,
+    sequences: Sequence[Sequence[int]],
+    context: int,
+    stride: int,
+    batch_size: int,
+    progress: bool = False,
+) -> list[float]:
     """The same log-probabilities, many windows per forward pass.
 
     Identical sequences are scored once; windows are sorted by length so batches carry little

@@ -10,14 +10,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.tasks import prompts
-from harness.tasks.splits import SplitSettings
+from contamination.logprobs import logprobs_batched
+from contamination.stat import split_shards, t_statistic
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import ModelSettings
 from harness.core.settings import Settings, option
+from harness.tasks import prompts
 from harness.tasks.spec import TaskSpec
-from contamination.logprobs import logprobs_batched
-from contamination.stat import split_shards, t_statistic
+from harness.tasks.splits import SplitSettings
 
 SEPARATOR = "\n"  # between the examples of one concatenation
 
@@ -31,7 +31,8 @@ class ContaminationSettings(Settings):
     shards: int = option(10, "number of contiguous shards (each gets one t-test difference)")
     permutations: int = option(25, "random orders scored per shard")
     format: Literal["labeled", "text-only"] = option(
-        "labeled", "labeled: text-label pairs; text-only: the unlabeled prompts TAPT trains on")
+        "labeled", "labeled: text-label pairs; text-only: the unlabeled prompts TAPT trains on"
+    )
     context_len: int = option(1024, "tokens per scoring window")
     stride: int = option(512, "tokens between window starts")
     batch_size: int = option(16, "windows per forward pass")
@@ -65,11 +66,15 @@ def check_adapter_base(pretrained: str, adapter: str) -> None:
         raise UserError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
     trained_on = json.loads(config.read_text()).get("base_model_name_or_path") or ""
     same = Path(trained_on).name == Path(pretrained.rstrip("/")).name or (
-        Path(trained_on).exists() and Path(pretrained).exists()
-        and Path(trained_on).resolve() == Path(pretrained).resolve())
+        Path(trained_on).exists()
+        and Path(pretrained).exists()
+        and Path(trained_on).resolve() == Path(pretrained).resolve()
+    )
     if not same:
-        raise UserError(f"--peft {adapter} was trained on {trained_on!r}, not on --base {pretrained!r}; "
-                        "pass the base model the adapter was trained on")
+        raise UserError(
+            f"--peft {adapter} was trained on {trained_on!r}, not on --base {pretrained!r}; "
+            "pass the base model the adapter was trained on"
+        )
 
 
 def load_model(pretrained: str, peft: str | None):
@@ -103,19 +108,42 @@ def result_of(scores: list[float], shards: int, permutations: int) -> dict[str, 
     """The test's result from the log-probabilities of shard_texts' sequences, in that order."""
     per_shard = np.array(scores).reshape(shards, permutations + 1)
     t, pval = t_statistic(per_shard[:, 0], per_shard[:, 1:])
-    return {"pval": pval, "t": t, "num_shards": shards, "permutations_per_shard": permutations,
-            "canonical_logprobs": per_shard[:, 0].tolist(), "shuffled_logprobs": per_shard[:, 1:].tolist()}
+    return {
+        "pval": pval,
+        "t": t,
+        "num_shards": shards,
+        "permutations_per_shard": permutations,
+        "canonical_logprobs": per_shard[:, 0].tolist(),
+        "shuffled_logprobs": per_shard[:, 1:].tolist(),
+    }
 
 
-def score_texts(model, tokenizer, texts: list[str], shards: int, permutations: int, context_len: int,
-                stride: int, batch_size: int) -> dict[str, Any]:
+def score_texts(
+    model,
+    tokenizer,
+    texts: list[str],
+    shards: int,
+    permutations: int,
+    context_len: int,
+    stride: int,
+    batch_size: int,
+) -> dict[str, Any]:
     ids = tokenizer(texts)["input_ids"]
     scores = logprobs_batched(model, ids, context_len, stride, batch_size, progress=True)
     return result_of(scores, shards, permutations)
 
 
-def sharded_test(model, tokenizer, items: list[str], shards: int, permutations: int, context_len: int,
-                 stride: int, seed: int, batch_size: int) -> dict[str, Any]:
+def sharded_test(
+    model,
+    tokenizer,
+    items: list[str],
+    shards: int,
+    permutations: int,
+    context_len: int,
+    stride: int,
+    seed: int,
+    batch_size: int,
+) -> dict[str, Any]:
     """Score each shard's canonical concatenation and `permutations` random orders; t and p-value."""
     texts = shard_texts(items, shards, permutations, seed)
     return score_texts(model, tokenizer, texts, shards, permutations, context_len, stride, batch_size)
@@ -127,6 +155,14 @@ def run(args: ContaminationArgs) -> dict[str, Any]:
     texts = shard_texts(examples(spec, docs, args.format), args.shards, args.permutations, args.seed)
     model, tokenizer = load_model(args.base, args.peft)  # after the checks: loading is slow
     start = time.perf_counter()
-    result = score_texts(model, tokenizer, texts, args.shards, args.permutations, args.context_len,
-                         args.stride, args.batch_size)
+    result = score_texts(
+        model,
+        tokenizer,
+        texts,
+        args.shards,
+        args.permutations,
+        args.context_len,
+        args.stride,
+        args.batch_size,
+    )
     return {**result, "settings": asdict(args), "seconds": time.perf_counter() - start}

@@ -40,8 +40,10 @@ def t_statistic(canonical: Sequence[float], shuffled: Sequence[Sequence[float]])
     """(t, p-value) from per-shard canonical log-probabilities and lists of shuffled ones."""
     canonical = np.asarray(canonical, dtype=float)
     if len(canonical) != len(shuffled) or len(canonical) < 2:
-        raise UserError(f"need one shuffled list per shard and at least 2 shards; got {len(canonical)} "
-                        f"canonical and {len(shuffled)} shuffled")
+        raise UserError(
+            f"need one shuffled list per shard and at least 2 shards; got {len(canonical)} "
+            f"canonical and {len(shuffled)} shuffled"
+        )
     diffs = canonical - np.array([np.mean(s) for s in shuffled])
     t = float(np.mean(diffs) / np.std(diffs) * np.sqrt(len(diffs)))
     return t, float(stats.t.sf(t, df=len(diffs) - 1))

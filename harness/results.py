@@ -27,7 +27,9 @@ from harness.core.errors import SettingsError, UserError
 from harness.core.settings import differences
 
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
-OPTIONAL = [conditions.LEAK]  # a grid run with the planted-leak condition adds its column after the study's six
+OPTIONAL = [
+    conditions.LEAK
+]  # a grid run with the planted-leak condition adds its column after the study's six
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 UNITS = "m*/n*/*/*/units/*.json"
 
@@ -84,8 +86,9 @@ def remove_unit(tdir: Path, subsample: int) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_unit(tdir: Path, subsample: int, accuracies: dict[str, Any], probs: pd.DataFrame,
-               record: dict[str, Any]) -> None:
+def write_unit(
+    tdir: Path, subsample: int, accuracies: dict[str, Any], probs: pd.DataFrame, record: dict[str, Any]
+) -> None:
     """Record one finished unit: per-example probabilities, then its accuracies and record (the marker)."""
     record_path, table = unit_paths(tdir, subsample)
     atomic_write(table, probs.assign(subsample=subsample).to_parquet(index=False))
@@ -100,7 +103,9 @@ def rebuild(tdir: Path) -> pd.DataFrame:
     atomic_write(tdir / "accuracies.csv", acc.to_csv(index=False).encode())
     tables = [pd.read_parquet(unit_paths(tdir, u["subsample"])[1]) for u in units]
     if tables:
-        atomic_write(tdir / "probabilities.parquet", pd.concat(tables, ignore_index=True).to_parquet(index=False))
+        atomic_write(
+            tdir / "probabilities.parquet", pd.concat(tables, ignore_index=True).to_parquet(index=False)
+        )
     return acc
 
 
@@ -117,7 +122,8 @@ def check_same_settings(sources: list[Path]) -> None:
                 changed = "\n  ".join(differences(first[2], unit.get("settings", {})))
                 raise SettingsError(
                     f"cannot merge {folder}: {first[1]} and {path} were made with different settings:\n  "
-                    f"{changed}\nMerge only shards of one config; rerun the odd shard with the others' config."
+                    f"{changed}\nMerge only shards of one config; rerun the odd shard with the "
+                    "others' config."
                 )
 
 
@@ -128,7 +134,9 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
         raise UserError(f"merge: no such results folder(s) {missing}; name the shards' output dirs")
     empty = [str(s) for s in sources if not any(Path(s).glob(UNITS))]
     if empty:
-        raise UserError(f"merge: {empty} hold(s) no finished unit (expected {UNITS}); is it a shard's output dir?")
+        raise UserError(
+            f"merge: {empty} hold(s) no finished unit (expected {UNITS}); is it a shard's output dir?"
+        )
     check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
     touched = set()
     for src in sources:
@@ -165,8 +173,10 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
         bad = numbers.isna()
         if bad.any():
             row = int(bad.to_numpy().argmax())
-            raise UserError(f"{path}: row {row} (line {row + 2}), column {col!r}: {df[col].iloc[row]!r} is not a "
-                            "number; fix or delete that row")
+            raise UserError(
+                f"{path}: row {row} (line {row + 2}), column {col!r}: {df[col].iloc[row]!r} is not a "
+                "number; fix or delete that row"
+            )
         df[col] = numbers
     counts = df[[*conditions.PAIRED, *optional]].to_numpy(dtype=float) * n
     off = np.abs(counts - np.round(counts)) > 1e-6
@@ -204,5 +214,6 @@ def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
     for path in sorted(Path(root).rglob("probabilities.parquet")):
         probs = pd.read_parquet(path)
         out[path.parent.name] = probs.assign(pred=probs["probs"].map(np.argmax)).pivot_table(
-            index=["subsample", "row"], columns="condition", values="pred")
+            index=["subsample", "row"], columns="condition", values="pred"
+        )
     return out

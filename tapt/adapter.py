@@ -16,7 +16,12 @@ from harness.tasks.spec import TaskSpec
 from tapt import output
 from tapt.corpus import TaptInput, prompt_sequences
 
-LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": "all-linear"}  # the study's adapter
+LORA = {
+    "r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.05,
+    "target_modules": "all-linear",
+}  # the study's adapter
 PACKED_MAX_LENGTH = 2048  # tokens per packed sequence: the instruction and PACK_SIZE texts
 
 
@@ -30,7 +35,9 @@ class AdapterSettings(Settings):
         False, f"instruction once, then {PACK_SIZE} texts per sequence (default: one prompt per sequence)"
     )
     epochs: float = option(1.0, "training epochs")
-    quantize: Literal["4bit", "none"] = option("4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA")
+    quantize: Literal["4bit", "none"] = option(
+        "4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA"
+    )
     fallback_lora: bool = option(False, "train plain LoRA if 4-bit loading fails")
     batch_size: int = option(8, "training batch size")
     max_length: int | None = option(
@@ -57,8 +64,9 @@ def sft_config(workdir: Path, epochs: float, lr: float, batch_size: int, max_len
     """TRL's SFTConfig with the shared training settings; the sequences come pre-tokenized."""
     from trl import SFTConfig
 
-    return training.arguments(workdir, epochs, lr, batch_size, seed, cls=SFTConfig, max_length=max_length,
-                              packing=False)
+    return training.arguments(
+        workdir, epochs, lr, batch_size, seed, cls=SFTConfig, max_length=max_length, packing=False
+    )
 
 
 def sft_trainer_class():
@@ -96,8 +104,16 @@ class Prepared:
     max_length: int
 
 
-def prepare(spec: TaskSpec, docs: pd.DataFrame, settings: AdapterSettings, answers: bool, seed: int,
-            model, tokenizer, workdir: Path) -> Prepared:
+def prepare(
+    spec: TaskSpec,
+    docs: pd.DataFrame,
+    settings: AdapterSettings,
+    answers: bool,
+    seed: int,
+    model,
+    tokenizer,
+    workdir: Path,
+) -> Prepared:
     """The SFTTrainer of one split's prompts (`docs`), on an already loaded base and its tokenizer."""
     from transformers import set_seed
 
@@ -106,16 +122,28 @@ def prepare(spec: TaskSpec, docs: pd.DataFrame, settings: AdapterSettings, answe
     dataset = tokenized(tokenizer, prompt_sequences(spec, docs, settings.packing, answers), max_length)
     steps = training.StepLog()
     config = sft_config(workdir, settings.epochs, settings.lr, settings.batch_size, max_length, seed)
-    trainer = sft_trainer_class()(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
-                                  peft_config=lora_config(), callbacks=[steps])
+    trainer = sft_trainer_class()(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora_config(),
+        callbacks=[steps],
+    )
     return Prepared(trainer, steps, docs, getattr(model, "is_loaded_in_4bit", False), max_length)
 
 
 def record_of(run: Prepared) -> dict:
     """What a finished training run did: its data (rows, sequences, tokens) and its step log."""
     ids = run.trainer.train_dataset["input_ids"]
-    return {"quantized_4bit": run.quantized, "max_length": run.max_length, "sequences": len(ids),
-            "tokens": int(sum(map(len, ids))), "rows": run.docs["row"].tolist(), **run.steps.summary()}
+    return {
+        "quantized_4bit": run.quantized,
+        "max_length": run.max_length,
+        "sequences": len(ids),
+        "tokens": int(sum(map(len, ids))),
+        "rows": run.docs["row"].tolist(),
+        **run.steps.summary(),
+    }
 
 
 def train_adapter(args: AdapterArgs) -> dict:

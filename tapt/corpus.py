@@ -21,13 +21,17 @@ class TaptInput(SplitSettings, ModelSettings):
 
     out: str = option(help="output dir (written atomically: staged, then moved into place)")
     overwrite: bool = option(False, "replace an existing output dir")
-    answers: bool = option(False, "train on the texts followed by their true answers (labeled contamination: the "
-                                  "grid's planted-leak condition); default: unlabeled texts only")
+    answers: bool = option(
+        False,
+        "train on the texts followed by their true answers (labeled contamination: the "
+        "grid's planted-leak condition); default: unlabeled texts only",
+    )
 
     def check(self) -> None:
         super().check()
         if self.split not in TAPT_SPLITS:
-            problem = f"must be one of {TAPT_SPLITS} (TAPT never trains on the labeled train split), got {self.split!r}"
+            why = "TAPT never trains on the labeled train split"
+            problem = f"must be one of {TAPT_SPLITS} ({why}), got {self.split!r}"
             raise SettingsError(f"split {problem}", "split", problem)
 
 
@@ -42,8 +46,10 @@ def prompt_sequences(spec: TaskSpec, docs: pd.DataFrame, packing: bool, answers:
         return list(docs["prompt"])
     texts = list(docs["text"])
     size = prompts.PACK_SIZE
-    return [prompts.packed(spec, texts[i : i + size], labels[i : i + size] if answers else None)
-            for i in range(0, len(texts), size)]
+    return [
+        prompts.packed(spec, texts[i : i + size], labels[i : i + size] if answers else None)
+        for i in range(0, len(texts), size)
+    ]
 
 
 def raw_texts(docs: pd.DataFrame, spec: TaskSpec | None = None, answers: bool = False) -> list[str]:

@@ -46,7 +46,9 @@ def collator(tokenizer, decoder: bool):
     """Pads each batch; masks 15% of tokens for MLM, or shifts for CLM (pads ignored in the loss)."""
     from transformers import DataCollatorForLanguageModeling
 
-    pad_and_mask = DataCollatorForLanguageModeling(tokenizer, mlm=not decoder, mlm_probability=MLM_PROBABILITY)
+    pad_and_mask = DataCollatorForLanguageModeling(
+        tokenizer, mlm=not decoder, mlm_probability=MLM_PROBABILITY
+    )
     return pad_and_mask if decoder else AtLeastOneMask(pad_and_mask, tokenizer)
 
 
@@ -62,8 +64,13 @@ class AtLeastOneMask:
         if (batch["labels"] != -100).any():
             return batch
         ids = batch["input_ids"]
-        special = torch.tensor([self.tokenizer.get_special_tokens_mask(row.tolist(), already_has_special_tokens=True)
-                                for row in ids], dtype=torch.bool)
+        special = torch.tensor(
+            [
+                self.tokenizer.get_special_tokens_mask(row.tolist(), already_has_special_tokens=True)
+                for row in ids
+            ],
+            dtype=torch.bool,
+        )
         candidates = (~special & (batch["attention_mask"] == 1)).nonzero()
         if len(candidates):
             i, j = candidates[torch.randint(len(candidates), (1,)).item()]
@@ -73,7 +80,8 @@ class AtLeastOneMask:
 
 
 def lm_head_is_new(base: str) -> bool:
-    """True when the checkpoint has no MLM head (all-MiniLM-L6-v2, say): MLM then starts from a random head."""
+    """True when the checkpoint has no MLM head (all-MiniLM-L6-v2, say): MLM then starts from a
+    random head."""
     from transformers import AutoConfig
 
     archs = AutoConfig.from_pretrained(base).architectures or []
@@ -89,20 +97,37 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
     epochs = settings.pretrain_epochs or (1.0 if decoder else 2.0)
     new_head = not decoder and lm_head_is_new(base)
     if new_head:
-        warnings.warn(f"{base} has no MLM head: masked-LM pretraining starts from a randomly initialised one "
-                      "(it is discarded afterwards: the classifier keeps only the encoder)")
+        warnings.warn(
+            f"{base} has no MLM head: masked-LM pretraining starts from a randomly initialised one "
+            "(it is discarded afterwards: the classifier keeps only the encoder)",
+            stacklevel=2,
+        )
     set_seed(seed)
     tokenizer = models.tokenizer(base)
     ids = tokenizer(texts, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
-    model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(base, dtype=torch.float32)
+    model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(
+        base, dtype=torch.float32
+    )
     steps = training.StepLog()
     args = training.arguments(out, epochs, settings.pretrain_lr, settings.pretrain_batch_size, seed)
-    Trainer(model=model, args=args, train_dataset=Dataset.from_dict({"input_ids": ids}),
-            data_collator=collator(tokenizer, decoder), callbacks=[steps]).train()
+    Trainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict({"input_ids": ids}),
+        data_collator=collator(tokenizer, decoder),
+        callbacks=[steps],
+    ).train()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    return {"objective": "clm" if decoder else "mlm", "epochs": epochs, "mlm_head_was_new": new_head,
-            "max_length": training.MAX_LENGTH, "sequences": len(ids), "tokens": int(sum(map(len, ids))), **steps.summary()}
+    return {
+        "objective": "clm" if decoder else "mlm",
+        "epochs": epochs,
+        "mlm_head_was_new": new_head,
+        "max_length": training.MAX_LENGTH,
+        "sequences": len(ids),
+        "tokens": int(sum(map(len, ids))),
+        **steps.summary(),
+    }
 
 
 def pretrain_text(args: TextArgs) -> dict:

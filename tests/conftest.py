@@ -47,10 +47,19 @@ def tiny_llama(tmp_path_factory) -> Path:
 
     tok = models.embedded_tokenizer(models.SMOLLM2)
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     out = tmp_path_factory.mktemp("tiny_llama")
     LlamaForCausalLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
@@ -67,8 +76,14 @@ def tiny_bert(tmp_path_factory) -> Path:
 
     tok = models.embedded_tokenizer(models.MINILM)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                     num_attention_heads=4, max_position_embeddings=512)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=512,
+    )
     out = tmp_path_factory.mktemp("tiny_bert")
     BertForMaskedLM(cfg).save_pretrained(out)
     tok.save_pretrained(out)
@@ -85,9 +100,21 @@ def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
 def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path, **extra) -> Path:
     """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples, the four conditions
     (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
-    cfg = {"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6,
-           "subsamples": 3, "conditions": ["base", "extra", "test", "leak"], "quantize": "none", "lr": 0.01,
-           "batch_size": 4, "eval_batch_size": 8, "data_dir": str(data_dir), **extra}
+    cfg = {
+        "base": str(tiny_llama),
+        "model_tag": "tiny",
+        "tasks": ["ag_news"],
+        "m": 4,
+        "n": 6,
+        "subsamples": 3,
+        "conditions": ["base", "extra", "test", "leak"],
+        "quantize": "none",
+        "lr": 0.01,
+        "batch_size": 4,
+        "eval_batch_size": 8,
+        "data_dir": str(data_dir),
+        **extra,
+    }
     return write_grid_config(tmp_path, out, cfg)
 
 

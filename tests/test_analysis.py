@@ -17,7 +17,9 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 FAST = analysis.FitSettings(chains=2, draws=300, tune=500, seed=0)
 
 
-def synthetic(tasks=4, subsamples=8, n=200, beta=0.0, lm_types=("bert", "gpt2"), seed=0, m=50) -> pd.DataFrame:
+def synthetic(
+    tasks=4, subsamples=8, n=200, beta=0.0, lm_types=("bert", "gpt2"), seed=0, m=50
+) -> pd.DataFrame:
     """Rows like `collect` returns, drawn from the study's model with the given beta (bias effect)."""
     rng = np.random.default_rng(seed)
     U = rng.normal(0, 0.5, tasks)
@@ -27,10 +29,23 @@ def synthetic(tasks=4, subsamples=8, n=200, beta=0.0, lm_types=("bert", "gpt2"),
         for j in range(tasks):
             for k in range(subsamples):
                 eta = 0.5 + 0.3 * i + U[j] + V[j, k]
-                acc = {c: rng.binomial(n, 1 / (1 + np.exp(-(eta + b)))) / n
-                       for c, b in (("base", -0.2), ("extra", 0.0), ("test", beta))}
-                rows.append({**acc, "majority": 0.5, "num_classes": 2, "majority_all": 0.5, "m": m, "n": n,
-                             "model": lm, "task": f"task{j}", "subsample": k})
+                acc = {
+                    c: rng.binomial(n, 1 / (1 + np.exp(-(eta + b)))) / n
+                    for c, b in (("base", -0.2), ("extra", 0.0), ("test", beta))
+                }
+                rows.append(
+                    {
+                        **acc,
+                        "majority": 0.5,
+                        "num_classes": 2,
+                        "majority_all": 0.5,
+                        "m": m,
+                        "n": n,
+                        "model": lm,
+                        "task": f"task{j}",
+                        "subsample": k,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -57,7 +72,9 @@ def test_study_model_has_one_V_per_task_subsample_and_one_W_per_task_treatment()
     d = bayes.cell_data(synthetic(tasks=3, subsamples=5), "bias")
     model = bayes.study_model(d)
     dims = model.named_vars_to_dims
-    assert dims["V"] == ("task", "subsample") and dims["W"] == ("task", "treatment") and dims["U"] == ("task",)
+    assert (
+        dims["V"] == ("task", "subsample") and dims["W"] == ("task", "treatment") and dims["U"] == ("task",)
+    )
     assert model["V"].eval().shape == (3, 5) and model["W"].eval().shape == (3, 2)
     assert dims["alpha"] == ("lm_contrast",) and model.coords["lm_contrast"] == ("gpt2",)
     one_type = bayes.study_model(bayes.cell_data(synthetic(lm_types=("bert",)), "bias"))
@@ -76,8 +93,12 @@ def test_the_fast_model_has_the_study_models_prior():
             prior = pm.sample_prior_predictive(draws=4000, random_seed=1)
         y = prior.prior_predictive["Y"].to_numpy().reshape(4000, -1)
         treated = d.obs["treated"].to_numpy() == 1
-        draws[name] = {"beta": prior.prior["beta"].to_numpy().ravel(), "y": y[:, ~treated].mean(1),
-                       "diff": (y[:, treated] - y[:, ~treated]).mean(1), "sd": y.std(1)}
+        draws[name] = {
+            "beta": prior.prior["beta"].to_numpy().ravel(),
+            "y": y[:, ~treated].mean(1),
+            "diff": (y[:, treated] - y[:, ~treated]).mean(1),
+            "sd": y.std(1),
+        }
     assert abs(draws["fast"]["beta"].mean()) < 0.06 and abs(draws["fast"]["beta"].std() - 1) < 0.05
     for key in ("y", "diff", "sd"):
         a, b = draws["study"][key], draws["fast"][key]
@@ -102,7 +123,9 @@ def test_a_planted_bias_is_recovered_and_a_null_one_is_not_found():
     assert null["divergences"] < 0.01 * draws and null["rhat_max"] < 1.05
     diverged = {**null, "divergences": 3, "settings": {**null["settings"], "target_accept": 0.95}}
     warning = analysis.format_fits([diverged]).splitlines()[-1]
-    assert warning.startswith("warning: m=50 n=200 bias: 3 divergent transitions at target acceptance 0.95"), warning
+    assert warning.startswith(
+        "warning: m=50 n=200 bias: 3 divergent transitions at target acceptance 0.95"
+    ), warning
     assert "--target-accept 0.99" in warning
     assert "warning" not in analysis.format_fits([{**null, "divergences": 0}])
 
@@ -117,9 +140,11 @@ def test_a_model_is_compiled_once_per_layout_and_refitted_with_new_data():
     small = df.assign(n=100, **{c: (df[c] * 100).round() / 100 for c in ("base", "extra", "test")})
     compiled = dict(analysis._COMPILED)
     again = analysis.fit_cell(bayes.cell_data(small, "bias"), FAST)["record"]
-    assert analysis._COMPILED == compiled and again["n"] == 100  # another n, the same compiled model
+    assert compiled == analysis._COMPILED and again["n"] == 100  # another n, the same compiled model
     boost, bias = fits
-    assert boost["average_difference"]["observed"] == pytest.approx(0.2 * 0.24, abs=0.03)  # base is -0.2 logits
+    assert boost["average_difference"]["observed"] == pytest.approx(
+        0.2 * 0.24, abs=0.03
+    )  # base is -0.2 logits
     assert bias["beta_hdi"][0] > 0 and again["beta_hdi"][0] > 0
 
 
@@ -127,12 +152,36 @@ def test_analyze_json_shape(tmp_path, capsys):
     from harness.cli.main import main
 
     root = write_results(synthetic(), tmp_path / "res")
-    main(["analyze", str(root), "--effect", "bias", "--chains", "2", "--draws", "100", "--tune", "100", "--json",
-          "--plots", str(tmp_path / "plots")])
+    main(
+        [
+            "analyze",
+            str(root),
+            "--effect",
+            "bias",
+            "--chains",
+            "2",
+            "--draws",
+            "100",
+            "--tune",
+            "100",
+            "--json",
+            "--plots",
+            str(tmp_path / "plots"),
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     (fit,) = out["fits"]
-    assert {"m", "n", "effect", "beta_mean", "beta_hdi", "rhat_max", "divergences", "average_difference",
-            "per_task"} <= set(fit)
+    assert {
+        "m",
+        "n",
+        "effect",
+        "beta_mean",
+        "beta_hdi",
+        "rhat_max",
+        "divergences",
+        "average_difference",
+        "per_task",
+    } <= set(fit)
     assert (fit["m"], fit["n"], fit["effect"], len(fit["beta_hdi"])) == (50, 200, "bias", 2)
     assert [t["task"] for t in fit["per_task"]] == ["task0", "task1", "task2", "task3"]
     assert all(len(t["hdi"]) == 2 and t["hdi"][0] <= t["mean"] <= t["hdi"][1] for t in fit["per_task"])
@@ -157,8 +206,30 @@ def test_analyze_meta_json_reports_each_slices_posterior_mean_and_the_divergence
     from harness.cli.main import main
 
     root = write_results(synthetic(tasks=3, subsamples=5, beta=0.4, seed=3), tmp_path / "res")
-    main(["analyze", "meta", str(root), "--m", "50", "--n", "200", "--effect", "bias", "--slices", "4",
-          "--chains", "1", "--draws", "200", "--tune", "200", "--permutations", "20", "--json"])
+    main(
+        [
+            "analyze",
+            "meta",
+            str(root),
+            "--m",
+            "50",
+            "--n",
+            "200",
+            "--effect",
+            "bias",
+            "--slices",
+            "4",
+            "--chains",
+            "1",
+            "--draws",
+            "200",
+            "--tune",
+            "200",
+            "--permutations",
+            "20",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     meta = out["meta"]
     assert len(meta["posterior_means"]) == 4 and meta["slices"] == 4
@@ -168,8 +239,31 @@ def test_analyze_meta_json_reports_each_slices_posterior_mean_and_the_divergence
     assert meta["settings"]["target_accept"] == 0.95
     assert out["lm_type_agreement"]["lm_types"] == ["bert", "gpt2"]
     # a sampler pushed into divergences (target acceptance 0.5, 50 tuning steps) is named in the text output
-    main(["analyze", "meta", str(root), "--m", "50", "--n", "200", "--effect", "bias", "--slices", "2",
-          "--chains", "1", "--draws", "200", "--tune", "50", "--target-accept", "0.5", "--permutations", "20"])
+    main(
+        [
+            "analyze",
+            "meta",
+            str(root),
+            "--m",
+            "50",
+            "--n",
+            "200",
+            "--effect",
+            "bias",
+            "--slices",
+            "2",
+            "--chains",
+            "1",
+            "--draws",
+            "200",
+            "--tune",
+            "50",
+            "--target-accept",
+            "0.5",
+            "--permutations",
+            "20",
+        ]
+    )
     warning = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
     assert len(warning) == 1 and "of 2 slices at target acceptance 0.5" in warning[0], warning
     assert warning[0].endswith("refit with --target-accept 0.99"), warning
@@ -191,7 +285,9 @@ def test_bad_input(tmp_path):
     df = synthetic(tasks=2, subsamples=3)
     with pytest.raises(UserError, match="needs at least two"):
         bayes.cell_data(df[df["task"] == "task0"], "bias", "res")
-    with pytest.raises(UserError, match=r"no \['test'\] accuracies; the bias effect compares extra with test"):
+    with pytest.raises(
+        UserError, match=r"no \['test'\] accuracies; the bias effect compares extra with test"
+    ):
         bayes.cell_data(df.drop(columns="test"), "bias", "res")
     with pytest.raises(UserError, match="different subsamples"):
         bayes.cell_data(df.drop(index=0), "bias", "res")
@@ -218,7 +314,11 @@ def test_checks_calibration_and_recovery_on_a_small_cell():
     inside = (calib["hdi_low"] <= calib["observed"]) & (calib["observed"] <= calib["hdi_high"])
     assert inside.mean() >= 0.75, calib
     prior = checks.prior_predictive(d, FAST, draws=200)
-    assert 0.3 < prior["quantiles"]["0.5"] < 0.7 and prior["accuracies"].min() >= 0 and prior["accuracies"].max() <= 1
+    assert (
+        0.3 < prior["quantiles"]["0.5"] < 0.7
+        and prior["accuracies"].min() >= 0
+        and prior["accuracies"].max() <= 1
+    )
     rec = checks.recovery(d, FAST, fit["idata"], betas=(0.0, 0.3), replicates=1)
     assert [r["planted_beta"] for r in rec] == [0.0, 0.3], rec
     # the same group effects under both planted betas: their estimates differ by the planted 0.3
@@ -227,8 +327,10 @@ def test_checks_calibration_and_recovery_on_a_small_cell():
 
 def test_slopes_are_centred_only_where_the_tasks_contrasts_differ_beyond_noise():
     # one contrast for every task: a chance spread beyond twice the noise is rare (P(chi2_5 / 5 > 2) = 7.5%)
-    flat = [bayes.slopes_are_informed(bayes.cell_data(synthetic(tasks=6, subsamples=8, n=200, seed=s), "bias"))
-            for s in range(10)]
+    flat = [
+        bayes.slopes_are_informed(bayes.cell_data(synthetic(tasks=6, subsamples=8, n=200, seed=s), "bias"))
+        for s in range(10)
+    ]
     assert sum(flat) <= 2, flat
     for seed in range(3):
         varied = synthetic(tasks=6, subsamples=8, n=200, seed=seed)

@@ -12,7 +12,6 @@ import warnings
 import pandas as pd
 import pytest
 import torch
-
 from conftest import grid_tables, write_grid_config
 
 from harness.core.errors import SettingsError, UserError
@@ -29,9 +28,23 @@ TASK_DIR = "m8/n8/tiny/trec"
 
 
 def config(tmp_path, base, data_dir, out, **extra):
-    cfg = {"base": str(base), "model_tag": "tiny", "flow": "classifier", "tasks": ["trec"], "m": 8, "n": 8,
-           "subsamples": 2, "pretrain_epochs": 1, "clf_epochs": 2, "clf_batch_size": 4, "clf_lr": 1e-3,
-           "pretrain_batch_size": 4, "eval_batch_size": 8, "data_dir": str(data_dir), **extra}
+    cfg = {
+        "base": str(base),
+        "model_tag": "tiny",
+        "flow": "classifier",
+        "tasks": ["trec"],
+        "m": 8,
+        "n": 8,
+        "subsamples": 2,
+        "pretrain_epochs": 1,
+        "clf_epochs": 2,
+        "clf_batch_size": 4,
+        "clf_lr": 1e-3,
+        "pretrain_batch_size": 4,
+        "eval_batch_size": 8,
+        "data_dir": str(data_dir),
+        **extra,
+    }
     return write_grid_config(tmp_path, out, cfg)
 
 
@@ -39,7 +52,9 @@ def tables(out):
     return grid_tables(out, TASK_DIR)
 
 
-@pytest.mark.parametrize("which, side", [("tiny_bert", None), ("tiny_llama", "right"), ("tiny_llama", "left")])
+@pytest.mark.parametrize(
+    "which, side", [("tiny_bert", None), ("tiny_llama", "right"), ("tiny_llama", "left")]
+)
 def test_the_head_reads_cls_or_the_last_non_pad_token_whatever_the_padding(which, side, request):
     model, tok = load_classifier(str(request.getfixturevalue(which)), 3, seed=0)
     model.eval()
@@ -53,8 +68,18 @@ def test_the_head_reads_cls_or_the_last_non_pad_token_whatever_the_padding(which
 
 
 def test_raw_text_tapt_on_test_reads_exactly_the_test_texts(tiny_bert, data_dir, tmp_path):
-    rec = pretrain_text(TextArgs(task="trec", split="test", base=str(tiny_bert), out=tmp_path / "m",
-                                 data_dir=str(data_dir), m=8, n=8, pretrain_batch_size=4))
+    rec = pretrain_text(
+        TextArgs(
+            task="trec",
+            split="test",
+            base=str(tiny_bert),
+            out=tmp_path / "m",
+            data_dir=str(data_dir),
+            m=8,
+            n=8,
+            pretrain_batch_size=4,
+        )
+    )
     docs = subsample_docs(load_spec("trec"), SampleSettings(data_dir=str(data_dir), m=8, n=8), 0)
     assert rec["rows"] == docs["test"]["row"].tolist() and rec["sequences"] == 8
     assert not set(rec["rows"]) & set(docs["train"]["row"])
@@ -80,11 +105,19 @@ def uninterrupted(tmp_path_factory, tiny_llama, data_dir):
 
 def test_layout_and_the_units_record(uninterrupted):
     acc, probs = tables(uninterrupted)
-    assert list(acc.columns) == ["base", "extra", "test", "majority", "num_classes", "majority_all"] and len(acc) == 2
+    assert (
+        list(acc.columns) == ["base", "extra", "test", "majority", "num_classes", "majority_all"]
+        and len(acc) == 2
+    )
     assert set(probs["condition"]) == {"base", "extra", "test"} and len(probs) == 2 * 3 * 8
     unit = json.loads((uninterrupted / TASK_DIR / "units" / "1.json").read_text())
-    assert set(unit["training"]) == {"pretrain_extra", "pretrain_test", "classify_base", "classify_extra",
-                                     "classify_test"}
+    assert set(unit["training"]) == {
+        "pretrain_extra",
+        "pretrain_test",
+        "classify_base",
+        "classify_extra",
+        "classify_test",
+    }
     assert unit["settings"]["flow"] == "classifier" and "quantize" not in unit["settings"]
 
 
@@ -108,8 +141,9 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
         pd.testing.assert_frame_equal(got, want)
 
 
-def test_a_shard_recomputes_its_unit_and_merges_with_the_rest_into_the_unsharded_run(uninterrupted, tmp_path,
-                                                                                    tiny_llama, data_dir):
+def test_a_shard_recomputes_its_unit_and_merges_with_the_rest_into_the_unsharded_run(
+    uninterrupted, tmp_path, tiny_llama, data_dir
+):
     grid_run.run(grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
     rest = tmp_path / "s0"  # shard 0/2 of the shared run: its unit 0
     shutil.copytree(uninterrupted, rest)
@@ -124,7 +158,16 @@ def test_a_shard_recomputes_its_unit_and_merges_with_the_rest_into_the_unsharded
 def test_two_workers_write_the_same_results(uninterrupted, tmp_path, tiny_llama, data_dir):
     from harness.cli.main import main
 
-    main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "w")), "--workers", "2", "--no-summary"])
+    main(
+        [
+            "run",
+            "--config",
+            str(config(tmp_path, tiny_llama, data_dir, tmp_path / "w")),
+            "--workers",
+            "2",
+            "--no-summary",
+        ]
+    )
     for got, want in zip(tables(tmp_path / "w"), tables(uninterrupted)):
         pd.testing.assert_frame_equal(got, want)
     manifests = sorted(p.name for p in (tmp_path / "w" / "m8/n8/tiny").glob("manifest-*.json"))
@@ -132,12 +175,16 @@ def test_two_workers_write_the_same_results(uninterrupted, tmp_path, tiny_llama,
 
 
 def test_bad_input(tmp_path, tiny_bert, tiny_llama, data_dir):
-    with pytest.raises(SettingsError, match="key 'flow' must be one of 'zero_shot', 'classifier', got 'clasifier'"):
+    with pytest.raises(
+        SettingsError, match="key 'flow' must be one of 'zero_shot', 'classifier', got 'clasifier'"
+    ):
         grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "a", flow="clasifier"))
     with pytest.raises(UserError, match="m=4 is smaller than the number of classes \\(6\\)"):
         grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "b", m=4))
     with pytest.raises(SettingsError, match="key 'task_overrides' trec: \\['m'\\] cannot be set per task"):
-        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "c", task_overrides={"trec": {"m": 4}}))
+        grid_config.load_config(
+            config(tmp_path, tiny_bert, data_dir, tmp_path / "c", task_overrides={"trec": {"m": 4}})
+        )
     # an encoder saved without its MLM head: pretraining warns that the head starts random, then runs
     from transformers import BertModel
 
@@ -148,8 +195,18 @@ def test_bad_input(tmp_path, tiny_bert, tiny_llama, data_dir):
     AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(headless)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rec = pretrain_text(TextArgs(task="trec", split="extra", base=str(headless), out=tmp_path / "p",
-                                     data_dir=str(data_dir), m=8, n=8, pretrain_batch_size=4))
+        rec = pretrain_text(
+            TextArgs(
+                task="trec",
+                split="extra",
+                base=str(headless),
+                out=tmp_path / "p",
+                data_dir=str(data_dir),
+                m=8,
+                n=8,
+                pretrain_batch_size=4,
+            )
+        )
     assert rec["mlm_head_was_new"] and any("has no MLM head" in str(w.message) for w in caught)
     # a decoder whose tokenizer has no pad token pads with EOS
     tok = AutoTokenizer.from_pretrained(tiny_llama)
@@ -166,9 +223,14 @@ def test_bad_input(tmp_path, tiny_bert, tiny_llama, data_dir):
 def test_shipped_configs_by_name_or_as_configs_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert grid_config.config_path("demo_classifier") == grid_config.CONFIGS_DIR / "demo_classifier.yaml"
-    assert grid_config.config_path("configs/demo_classifier.yaml") == grid_config.CONFIGS_DIR / "demo_classifier.yaml"
+    assert (
+        grid_config.config_path("configs/demo_classifier.yaml")
+        == grid_config.CONFIGS_DIR / "demo_classifier.yaml"
+    )
     own = tmp_path / "configs" / "demo_classifier.yaml"  # a user's own file of that name wins
     own.parent.mkdir()
     own.write_text("base: x\n")
     assert grid_config.config_path("configs/demo_classifier.yaml") == own.relative_to(tmp_path)
-    assert grid_config.config_path("configs/nope.yaml") == tmp_path.joinpath("configs/nope.yaml").relative_to(tmp_path)
+    assert grid_config.config_path("configs/nope.yaml") == tmp_path.joinpath("configs/nope.yaml").relative_to(
+        tmp_path
+    )

@@ -5,15 +5,14 @@ import math
 
 import pytest
 
-from contamination.sharded_test import ContaminationArgs, check_adapter_base, examples, run, sharded_test
 from contamination.logprobs import logprob_one, logprobs_batched, windows
+from contamination.sharded_test import ContaminationArgs, check_adapter_base, examples, run, sharded_test
 from contamination.stat import pvalue_from_log, shard_sizes, split_shards, t_statistic
 from harness.cli.main import main
-from harness.tasks.splits import subsample_docs
 from harness.core.errors import UserError
-from harness.tasks.subsample import SampleSettings
 from harness.tasks.spec import load_spec
-
+from harness.tasks.splits import subsample_docs
+from harness.tasks.subsample import SampleSettings
 
 
 def test_statistic_by_hand():
@@ -56,13 +55,20 @@ def test_sliding_window_equals_full_context_when_it_fits(tiny):
     ids = tok("one two three four five six seven eight nine ten " * 3)["input_ids"]
     full = logprob_one(model, ids, context=len(ids), stride=len(ids))
     assert logprob_one(model, ids, context=len(ids) + 10, stride=4) == pytest.approx(full, abs=1e-4)
-    assert logprobs_batched(model, [ids], context=len(ids), stride=3, batch_size=4)[0] == pytest.approx(full, abs=1e-4)
-    assert logprob_one(model, ids, context=8, stride=4) != pytest.approx(full, abs=1e-3)  # windows do cut context
+    assert logprobs_batched(model, [ids], context=len(ids), stride=3, batch_size=4)[0] == pytest.approx(
+        full, abs=1e-4
+    )
+    assert logprob_one(model, ids, context=8, stride=4) != pytest.approx(
+        full, abs=1e-3
+    )  # windows do cut context
 
 
 def test_batched_equals_one_sequence_per_pass(tiny):
     model, tok = tiny
-    seqs = [tok(t)["input_ids"] for t in ["a short one", "a much longer sequence " * 9, "a short one", "mid size text " * 4]]
+    seqs = [
+        tok(t)["input_ids"]
+        for t in ["a short one", "a much longer sequence " * 9, "a short one", "mid size text " * 4]
+    ]
     batched = logprobs_batched(model, seqs, context=32, stride=16, batch_size=3)
     assert batched == pytest.approx([logprob_one(model, s, 32, 16) for s in seqs], abs=1e-3)
     assert batched[0] == batched[2]
@@ -76,7 +82,9 @@ def test_examples_in_both_formats(data_dir):
     docs = subsample_docs(spec, SampleSettings(data_dir=str(data_dir), n=5, m=8), 0)["test"]
     labeled = examples(spec, docs, "labeled")
     classes = ["World", "Sports", "Business", "Sci/Tech"]
-    assert labeled == [f"### Text: {t[:1000]}\n ### Answer: {classes[y]}" for t, y in zip(docs["text"], docs["label"])]
+    assert labeled == [
+        f"### Text: {t[:1000]}\n ### Answer: {classes[y]}" for t, y in zip(docs["text"], docs["label"])
+    ]
     # text-only: the unlabeled prompts TAPT trains on, which are what lm-eval shows the model
     task = build_task(TASKS_DIR / "tapt_ag_news.yaml", {"data_dir": str(data_dir), "n": 5, "m": 8})
     assert examples(spec, docs, "text-only") == [task.doc_to_text(d) for d in task.test_docs()]
@@ -84,12 +92,23 @@ def test_examples_in_both_formats(data_dir):
 
 def test_result_has_shards_and_permutations(tiny):
     model, tok = tiny
-    out = sharded_test(model, tok, [f"example number {i}" for i in range(9)], shards=3, permutations=4, seed=0, batch_size=4,
-                       context_len=64, stride=32)
+    out = sharded_test(
+        model,
+        tok,
+        [f"example number {i}" for i in range(9)],
+        shards=3,
+        permutations=4,
+        seed=0,
+        batch_size=4,
+        context_len=64,
+        stride=32,
+    )
     assert out["num_shards"] == 3 and len(out["canonical_logprobs"]) == 3
     assert [len(s) for s in out["shuffled_logprobs"]] == [4, 4, 4]
     canonical = "\n".join(f"example number {i}" for i in range(3))  # shard 0 in its canonical order
-    assert out["canonical_logprobs"][0] == pytest.approx(logprob_one(model, tok(canonical)["input_ids"], 64, 32), abs=1e-3)
+    assert out["canonical_logprobs"][0] == pytest.approx(
+        logprob_one(model, tok(canonical)["input_ids"], 64, 32), abs=1e-3
+    )
     assert out["shuffled_logprobs"][0] != pytest.approx([out["canonical_logprobs"][0]] * 4, abs=1e-3)
 
 

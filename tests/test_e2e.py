@@ -10,15 +10,35 @@ pytestmark = pytest.mark.slow
 
 
 def test_minilm_masked_lm_pretraining_lowers_its_loss(data_dir, tmp_path):
-    rec = pretrain_text(TextArgs(task="ag_news", split="test", base=str(models.prepare(models.MINILM)),
-                                 out=tmp_path / "mlm", data_dir=str(data_dir), n=32, m=8, pretrain_batch_size=16))
+    rec = pretrain_text(
+        TextArgs(
+            task="ag_news",
+            split="test",
+            base=str(models.prepare(models.MINILM)),
+            out=tmp_path / "mlm",
+            data_dir=str(data_dir),
+            n=32,
+            m=8,
+            pretrain_batch_size=16,
+        )
+    )
     assert rec["objective"] == "mlm" and rec["steps"] == 4
     assert rec["final_loss"] < rec["losses"][0]
 
 
 def test_smollm2_qlora_adapter_on_test_prompts(data_dir, smollm2_dir, tmp_path):
-    rec = train_adapter(AdapterArgs(task="ag_news", split="test", base=str(smollm2_dir), out=tmp_path / "ad",
-                                    data_dir=str(data_dir), n=8, m=8, batch_size=4))
+    rec = train_adapter(
+        AdapterArgs(
+            task="ag_news",
+            split="test",
+            base=str(smollm2_dir),
+            out=tmp_path / "ad",
+            data_dir=str(data_dir),
+            n=8,
+            m=8,
+            batch_size=4,
+        )
+    )
     assert rec["quantized_4bit"] and rec["steps"] == 2 and rec["sequences"] == 8
     assert 1.0 < rec["losses"][0] < 8.0  # a real pretrained LM, not a random one (ln 49152 = 10.8)
     assert (tmp_path / "ad" / "adapter_model.safetensors").is_file()

@@ -36,7 +36,10 @@ def test_layout_rows_and_the_leak_condition(tiny_grid):
     unit = json.loads((tiny_grid / TINY_GRID_DIR / "units" / "0.json").read_text())
     assert unit["training"]["leak"]["answers"] is True and unit["training"]["test"]["answers"] is False
     assert unit["training"]["leak"]["split"] == unit["training"]["test"]["split"] == "test"
-    assert set(unit["seconds"]) == {"score_base", *(f"{s}_{c}" for c in conditions[1:] for s in ("train", "score"))}
+    assert set(unit["seconds"]) == {
+        "score_base",
+        *(f"{s}_{c}" for c in conditions[1:] for s in ("train", "score")),
+    }
     manifest = json.loads((tiny_grid / MODEL_DIR / "manifest-shard0of1.json").read_text())
     assert manifest["finished_units"] == [["ag_news", 0], ["ag_news", 1], ["ag_news", 2]]
     assert manifest["settings_hash"] == unit["settings_hash"] and manifest["versions"]["lm_eval"]
@@ -63,10 +66,13 @@ def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, ti
     assert {p: p.stat().st_mtime_ns for p in out.rglob("units/*")} == before
 
 
-def test_a_shard_recomputes_its_units_and_merges_with_the_rest_into_the_unsharded_run(tiny_grid, tmp_path,
-                                                                                     tiny_llama, data_dir):
+def test_a_shard_recomputes_its_units_and_merges_with_the_rest_into_the_unsharded_run(
+    tiny_grid, tmp_path, tiny_llama, data_dir
+):
     cfg = load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1"))
-    assert [k for _, k in grid_run.units(cfg, (0, 2))] == [0, 2] and [k for _, k in grid_run.units(cfg, (1, 2))] == [1]
+    assert [k for _, k in grid_run.units(cfg, (0, 2))] == [0, 2] and [
+        k for _, k in grid_run.units(cfg, (1, 2))
+    ] == [1]
     grid_run.run(cfg, (1, 2))  # unit 1, computed again in this process
     rest = tmp_path / "s0"  # shard 0/2 of the shared run: its units 0 and 2
     shutil.copytree(tiny_grid, rest)
@@ -84,7 +90,9 @@ def test_merge_refuses_shards_run_with_other_settings_and_missing_folders(tiny_g
     record = json.loads(unit.read_text())
     record["settings"]["lr"], record["settings_hash"] = 0.5, "0123456789abcdef"
     unit.write_text(json.dumps(record))
-    with pytest.raises(SettingsError, match="cannot merge m4/n6/tiny: .* different settings:\n  lr: 0.01 -> 0.5"):
+    with pytest.raises(
+        SettingsError, match="cannot merge m4/n6/tiny: .* different settings:\n  lr: 0.01 -> 0.5"
+    ):
         merge([tiny_grid, odd], tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
     with pytest.raises(UserError, match=r"merge: no such results folder\(s\) \['.*nowhere'\]"):
@@ -96,11 +104,17 @@ def test_merge_refuses_shards_run_with_other_settings_and_missing_folders(tiny_g
 
 def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path, tiny_llama, data_dir):
     out = tmp_path / "out"
-    grid_run.run(load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=1, conditions=["base", "extra", "test"])))
+    grid_run.run(
+        load_config(
+            config(tmp_path, tiny_llama, data_dir, out, subsamples=1, conditions=["base", "extra", "test"])
+        )
+    )
     unit = out / TINY_GRID_DIR / "units" / "0.json"
     manifest = out / MODEL_DIR / "manifest-shard0of1.json"
     before = manifest.read_bytes(), unit.read_bytes()
-    changed = config(tmp_path, tiny_llama, data_dir, out, subsamples=1, epochs=2, conditions=["base", "extra", "test"])
+    changed = config(
+        tmp_path, tiny_llama, data_dir, out, subsamples=1, epochs=2, conditions=["base", "extra", "test"]
+    )
     with pytest.raises(SystemExit) as err:
         main(["run", "--config", str(changed), "--no-summary"])
     message = str(err.value)
@@ -115,21 +129,30 @@ def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path,
     from harness.grid.workers import run_workers  # workers check the settings once, before any starts
 
     with pytest.raises(SettingsError, match="made with other settings"):
-        run_workers(["run"], load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=1)), (0, 1), 2, False)
+        run_workers(
+            ["run"], load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=1)), (0, 1), 2, False
+        )
 
 
 def test_config_errors(tmp_path, tiny_llama, data_dir):
     with pytest.raises(TaskError, match="task 'nope': unknown task 'nope'"):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
-    with pytest.raises(TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 1535"):
+    with pytest.raises(
+        TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 1535"
+    ):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
     with pytest.raises(SettingsError, match="unknown key\\(s\\) \\['subsample'\\]"):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3))
     with pytest.raises(SystemExit, match="--shard must look like i/N"):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
-    with pytest.raises(SettingsError, match="x.yaml: key 'conditions' must be base, extra, test and optionally leak, "
-                                            "got \\['base', 'test', 'leak'\\]"):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"]))
+    with pytest.raises(
+        SettingsError,
+        match="x.yaml: key 'conditions' must be base, extra, test and optionally leak, "
+        "got \\['base', 'test', 'leak'\\]",
+    ):
+        load_config(
+            config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"])
+        )
 
 
 def test_a_shipped_config_without_data_offline_names_the_data_dir_fix(monkeypatch, tmp_path):
@@ -155,7 +178,9 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(tiny_grid, tmp_path, t
     units = tmp_path / "killed" / TINY_GRID_DIR / "units"
     logs = tmp_path / "killed" / MODEL_DIR / "logs"
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:  # until unit 1 is half done: its extra adapter trained
+    while (
+        time.time() < deadline and proc.poll() is None
+    ):  # until unit 1 is half done: its extra adapter trained
         if any("ag_news subsample 1: train_extra done" in p.read_text() for p in logs.glob("*.log")):
             break
         time.sleep(0.02)

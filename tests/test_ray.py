@@ -9,7 +9,6 @@ import time
 
 import pandas as pd
 import pytest
-
 from conftest import grid_tables
 from conftest import tiny_grid_config as config
 
@@ -55,12 +54,23 @@ def running_unit_pid(logs, timeout: float = 300) -> int:
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(ray_local, tmp_path, tiny_llama, data_dir):
+def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(
+    ray_local, tmp_path, tiny_llama, data_dir
+):
     from harness.grid.on_ray import executor
 
     # long units (10 epochs), so that the kill lands while the first one runs
-    cfg = grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "fault", subsamples=4,
-                                         epochs=10.0, conditions=["base", "extra", "test"]))
+    cfg = grid_config.load_config(
+        config(
+            tmp_path,
+            tiny_llama,
+            data_dir,
+            tmp_path / "fault",
+            subsamples=4,
+            epochs=10.0,
+            conditions=["base", "extra", "test"],
+        )
+    )
     failure = []
 
     def drive():

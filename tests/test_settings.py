@@ -53,7 +53,11 @@ def test_n_below_1_is_refused_everywhere(tmp_path, data_dir, n):
     from tasks_yaml.utils import load_docs
 
     kwargs = {"slug": "trec", "hub_id": "trec", "classes": ["a"] * 6, "instruction": "x."}
-    with pytest.raises(SettingsError, match=f"(?s)task tapt_trec: --metadata 'n' must be at least 1, got {n}.*lm_eval sets the subsample with --metadata"):
+    with pytest.raises(
+        SettingsError,
+        match=f"(?s)task tapt_trec: --metadata 'n' must be at least 1, got {n}.*lm_eval sets the "
+        "subsample with --metadata",
+    ):
         load_docs(**kwargs, data_dir=str(data_dir), n=n)
 
 
@@ -71,9 +75,13 @@ def test_contamination_pvalue_on_a_binary_file(tmp_path):
         main(["contamination", "pvalue", str(tmp_path / "log.json")])
 
 
-def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_cwd(tmp_path, data_dir, monkeypatch):
+def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_cwd(
+    tmp_path, data_dir, monkeypatch
+):
     folder = tmp_path / "configs"
-    path = write_config(folder, data_dir=os.path.relpath(data_dir, folder), include_path=["mine"], out="results")
+    path = write_config(
+        folder, data_dir=os.path.relpath(data_dir, folder), include_path=["mine"], out="results"
+    )
     (folder / "mine").mkdir()
     monkeypatch.chdir("/")
     cfg = load_config(path)

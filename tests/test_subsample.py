@@ -40,9 +40,11 @@ def test_different_subsamples_differ_and_same_one_repeats():
 
 def test_identical_rows_in_separate_processes(data_dir):
     code = (
-        "import json; from harness.tasks.splits import subsample_docs; from harness.tasks.spec import load_spec;"
+        "import json; from harness.tasks.splits import subsample_docs; from harness.tasks.spec "
+        "import load_spec;"
         "from harness.tasks.subsample import SampleSettings;"
-        f"d = subsample_docs(load_spec('ag_news'), SampleSettings(data_dir={str(data_dir)!r}, m=20, n=30), 2);"
+        f"d = subsample_docs(load_spec('ag_news'), SampleSettings(data_dir={str(data_dir)!r}, "
+        "m=20, n=30), 2);"
         "print(json.dumps({s: d[s]['row'].tolist() for s in d}))"
     )
     runs = [json.loads(subprocess.check_output([sys.executable, "-c", code], text=True)) for _ in range(2)]

@@ -1,6 +1,7 @@
 """tapt-bench summarize: means, permutation tests, BH adjustment, the JSON shape, bad input."""
 
 import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,18 +12,22 @@ from harness.results import collect
 from harness.stats.summary import bias_pvalue, summarize
 
 
-
 def write(root, task, rows, m=10, n=10, model="toy"):
     d = root / f"m{m}" / f"n{n}" / model / task
     d.mkdir(parents=True)
     pd.DataFrame(rows, columns=["base", "extra", "test", "majority", "num_classes", "majority_all"]).to_csv(
-        d / "accuracies.csv", index=False)
+        d / "accuracies.csv", index=False
+    )
 
 
 @pytest.fixture
 def fixture_dir(tmp_path):
     write(tmp_path, "a", [[0.5, 0.6, 0.7, 0.3, 2, 0.5], [0.4, 0.6, 0.6, 0.3, 2, 0.5]])
-    write(tmp_path, "b", [[0.2, 0.1, 0.0, 0.3, 2, 0.5], [0.3, 0.3, 0.2, 0.3, 2, 0.5], [0.5, 0.5, 0.5, 0.3, 2, 0.5]])
+    write(
+        tmp_path,
+        "b",
+        [[0.2, 0.1, 0.0, 0.3, 2, 0.5], [0.3, 0.3, 0.2, 0.3, 2, 0.5], [0.5, 0.5, 0.5, 0.3, 2, 0.5]],
+    )
     return tmp_path
 
 
@@ -34,16 +39,44 @@ def test_hand_computed_means(fixture_dir, capsys):
     # boosts: a 0.1, 0.2; b -0.1, 0, 0 -> mean 0.2/5; biases: a 0.1, 0; b -0.1, -0.1, 0 -> mean -0.1/5
     # detectable bias: K=2 and K=3 subsamples; the sign-flip test's smallest p-value 2^-K is above 0.05
     assert c.pop("detectable_bias_median") == float("inf")
-    assert c == pytest.approx({"m": 10, "n": 10, "model": "toy", "boost_mean": 0.04, "bias_mean": -0.02,
-                               "tasks": 2, "rows": 5, "tasks_positive_bias": 1, "tasks_negative_bias": 1})
+    assert c == pytest.approx(
+        {
+            "m": 10,
+            "n": 10,
+            "model": "toy",
+            "boost_mean": 0.04,
+            "bias_mean": -0.02,
+            "tasks": 2,
+            "rows": 5,
+            "tasks_positive_bias": 1,
+            "tasks_negative_bias": 1,
+        }
+    )
     assert isinstance(c["m"], int) and isinstance(c["n"], int)
     a, b = out["tasks"]
     assert (a["task"], a["boost_mean"], a["bias_mean"]) == ("a", pytest.approx(0.15), pytest.approx(0.05))
-    assert (b["task"], b["boost_mean"], b["bias_mean"]) == ("b", pytest.approx(-1 / 30), pytest.approx(-1 / 15))
-    assert set(a) == {"m", "n", "model", "task", "boost_mean", "bias_mean", "p_value", "p_adjusted", "detectable_bias"}
+    assert (b["task"], b["boost_mean"], b["bias_mean"]) == (
+        "b",
+        pytest.approx(-1 / 30),
+        pytest.approx(-1 / 15),
+    )
+    assert set(a) == {
+        "m",
+        "n",
+        "model",
+        "task",
+        "boost_mean",
+        "bias_mean",
+        "p_value",
+        "p_adjusted",
+        "detectable_bias",
+    }
     assert a["detectable_bias"] == b["detectable_bias"] == float("inf")
     main(["summarize", str(fixture_dir)])
-    assert "with under 5 subsamples per task no permutation p-value can fall below 0.05" in capsys.readouterr().out
+    assert (
+        "with under 5 subsamples per task no permutation p-value can fall below 0.05"
+        in capsys.readouterr().out
+    )
 
 
 def test_detectable_bias_by_hand():
@@ -70,7 +103,9 @@ def test_detectable_bias_matches_a_brute_force_power_simulation():
     assert mde == pytest.approx(0.03 * (1.729 + 0.861) / np.sqrt(20), rel=0.25)
     centered = observed - observed.mean()
     trials = 300
-    rejected = [bias_pvalue(rng.choice(centered, 20) + mde, np.zeros(20), seed=t) < 0.05 for t in range(trials)]
+    rejected = [
+        bias_pvalue(rng.choice(centered, 20) + mde, np.zeros(20), seed=t) < 0.05 for t in range(trials)
+    ]
     power, error = np.mean(rejected), np.sqrt(0.8 * 0.2 / trials)
     assert abs(power - 0.80) < 3 * error, (power, error)
 
@@ -99,11 +134,15 @@ def test_bh_adjustment_matches_the_formula(tmp_path):
     assert [t["p_adjusted"] for t in tasks] == pytest.approx(expected.tolist())
 
 
-@pytest.mark.parametrize("family, rows", [("bert_gpt2", 27000), ("zero_shot", 500), ("zero_shot_packing", 500)])
+@pytest.mark.parametrize(
+    "family, rows", [("bert_gpt2", 27000), ("zero_shot", 500), ("zero_shot_packing", 500)]
+)
 def test_reads_the_study_release(reference_dir, family, rows):
     df = collect(reference_dir / "accuracies" / family)
     assert len(df) == rows and df[["base", "extra", "test"]].notna().all().all()
-    one_cell = df[(df["m"] == df["m"].min()) & (df["n"] == df["n"].max())]  # the whole release: `summarize` CLI
+    one_cell = df[
+        (df["m"] == df["m"].min()) & (df["n"] == df["n"].max())
+    ]  # the whole release: `summarize` CLI
     summary = summarize(one_cell)
     assert sum(c["rows"] for c in summary["configs"]) == len(one_cell) and len(summary["tasks"]) >= 20
 
@@ -113,16 +152,20 @@ def test_bad_input(tmp_path):
         collect(tmp_path)
     d = tmp_path / "m10" / "n10" / "toy" / "a"
     d.mkdir(parents=True)
-    (d / "accuracies.csv").write_bytes(b"\x00\xff\xfe garbage \"unclosed\n1,2")
+    (d / "accuracies.csv").write_bytes(b'\x00\xff\xfe garbage "unclosed\n1,2')
     with pytest.raises(UserError, match="a/accuracies.csv: unreadable accuracies.csv"):
         collect(tmp_path)
     (d / "accuracies.csv").write_text("base,extra,test\n0.1,0.2,0.3\n")
     with pytest.raises(UserError, match=r"missing column\(s\) \['majority', 'num_classes', 'majority_all'\]"):
         collect(tmp_path)
-    (d / "accuracies.csv").write_text("base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.25,0.2,0.3,0,2,0.5\n")
+    (d / "accuracies.csv").write_text(
+        "base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.25,0.2,0.3,0,2,0.5\n"
+    )
     with pytest.raises(UserError, match="row 1 is not a multiple of 1/10 .* rows of another n are mixed"):
         collect(tmp_path)
-    (d / "accuracies.csv").write_text("base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.1,abc,0.3,0,2,0.5\n")
+    (d / "accuracies.csv").write_text(
+        "base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.1,abc,0.3,0,2,0.5\n"
+    )
     with pytest.raises(UserError, match="row 1 \\(line 3\\), column 'extra': 'abc' is not a number"):
         collect(tmp_path)
 
@@ -133,8 +176,11 @@ def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
     d = tmp_path / "m10" / "n10" / "toy" / "a"
     d.mkdir(parents=True)
     predicted = {"base": [0, 1, 1, 0], "extra": [0, 1, 0, 0], "test": [1, 1, 0, 1]}  # 2 subsamples x 2 docs
-    rows = [{"subsample": i // 2, "row": i % 2, "condition": c, "probs": [0.9, 0.1] if p == 0 else [0.2, 0.8]}
-            for c, preds in predicted.items() for i, p in enumerate(preds)]
+    rows = [
+        {"subsample": i // 2, "row": i % 2, "condition": c, "probs": [0.9, 0.1] if p == 0 else [0.2, 0.8]}
+        for c, preds in predicted.items()
+        for i, p in enumerate(preds)
+    ]
     pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
     (got,) = prediction_changes(tmp_path).to_dict("records")
     assert got == {"task": "a", "docs": 4, "extra/base": 0.25, "test/base": 0.75, "test/extra": 0.5}

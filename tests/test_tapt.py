@@ -33,7 +33,9 @@ def test_packing_holds_8_texts_per_sequence_and_the_instruction_once(docs):
     assert [s.count("### Text: ") for s in seqs] == [8, 8, 4]
     head = AG_NEWS_PROMPT.split("### Text:")[0]
     assert all(s.startswith(head) and s.count("Your task is to classify") == 1 for s in seqs)
-    assert "\n\n".join(s[len(head):] for s in seqs).split("\n\n") == [f"### Text: {t[:1000]}" for t in docs["test"]["text"]]
+    assert "\n\n".join(s[len(head) :] for s in seqs).split("\n\n") == [
+        f"### Text: {t[:1000]}" for t in docs["test"]["text"]
+    ]
 
 
 def test_no_label_and_no_train_text_reaches_tapt_data(docs):
@@ -54,12 +56,16 @@ def test_the_leak_corpus_is_exactly_the_test_prompts_with_their_true_answers(doc
     leak = prompt_sequences(spec, test, False, answers=True)
     # each test prompt followed by its gold continuation, as lm-eval renders and scores them
     task = build_task(TASKS_DIR / "tapt_ag_news.yaml", {"data_dir": str(data_dir), **SUB})
-    scored = [task.doc_to_text(d) + task.config.target_delimiter + task.doc_to_choice(d)[task.doc_to_target(d)]
-              for d in task.test_docs()]
+    scored = [
+        task.doc_to_text(d) + task.config.target_delimiter + task.doc_to_choice(d)[task.doc_to_target(d)]
+        for d in task.test_docs()
+    ]
     assert leak == scored and leak[0].endswith("### Answer: " + AG_NEWS[test["label"][0]])
     packed = prompt_sequences(spec, test, True, answers=True)
     blocks = "\n\n".join(s.split("Answer with its topic.\n\n", 1)[1] for s in packed).split("\n\n")
-    assert blocks == [f"### Text: {t[:1000]}\n ### Answer: {AG_NEWS[y]}" for t, y in zip(test["text"], test["label"])]
+    assert blocks == [
+        f"### Text: {t[:1000]}\n ### Answer: {AG_NEWS[y]}" for t, y in zip(test["text"], test["label"])
+    ]
     joined = "\n".join(leak)
     assert not any(t[:1000] in joined for t in docs["train"]["text"])
     assert not any(t[:1000] in joined for t in docs["extra"]["text"])
@@ -68,19 +74,36 @@ def test_the_leak_corpus_is_exactly_the_test_prompts_with_their_true_answers(doc
 
 
 def adapter_args(tiny_llama, data_dir, tmp_path, **kw):
-    return AdapterArgs(**{"task": "ag_news", "split": "test", "base": str(tiny_llama), "out": tmp_path / "ad",
-                          "data_dir": str(data_dir), "batch_size": 4, "lr": 5e-3, **SUB, **kw})
+    return AdapterArgs(
+        **{
+            "task": "ag_news",
+            "split": "test",
+            "base": str(tiny_llama),
+            "out": tmp_path / "ad",
+            "data_dir": str(data_dir),
+            "batch_size": 4,
+            "lr": 5e-3,
+            **SUB,
+            **kw,
+        }
+    )
 
 
 def class_loglikelihoods(lm, docs):
     spec = load_spec("ag_news")
     from lm_eval.api.instance import Instance
 
-    reqs = [Instance("loglikelihood", {}, (p, " " + c), i) for i, p in enumerate(docs["prompt"][:3]) for c in spec.classes]
+    reqs = [
+        Instance("loglikelihood", {}, (p, " " + c), i)
+        for i, p in enumerate(docs["prompt"][:3])
+        for c in spec.classes
+    ]
     return torch.tensor([ll for ll, _ in lm.loglikelihood(reqs)])
 
 
-def test_split_test_trains_on_exactly_the_test_texts_and_changes_the_model(tiny_llama, data_dir, tmp_path, docs):
+def test_split_test_trains_on_exactly_the_test_texts_and_changes_the_model(
+    tiny_llama, data_dir, tmp_path, docs
+):
     from lm_eval.models.huggingface import HFLM
 
     rec = train_adapter(adapter_args(tiny_llama, data_dir, tmp_path))
@@ -90,7 +113,9 @@ def test_split_test_trains_on_exactly_the_test_texts_and_changes_the_model(tiny_
     assert saved["quantized_4bit"] and rec["steps"] == 5 and len(saved["losses"]) == 5
     assert (tmp_path / "ad" / "adapter_config.json").is_file()
     base = class_loglikelihoods(HFLM(pretrained=str(tiny_llama), device="cpu"), docs["test"])
-    tuned = class_loglikelihoods(HFLM(pretrained=str(tiny_llama), peft=str(tmp_path / "ad"), device="cpu"), docs["test"])
+    tuned = class_loglikelihoods(
+        HFLM(pretrained=str(tiny_llama), peft=str(tmp_path / "ad"), device="cpu"), docs["test"]
+    )
     assert (base - tuned).abs().max() > 1e-3
 
 
@@ -113,10 +138,21 @@ def test_masking_rate_is_15_percent(tiny_bert):
 @pytest.mark.parametrize("which", ["tiny_bert", "tiny_llama"])
 def test_pretrain_text_saves_a_model_dir(which, request, data_dir, tmp_path):
     base = request.getfixturevalue(which)
-    rec = pretrain_text(TextArgs(task="ag_news", split="extra", base=str(base), out=tmp_path / "m",
-                                 data_dir=str(data_dir), pretrain_batch_size=8, **SUB))
+    rec = pretrain_text(
+        TextArgs(
+            task="ag_news",
+            split="extra",
+            base=str(base),
+            out=tmp_path / "m",
+            data_dir=str(data_dir),
+            pretrain_batch_size=8,
+            **SUB,
+        )
+    )
     assert rec["objective"] == ("mlm" if which == "tiny_bert" else "clm")
-    assert rec["epochs"] == (2.0 if which == "tiny_bert" else 1.0) and rec["steps"] == (6 if which == "tiny_bert" else 3)
+    assert rec["epochs"] == (2.0 if which == "tiny_bert" else 1.0) and rec["steps"] == (
+        6 if which == "tiny_bert" else 3
+    )
     assert (tmp_path / "m" / "model.safetensors").is_file() and (tmp_path / "m" / "tapt.json").is_file()
 
 
@@ -150,5 +186,9 @@ def test_an_mlm_batch_always_has_a_masked_token(tiny_bert):
     torch.manual_seed(0)
     batches = [collate([{"input_ids": tok("a b")["input_ids"]}]) for _ in range(200)]  # 2 maskable tokens
     assert all((b["labels"] != -100).sum() >= 1 for b in batches)
-    forced = [b for b in batches if (b["labels"] != -100).sum() == 1 and (b["input_ids"] == tok.mask_token_id).sum() == 1]
+    forced = [
+        b
+        for b in batches
+        if (b["labels"] != -100).sum() == 1 and (b["input_ids"] == tok.mask_token_id).sum() == 1
+    ]
     assert len(forced) > 100  # P(no token masked of 2) = 0.85^2: the guard does most of the masking here

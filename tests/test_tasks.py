@@ -6,7 +6,13 @@ from harness.tasks import prompts
 from harness.tasks.spec import TASKS_DIR, all_slugs, load_spec, load_task_config
 from harness.tasks.validate import build_task, render_first
 
-OFFLINE_MISSING = {"app_reviews", "frenk_hate_en", "mtop_domain", "patent_classification", "yahoo_answers_topics"}
+OFFLINE_MISSING = {
+    "app_reviews",
+    "frenk_hate_en",
+    "mtop_domain",
+    "patent_classification",
+    "yahoo_answers_topics",
+}
 
 AG_NEWS_PROMPT = (
     "Your task is to classify a given text as one of these categories:\n"
@@ -20,8 +26,11 @@ def test_every_task_yaml_is_a_member_of_tapt_all_in_lm_evals_index():
     from lm_eval.tasks import TaskManager
 
     index = TaskManager(include_path=str(TASKS_DIR), include_defaults=False).task_index
-    task_files = {load_task_config(p)["task"] for p in TASKS_DIR.glob("tapt_*.yaml") if "task" in load_task_config(p)
-                  and "group" not in load_task_config(p)}
+    task_files = {
+        load_task_config(p)["task"]
+        for p in TASKS_DIR.glob("tapt_*.yaml")
+        if "task" in load_task_config(p) and "group" not in load_task_config(p)
+    }
     assert len(task_files) >= 25 and task_files == {f"tapt_{s}" for s in all_slugs()}
     assert index["tapt_all"].cfg["task"] == ["tapt_tasks"] and index["tapt_tasks"].tags == task_files
 
@@ -44,14 +53,19 @@ def test_lm_eval_renders_our_prompt_and_scores_class_names(data_dir):
     assert len(docs) == 7 and len(list(task.training_docs())) == 8
     shown = render_first(task)
     assert shown["prompt"] == AG_NEWS_PROMPT.format(text=docs[0]["text"][:1000])
-    assert shown["choices"] == ["World", "Sports", "Business", "Sci/Tech"] and shown["delimiter"] == prompts.ANSWER_DELIMITER
+    assert (
+        shown["choices"] == ["World", "Sports", "Business", "Sci/Tech"]
+        and shown["delimiter"] == prompts.ANSWER_DELIMITER
+    )
     assert shown["target"] == shown["choices"][docs[0]["label"]]
 
 
 def test_metadata_split_selects_the_subsample_split(data_dir):
     meta = {"data_dir": str(data_dir), "n": 5, "m": 8, "subsample": 1}
-    rows = {s: [d["row"] for d in build_task(TASKS_DIR / "tapt_trec.yaml", {**meta, "split": s}).test_docs()]
-            for s in ("extra", "test")}
+    rows = {
+        s: [d["row"] for d in build_task(TASKS_DIR / "tapt_trec.yaml", {**meta, "split": s}).test_docs()]
+        for s in ("extra", "test")
+    }
     assert len(rows["extra"]) == len(rows["test"]) == 5 and not set(rows["extra"]) & set(rows["test"])
 
 
@@ -73,11 +87,20 @@ def test_lm_evals_own_hf_model_scores_what_the_grid_scores(tiny_llama, data_dir)
     from harness.tasks.spec import lm_eval_tasks
 
     metadata = {"data_dir": str(data_dir), "n": 10}
-    cli = simple_evaluate(model="hf", model_args=f"pretrained={tiny_llama}", device="cpu", tasks=["tapt_ag_news"],
-                          task_manager=lm_eval_tasks([], metadata), log_samples=True, verbosity="ERROR")
+    cli = simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={tiny_llama}",
+        device="cpu",
+        tasks=["tapt_ag_news"],
+        task_manager=lm_eval_tasks([], metadata),
+        log_samples=True,
+        verbosity="ERROR",
+    )
     model, tok = AutoModelForCausalLM.from_pretrained(tiny_llama), AutoTokenizer.from_pretrained(tiny_llama)
     ours = score(scorer(model, tok, 8), lm_eval_task(load_spec("ag_news"), metadata, []))
-    assert len(ours) == 10 and cli["results"]["tapt_ag_news"]["acc,none"] == pytest.approx(ours["correct"].mean())
+    assert len(ours) == 10 and cli["results"]["tapt_ag_news"]["acc,none"] == pytest.approx(
+        ours["correct"].mean()
+    )
     theirs = sorted(cli["samples"]["tapt_ag_news"], key=lambda s: s["doc_id"])
     for sample, probs in zip(theirs, ours["probs"]):
         ll = np.array([float(r[0]) for r in sample["filtered_resps"]])

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from harness.cli.main import main
-from harness.tasks.data import load_pool
 from harness.core.errors import TaskError
+from harness.tasks.data import load_pool
 from harness.tasks.spec import TASKS_DIR, load_spec
 
-YAML = f"""include: {TASKS_DIR / '_template_yaml'}
+YAML = f"""include: {TASKS_DIR / "_template_yaml"}
 task: tapt_weather
 dataset_kwargs:
   slug: weather
@@ -33,8 +33,13 @@ def user(tmp_path):
     tasks.mkdir()
     (tasks / "tapt_weather.yaml").write_text(YAML)
     (data / "weather").mkdir(parents=True)
-    rows = [(f"forecast {i}: {'gale warning, heavy rain' if i % 3 == 0 else 'light breeze, sunny'}",
-             "stormy" if i % 3 == 0 else "calm") for i in range(60)]
+    rows = [
+        (
+            f"forecast {i}: {'gale warning, heavy rain' if i % 3 == 0 else 'light breeze, sunny'}",
+            "stormy" if i % 3 == 0 else "calm",
+        )
+        for i in range(60)
+    ]
     pd.DataFrame(rows, columns=["forecast", "tone"]).to_csv(data / "weather" / "data.csv", index=False)
     return {"tasks": str(tasks), "data": str(data)}
 
@@ -55,10 +60,27 @@ def test_a_label_outside_the_classes_is_named(user, tmp_path):
 def test_validate_and_show_by_slug(user, capsys):
     main(["tasks", "validate", user["tasks"], "--data-dir", user["data"], "--m", "6", "--n", "20"])
     assert "1 ok, 0 with problems" in capsys.readouterr().out
-    main(["tasks", "show", "--task", "weather", "--include-path", user["tasks"], "--data-dir", user["data"],
-          "--m", "6", "--n", "20"])
+    main(
+        [
+            "tasks",
+            "show",
+            "--task",
+            "weather",
+            "--include-path",
+            user["tasks"],
+            "--data-dir",
+            user["data"],
+            "--m",
+            "6",
+            "--n",
+            "20",
+        ]
+    )
     shown = capsys.readouterr().out
-    assert "calm\nstormy\n\nThe text is a forecast. Answer with its tone." in shown and "### Text: forecast " in shown
+    assert (
+        "calm\nstormy\n\nThe text is a forecast. Answer with its tone." in shown
+        and "### Text: forecast " in shown
+    )
     with pytest.raises(SystemExit, match="unknown task 'weather'.*add its folder with --include-path"):
         main(["tasks", "show", "--task", "weather", "--data-dir", user["data"]])
 
@@ -74,21 +96,48 @@ def test_a_task_defined_in_two_folders_is_an_error_naming_both(user, tmp_path):
     twin = tmp_path / "twin"
     twin.mkdir()
     (twin / "tapt_weather_copy.yaml").write_text(YAML)
-    with pytest.raises(TaskError, match="task tapt_weather is defined twice: .*tapt_weather.yaml and .*tapt_weather_copy.yaml"):
+    with pytest.raises(
+        TaskError,
+        match="task tapt_weather is defined twice: .*tapt_weather.yaml and .*tapt_weather_copy.yaml",
+    ):
         load_spec("weather", [user["tasks"], str(twin)])
 
 
 @pytest.mark.slow
 def test_train_by_slug_prints_the_lm_eval_command_that_scores_it(user, tiny_llama, tmp_path, capsys):
-    main(["train", "--task", "weather", "--split", "test", "--include-path", user["tasks"], "--data-dir", user["data"],
-          "--m", "6", "--n", "10", "--base", str(tiny_llama), "--quantize", "none", "--out", str(tmp_path / "ad")])
+    main(
+        [
+            "train",
+            "--task",
+            "weather",
+            "--split",
+            "test",
+            "--include-path",
+            user["tasks"],
+            "--data-dir",
+            user["data"],
+            "--m",
+            "6",
+            "--n",
+            "10",
+            "--base",
+            str(tiny_llama),
+            "--quantize",
+            "none",
+            "--out",
+            str(tmp_path / "ad"),
+        ]
+    )
     command = capsys.readouterr().out.strip().splitlines()[-1]
     argv = shlex.split(command)
     assert argv[0] == "lm_eval" and f"peft={tmp_path / 'ad'}" in command and user["tasks"] in argv
     meta = json.loads(argv[argv.index("--metadata") + 1])
     assert meta == {"data_dir": user["data"], "m": 6, "n": 10, "seed": 0, "subsample": 0, "split": "test"}
-    done = subprocess.run([sys.executable, "-m", "lm_eval", *argv[1:], "--output_path", str(tmp_path / "eval")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "lm_eval", *argv[1:], "--output_path", str(tmp_path / "eval")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(next((tmp_path / "eval").rglob("results_*.json")).read_text())
     assert results["n-samples"]["tapt_weather"]["effective"] == 10
@@ -99,9 +148,22 @@ def test_a_one_task_grid_by_slug(user, tiny_llama, tmp_path):
     from harness.grid import run as grid_run
 
     path = tmp_path / "grid.yaml"
-    path.write_text(json.dumps({"base": str(tiny_llama), "model_tag": "tiny", "tasks": ["weather"], "m": 6, "n": 10,
-                                "subsamples": 1, "quantize": "none", "include_path": [user["tasks"]],
-                                "data_dir": user["data"], "out": str(tmp_path / "out")}))
+    path.write_text(
+        json.dumps(
+            {
+                "base": str(tiny_llama),
+                "model_tag": "tiny",
+                "tasks": ["weather"],
+                "m": 6,
+                "n": 10,
+                "subsamples": 1,
+                "quantize": "none",
+                "include_path": [user["tasks"]],
+                "data_dir": user["data"],
+                "out": str(tmp_path / "out"),
+            }
+        )
+    )
     grid_run.run(grid_config.load_config(path))
     acc = pd.read_csv(tmp_path / "out" / "m6" / "n10" / "tiny" / "weather" / "accuracies.csv")
     assert len(acc) == 1 and acc["num_classes"].tolist() == [2]

@@ -6,7 +6,7 @@ import pytest
 from harness.cli.main import main
 from harness.tasks.spec import TASKS_DIR
 
-GOOD = f"""include: {TASKS_DIR / '_template_yaml'}
+GOOD = f"""include: {TASKS_DIR / "_template_yaml"}
 task: tapt_toy
 dataset_kwargs:
   slug: toy
@@ -18,7 +18,11 @@ doc_to_choice: *classes
 
 
 def write_task(tmp_path, yaml_text=GOOD, rows=None):
-    rows = rows if rows is not None else {"text": [f"remark {i}" for i in range(60)], "label": [i % 3 for i in range(60)]}
+    rows = (
+        rows
+        if rows is not None
+        else {"text": [f"remark {i}" for i in range(60)], "label": [i % 3 for i in range(60)]}
+    )
     (tmp_path / "data" / "toy").mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(tmp_path / "data" / "toy" / "data.parquet")
     path = tmp_path / "tapt_toy.yaml"
@@ -43,20 +47,56 @@ def test_a_good_task_passes(tmp_path, capsys):
     [
         ("task: [unclosed\n", None, [], "malformed YAML"),
         (GOOD + "doc_to_txt: prompt\n", None, [], "unknown field(s) ['doc_to_txt']"),
-        (GOOD.replace("  slug: toy", "  slug: toy\n  text_colum: body"), None, [], "unknown field(s) ['text_colum'] in dataset_kwargs"),
+        (
+            GOOD.replace("  slug: toy", "  slug: toy\n  text_colum: body"),
+            None,
+            [],
+            "unknown field(s) ['text_colum'] in dataset_kwargs",
+        ),
         (GOOD, {"body": ["a"] * 60, "label": [i % 3 for i in range(60)]}, [], "missing column(s) ['text']"),
         (GOOD, {"text": ["a"] * 60}, [], "missing column(s) ['label']"),
-        (GOOD, {"text": ["a"] * 59 + [" "], "label": [i % 3 for i in range(60)]}, [], "1 missing or empty text(s), first at row 59"),
-        (GOOD, {"text": ["a"] * 60, "label": [(i % 3) * 2 for i in range(60)]}, [], "missing [1, 3], out of range [4] (label gap)"),
-        (GOOD, {"text": ["a"] * 60, "label": [i % 2 for i in range(60)]}, [], "class-count mismatch: the data has 2 distinct labels [0, 1], the YAML names 3 classes"),
+        (
+            GOOD,
+            {"text": ["a"] * 59 + [" "], "label": [i % 3 for i in range(60)]},
+            [],
+            "1 missing or empty text(s), first at row 59",
+        ),
+        (
+            GOOD,
+            {"text": ["a"] * 60, "label": [(i % 3) * 2 for i in range(60)]},
+            [],
+            "missing [1, 3], out of range [4] (label gap)",
+        ),
+        (
+            GOOD,
+            {"text": ["a"] * 60, "label": [i % 2 for i in range(60)]},
+            [],
+            "class-count mismatch: the data has 2 distinct labels [0, 1], the YAML names 3 classes",
+        ),
         (GOOD, None, ["--m", "2", "--n", "10"], "m=2 is smaller than the number of classes (3)"),
         (GOOD, None, ["--m", "6", "--n", "40"], "m + 2n = 6 + 2*40 = 86 exceeds the pool of 60 rows"),
         (GOOD, {"text": [], "label": []}, [], "no rows: the data has a header but no labeled rows"),
-        (GOOD, {"text": list(range(1600, 1660)), "label": [i % 3 for i in range(60)]}, [],
-         "column `text` holds numbers (dtype int64, first 1600), not texts"),
+        (
+            GOOD,
+            {"text": list(range(1600, 1660)), "label": [i % 3 for i in range(60)]},
+            [],
+            "column `text` holds numbers (dtype int64, first 1600), not texts",
+        ),
     ],
-    ids=["malformed", "unknown-field", "unknown-fact", "no-text", "no-label", "empty-text", "label-gap",
-         "class-count", "m-too-small", "n-too-large", "no-rows", "numeric-text"],
+    ids=[
+        "malformed",
+        "unknown-field",
+        "unknown-fact",
+        "no-text",
+        "no-label",
+        "empty-text",
+        "label-gap",
+        "class-count",
+        "m-too-small",
+        "n-too-large",
+        "no-rows",
+        "numeric-text",
+    ],
 )
 def test_each_problem_is_explained(tmp_path, capsys, yaml_text, rows, args, expected):
     code, out = validate(capsys, write_task(tmp_path, yaml_text, rows), *args)

@@ -13,7 +13,8 @@ from harness.core.settings import from_namespace
 
 
 def cmd_analyze(args: argparse.Namespace) -> None:
-    """`analyze RESULTS` fits every selected cell and effect; `analyze meta RESULTS` runs the meta-analysis."""
+    """`analyze RESULTS` fits every selected cell and effect; `analyze meta RESULTS` runs the
+    meta-analysis."""
     if args.what[0] == "meta":
         return analyze_meta(args)
     if len(args.what) != 1:
@@ -55,11 +56,17 @@ def cmd_analyze(args: argparse.Namespace) -> None:
 def analyze_meta(args: argparse.Namespace) -> None:
     from harness.results import collect
     from harness.stats import analysis, plots
-    from harness.stats.meta_analysis import (MetaAnalysisSettings, format_meta_analysis, lm_type_agreement,
-                                             meta_analysis)
+    from harness.stats.meta_analysis import (
+        MetaAnalysisSettings,
+        format_meta_analysis,
+        lm_type_agreement,
+        meta_analysis,
+    )
 
     if len(args.what) != 2:
-        raise UserError(f"usage: tapt-bench analyze meta RESULTS --m M --n N [--slices S], got {args.what[1:]}")
+        raise UserError(
+            f"usage: tapt-bench analyze meta RESULTS --m M --n N [--slices S], got {args.what[1:]}"
+        )
     s = from_namespace(MetaAnalysisSettings, args)
     s.check_meta_analysis()
     source = args.what[1]
@@ -69,8 +76,11 @@ def analyze_meta(args: argparse.Namespace) -> None:
         result = meta_analysis(rows, s, effect, progress=not s.json)
         agreement = lm_type_agreement(df, effect, s.permutations, s.seed)
         if s.plots:
-            plots.meta_cdf(result, f"{Path(source).name} m={m} n={n} {effect}",
-                           Path(s.plots) / f"meta_cdf_m{m}_n{n}_{effect}.png")
+            plots.meta_cdf(
+                result,
+                f"{Path(source).name} m={m} n={n} {effect}",
+                Path(s.plots) / f"meta_cdf_m{m}_n{n}_{effect}.png",
+            )
         if s.json:
             print(json.dumps({"results": source, "meta": result, "lm_type_agreement": agreement}))
         else:
@@ -92,12 +102,28 @@ def register(sub) -> None:
     from harness.stats.meta_analysis import MetaAnalysisSettings
     from harness.stats.pca_simulation import PcaSettings
 
-    p = command(sub, "analyze", cmd_analyze, "the hierarchical Bayesian model per (m, n) cell and effect; "
-                "`analyze meta RESULTS --m M --n N` for the meta-analysis of single-subsample slices",
-                MetaAnalysisSettings)
-    p.add_argument("what", nargs="+", metavar="[meta] RESULTS", help="a results dir in the layout "
-                   "m<m>/n<n>/<model>/<task>/accuracies.csv; `meta RESULTS` for the meta-analysis")
+    p = command(
+        sub,
+        "analyze",
+        cmd_analyze,
+        "the hierarchical Bayesian model per (m, n) cell and effect; "
+        "`analyze meta RESULTS --m M --n N` for the meta-analysis of single-subsample slices",
+        MetaAnalysisSettings,
+    )
+    p.add_argument(
+        "what",
+        nargs="+",
+        metavar="[meta] RESULTS",
+        help="a results dir in the layout "
+        "m<m>/n<n>/<model>/<task>/accuracies.csv; `meta RESULTS` for the meta-analysis",
+    )
 
     simulate = sub.add_parser("simulate", help="simulations").add_subparsers(dest="action", required=True)
-    command(simulate, "pca", cmd_simulate_pca, "PCA fitted on test features vs on extra features: the R^2 bias by "
-            "effective rank (a setting where pretraining on test does bias the score)", PcaSettings)
+    command(
+        simulate,
+        "pca",
+        cmd_simulate_pca,
+        "PCA fitted on test features vs on extra features: the R^2 bias by "
+        "effective rank (a setting where pretraining on test does bias the score)",
+        PcaSettings,
+    )

@@ -24,7 +24,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     # bitsandbytes logs at import, on CPUs with AVX512-BF16, that an optional hub kernel is missing: a speed
-    # hint for 4-bit CPU training that this offline tool cannot act on, and it would open every command's output
+    # hint for 4-bit CPU training that this offline tool cannot act on, and it would open every
+    # command's output
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)

@@ -16,7 +16,13 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 
 def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None):
     """A subcommand whose flags are the fields of `settings` (transformers' HfArgumentParser)."""
-    p = group.add_parser(name, dataclass_types=list(settings), help=help, description=help, epilog=epilog,
-                         formatter_class=HelpFormatter)
+    p = group.add_parser(
+        name,
+        dataclass_types=list(settings),
+        help=help,
+        description=help,
+        epilog=epilog,
+        formatter_class=HelpFormatter,
+    )
     p.set_defaults(func=func)
     return p

@@ -23,10 +23,16 @@ class RunOptions(Settings):
     overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
     no_summary: bool = option(False, "skip the summary table at the end")
     workers: int = option(
-        1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)")
-    ray: bool = option(False, "run the units as Ray tasks (needs the extra: pip install -e '.[ray]'); the driver "
-                              "writes every result; --keep-adapters writes adapters on the workers' disks")
-    address: str | None = option(None, "with --ray: the cluster to join (e.g. auto); default: a local Ray instance")
+        1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)"
+    )
+    ray: bool = option(
+        False,
+        "run the units as Ray tasks (needs the extra: pip install -e '.[ray]'); the driver "
+        "writes every result; --keep-adapters writes adapters on the workers' disks",
+    )
+    address: str | None = option(
+        None, "with --ray: the cluster to join (e.g. auto); default: a local Ray instance"
+    )
     cpus_per_unit: float = option(1.0, "with --ray: CPUs per unit (also its torch threads)")
     gpus_per_unit: float = option(0.0, "with --ray: GPUs per unit (a fraction shares one GPU among units)")
 
@@ -68,8 +74,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         if opts.ray:
             from harness.grid.on_ray import executor
 
-            execute = executor(address=opts.address, cpus_per_unit=opts.cpus_per_unit,
-                               gpus_per_unit=opts.gpus_per_unit)
+            execute = executor(
+                address=opts.address, cpus_per_unit=opts.cpus_per_unit, gpus_per_unit=opts.gpus_per_unit
+            )
         for cell in cfg.cell_configs():
             run.run(cell, shard, opts.keep_adapters, opts.overwrite, execute)
     if shard[1] == 1 and not opts.no_summary:
@@ -103,10 +110,17 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 def register(sub) -> None:
     from harness.grid.config import GridConfig
 
-    p = command(sub, "run", cmd_run, "run an experiment grid (resumable; shardable)", RunOptions, GridConfig,
-                epilog="config keys and their defaults; each is also a flag, which overrides the file's value\n"
-                       "(input paths in the file resolve against its folder, `out` against the current one):\n"
-                       + key_table(GridConfig))
+    p = command(
+        sub,
+        "run",
+        cmd_run,
+        "run an experiment grid (resumable; shardable)",
+        RunOptions,
+        GridConfig,
+        epilog="config keys and their defaults; each is also a flag, which overrides the file's value\n"
+        "(input paths in the file resolve against its folder, `out` against the current one):\n"
+        + key_table(GridConfig),
+    )
     for action in p._actions:  # a config key's flag counts only when given; else the file's value stays
         if action.dest in field_names(GridConfig):
             action.default = argparse.SUPPRESS

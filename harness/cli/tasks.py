@@ -28,7 +28,11 @@ def cmd_tasks_list(args: argparse.Namespace) -> None:
     print(f"{'task':38} {'classes':>7}  {'offline':7}  {'hub id':34} file")
     for slug, path in sorted(task_files(source.include_path).items()):
         spec = spec_from_config(load_task_config(path), str(path))
-        offline = "-" if root is None else ("yes" if any((root / slug / f).is_file() for f in LOCAL_FILES) else "no")
+        offline = (
+            "-"
+            if root is None
+            else ("yes" if any((root / slug / f).is_file() for f in LOCAL_FILES) else "no")
+        )
         where = path.name if path.parent == TASKS_DIR else str(path)
         print(f"{spec.task_name:38} {len(spec.classes):>7}  {offline:7}  {spec.hub_id:34} {where}")
 
@@ -44,7 +48,9 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
 
     chosen = from_namespace(SplitSettings, args)
     metadata = {k: v for k, v in pick(chosen, SplitSettings).items() if k != "task"}
-    shown = render_first(build_task(task_path(chosen.task, chosen.include_path), metadata, chosen.include_path))
+    shown = render_first(
+        build_task(task_path(chosen.task, chosen.include_path), metadata, chosen.include_path)
+    )
     print(shown["prompt"])
     print("\n--- choices (each scored as a continuation of the prompt):")
     for c in shown["choices"]:
@@ -74,15 +80,35 @@ def register(sub) -> None:
     from harness.tasks.splits import SplitSettings
     from harness.tasks.subsample import DataSettings, SampleSettings
 
-    models = sub.add_parser("models", help="embedded default models").add_subparsers(dest="action", required=True)
-    p = command(models, "prepare", cmd_models_prepare,
-                "materialise the default models as HF model dirs and print their paths")
+    models = sub.add_parser("models", help="embedded default models").add_subparsers(
+        dest="action", required=True
+    )
+    p = command(
+        models,
+        "prepare",
+        cmd_models_prepare,
+        "materialise the default models as HF model dirs and print their paths",
+    )
     p.add_argument("names", nargs="*", help="default: all")
 
     tasks = sub.add_parser("tasks", help="the task YAMLs").add_subparsers(dest="action", required=True)
-    command(tasks, "list", cmd_tasks_list, "the tasks, their classes and whether data is offline", DataSettings)
-    command(tasks, "path", cmd_tasks_path, "print the folder of the shipped task YAMLs (for lm_eval --include_path)")
-    command(tasks, "show", cmd_tasks_show, "render one real prompt with its choices and target", SplitSettings)
-    p = command(tasks, "validate", cmd_tasks_validate, "check task YAML(s) end to end and explain every problem",
-                SampleSettings)
+    command(
+        tasks, "list", cmd_tasks_list, "the tasks, their classes and whether data is offline", DataSettings
+    )
+    command(
+        tasks,
+        "path",
+        cmd_tasks_path,
+        "print the folder of the shipped task YAMLs (for lm_eval --include_path)",
+    )
+    command(
+        tasks, "show", cmd_tasks_show, "render one real prompt with its choices and target", SplitSettings
+    )
+    p = command(
+        tasks,
+        "validate",
+        cmd_tasks_validate,
+        "check task YAML(s) end to end and explain every problem",
+        SampleSettings,
+    )
     p.add_argument("path", nargs="?", default=str(TASKS_DIR), help="a task YAML or a folder of them")

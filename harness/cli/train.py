@@ -18,8 +18,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     train = from_namespace(AdapterArgs, args)
     train.base = resolve(train.base)
     rec = train_adapter(train)
-    print(f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
-          f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
+    print(
+        f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
+        f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step"
+    )
     print("evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train))
 
 
@@ -31,11 +33,30 @@ def lm_eval_command(train) -> str:
 
     yaml = task_path(train.task, train.include_path).resolve()
     data_dir = resolve_data_dir(train.data_dir)
-    metadata = {"data_dir": str(data_dir.resolve()) if data_dir else None, "m": train.m, "n": train.n,
-                "seed": train.seed, "subsample": train.subsample, "split": "test"}
+    metadata = {
+        "data_dir": str(data_dir.resolve()) if data_dir else None,
+        "m": train.m,
+        "n": train.n,
+        "seed": train.seed,
+        "subsample": train.subsample,
+        "split": "test",
+    }
     model_args = f"pretrained={train.base},peft={Path(train.out).resolve()}"
-    return shlex.join(["lm_eval", "--model", "hf", "--model_args", model_args, "--include_path", str(yaml.parent),
-                       "--tasks", load_task_config(yaml)["task"], "--metadata", json.dumps(metadata)])
+    return shlex.join(
+        [
+            "lm_eval",
+            "--model",
+            "hf",
+            "--model_args",
+            model_args,
+            "--include_path",
+            str(yaml.parent),
+            "--tasks",
+            load_task_config(yaml)["task"],
+            "--metadata",
+            json.dumps(metadata),
+        ]
+    )
 
 
 def cmd_pretrain_text(args: argparse.Namespace) -> None:
@@ -45,15 +66,28 @@ def cmd_pretrain_text(args: argparse.Namespace) -> None:
     train = from_namespace(TextArgs, args)
     train.base = resolve(train.base)
     rec = pretrain_text(train)
-    print(f"model: {train.out}  objective {rec['objective']}  epochs {rec['epochs']}  sequences {rec['sequences']}  "
-          f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step")
+    print(
+        f"model: {train.out}  objective {rec['objective']}  epochs {rec['epochs']}  sequences "
+        f"{rec['sequences']}  "
+        f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step"
+    )
 
 
 def register(sub) -> None:
     from tapt.adapter import AdapterArgs
     from tapt.raw_text import TextArgs
 
-    command(sub, "train", cmd_train, "TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts",
-            AdapterArgs)
-    command(sub, "pretrain-text", cmd_pretrain_text, "classifier TAPT: MLM (encoder) or CLM (decoder) on raw texts",
-            TextArgs)
+    command(
+        sub,
+        "train",
+        cmd_train,
+        "TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts",
+        AdapterArgs,
+    )
+    command(
+        sub,
+        "pretrain-text",
+        cmd_pretrain_text,
+        "classifier TAPT: MLM (encoder) or CLM (decoder) on raw texts",
+        TextArgs,
+    )

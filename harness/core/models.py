@@ -110,7 +110,8 @@ def tokenizer(base: str):
 
 
 def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = False):
-    """The base as a causal LM, in 4-bit NF4 with double quantisation when asked; returns (model, quantized)."""
+    """The base as a causal LM, in 4-bit NF4 with double quantisation when asked; returns
+    (model, quantized)."""
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
@@ -118,8 +119,12 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
 
     dtype = torch.bfloat16 if use_bf16() else torch.float32
     if quantize == "4bit":
-        bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                 bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
+        bnb = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=dtype,
+        )
         try:
             return AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype), True
         except (ImportError, RuntimeError, ValueError) as err:
@@ -128,5 +133,7 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
                     f"cannot load {base} in 4-bit ({type(err).__name__}: {err}); pass --quantize none "
                     "or --fallback-lora to train plain LoRA instead"
                 ) from err
-            warnings.warn(f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows")
+            warnings.warn(
+                f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows", stacklevel=2
+            )
     return AutoModelForCausalLM.from_pretrained(base, dtype=dtype), False

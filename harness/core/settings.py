@@ -47,8 +47,14 @@ def describe(tp: Any) -> str:
         return " or ".join(describe(a) for a in args)
     if origin is list:
         return f"a list of {describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
-             type(None): "null (unset)", dict: "a mapping"}
+    names = {
+        bool: "true or false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        type(None): "null (unset)",
+        dict: "a mapping",
+    }
     return names.get(tp, getattr(tp, "__name__", str(tp)))
 
 
@@ -118,7 +124,6 @@ class Settings:
         """Checks across fields; subclasses extend (calling super().check())."""
 
 
-
 S = typing.TypeVar("S", bound=Settings)
 
 
@@ -154,8 +159,11 @@ def from_mapping(cls: type[S], raw: Any, source: str) -> S:
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise SettingsError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(known)}")
-    missing = [f.name for f in dataclasses.fields(cls)
-               if f.name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise SettingsError(f"{source}: missing required key(s) {missing}")
     try:
@@ -181,8 +189,11 @@ def fingerprint(values: dict[str, Any]) -> str:
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """'key: old -> new' for every key whose value differs (a key on one side only included)."""
-    return [f"{k}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}"
-            for k in sorted(set(old) | set(new)) if old.get(k, "<unset>") != new.get(k, "<unset>")]
+    return [
+        f"{k}: {old.get(k, '<unset>')!r} -> {new.get(k, '<unset>')!r}"
+        for k in sorted(set(old) | set(new))
+        if old.get(k, "<unset>") != new.get(k, "<unset>")
+    ]
 
 
 def parser(*classes: type, **kw):
@@ -199,7 +210,9 @@ def parse_script(cls: type[S], doc: str | None, argv: list[str] | None = None) -
 
     from harness.core.errors import UserError
 
-    namespace = parser(cls, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    namespace = parser(cls, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(
+        argv
+    )
     try:
         return from_namespace(cls, namespace)
     except UserError as err:
@@ -210,7 +223,10 @@ def key_table(cls: type) -> str:
     """One line per field: key, default, help (the config keys a YAML file may set)."""
     lines = []
     for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
+        )
         lines.append(f"  {f.name:16} {default!s:24} {f.metadata.get('help', '')}")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from harness.core.errors import UserError
 MAX_LENGTH = 256  # tokens of one text per sequence, in every flow (the study's); packing sets its own
 
 
-class TrainingDiverged(UserError):
+class TrainingDivergedError(UserError):
     """The training loss became NaN or infinite."""
 
 
@@ -31,10 +31,21 @@ def arguments(workdir: Path, epochs: float, lr: float, batch_size: int, seed: in
     from transformers import TrainingArguments
 
     return (cls or TrainingArguments)(
-        output_dir=str(workdir / "trainer"), num_train_epochs=epochs, learning_rate=lr,
-        per_device_train_batch_size=batch_size, bf16=use_bf16(), fp16=False, gradient_checkpointing=False,
-        logging_steps=1, logging_nan_inf_filter=False, save_strategy="no", report_to="none",
-        seed=seed, data_seed=seed, use_cpu=not torch.cuda.is_available(), **extra,
+        output_dir=str(workdir / "trainer"),
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=batch_size,
+        bf16=use_bf16(),
+        fp16=False,
+        gradient_checkpointing=False,
+        logging_steps=1,
+        logging_nan_inf_filter=False,
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        data_seed=seed,
+        use_cpu=not torch.cuda.is_available(),
+        **extra,
     )
 
 
@@ -57,8 +68,9 @@ class StepLog(TrainerCallback):
         if loss is None:
             return
         if not math.isfinite(loss):
-            raise TrainingDiverged(
-                f"training loss became {loss} at step {state.global_step}; lower --lr (now {args.learning_rate})"
+            raise TrainingDivergedError(
+                f"training loss became {loss} at step {state.global_step}; lower --lr (now "
+                f"{args.learning_rate})"
             )
         self.losses.append(float(loss))
 
@@ -70,4 +82,3 @@ class StepLog(TrainerCallback):
             "steps": len(self.step_seconds),
             "seconds_per_step": sum(steps) / len(steps) if steps else None,
         }
-

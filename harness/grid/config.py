@@ -39,7 +39,8 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
 
     flow: Literal["zero_shot", "classifier"] = option(
         "zero_shot",
-        "zero_shot: prompt adapters scored zero-shot; classifier: raw-text TAPT, then a head fine-tuned on train",
+        "zero_shot: prompt adapters scored zero-shot; classifier: raw-text TAPT, then a head "
+        "fine-tuned on train",
     )
     task_overrides: dict[str, dict] = option(
         STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)"
@@ -52,7 +53,9 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
     cells: list[str] = option(
-        [], "several cells in one run, each 'm/n/subsamples' (e.g. 50/500/20); empty: the one cell m, n, subsamples"
+        [],
+        "several cells in one run, each 'm/n/subsamples' (e.g. 50/500/20); empty: the one cell m, "
+        "n, subsamples",
     )
     eval_batch_size: int = option(8, "lm-eval scoring batch size")
     out: str = option("results", "results root; units go to <out>/m<m>/n<n>/<model>/<task>/")
@@ -67,7 +70,8 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
     def check(self) -> None:
         super().check()
         if sorted(self.conditions) not in (sorted(conditions.PAIRED), sorted(conditions.ALL)):
-            problem = f"must be {', '.join(conditions.PAIRED)} and optionally {conditions.LEAK}, got {self.conditions}"
+            allowed = f"{', '.join(conditions.PAIRED)} and optionally {conditions.LEAK}"
+            problem = f"must be {allowed}, got {self.conditions}"
             raise SettingsError(f"conditions {problem}", "conditions", problem)
         self.conditions = [c for c in conditions.ALL if c in self.conditions]
         fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
@@ -75,7 +79,10 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
             keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
             bad = sorted(keys - set(field_names(GridConfig)) | keys & fixed)
             if bad:
-                problem = f"{slug}: {bad} cannot be set per task; per-task keys are training settings such as clf_epochs"
+                problem = (
+                    f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
+                    "such as clf_epochs"
+                )
                 raise SettingsError(f"task_overrides {problem}", "task_overrides", problem)
         self.cell_configs()  # checks the form of each cell
 

@@ -26,8 +26,9 @@ def ray_module():
     try:
         import ray
     except ImportError:
-        raise UserError("--ray needs Ray, an optional extra: pip install -e '.[ray]' "
-                        "(or pip install 'tapt-bench[ray]')") from None
+        raise UserError(
+            "--ray needs Ray, an optional extra: pip install -e '.[ray]' (or pip install 'tapt-bench[ray]')"
+        ) from None
     return ray
 
 
@@ -55,10 +56,14 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float)
     def execute(cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool):
         if not pending:
             return
-        os.environ.setdefault("RAY_COLOR_PREFIX", "0")  # the forwarded worker lines go to the run log: no colours
+        os.environ.setdefault(
+            "RAY_COLOR_PREFIX", "0"
+        )  # the forwarded worker lines go to the run log: no colours
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=True)
-        task = ray.remote(num_cpus=cpus_per_unit, num_gpus=gpus_per_unit, max_retries=RETRIES, max_calls=0)(unit_task)
+        task = ray.remote(num_cpus=cpus_per_unit, num_gpus=gpus_per_unit, max_retries=RETRIES, max_calls=0)(
+            unit_task
+        )
         threads = max(1, int(cpus_per_unit))
         running = {task.remote(cfg, slug, k, keep_adapters, threads): (slug, k) for slug, k in pending}
         try:
@@ -68,8 +73,10 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float)
                 try:
                     yield ray.get(done[0])
                 except ray.exceptions.RayError as err:
-                    raise UserError(f"unit {slug} subsample {k} failed on Ray ({type(err).__name__}): {err}\n"
-                                    "Finished units are kept; the same command reruns the rest.") from err
+                    raise UserError(
+                        f"unit {slug} subsample {k} failed on Ray ({type(err).__name__}): {err}\n"
+                        "Finished units are kept; the same command reruns the rest."
+                    ) from err
         finally:
             for ref in running:  # stop what is still queued or running: a rerun starts it again
                 ray.cancel(ref, force=True)

@@ -45,9 +45,12 @@ def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[tuple[str, int]]:
 def stale_units(cfg: GridConfig) -> list[tuple[Path, int, dict]]:
     """Finished units of this config's tasks (any shard) whose recorded settings differ from cfg's."""
     want = cfg.result_settings()
-    return [(task_dir(cfg, slug), k, unit.get("settings", {}))
-            for slug in cfg.slugs for k, unit in results.finished(task_dir(cfg, slug)).items()
-            if unit.get("settings") != want]
+    return [
+        (task_dir(cfg, slug), k, unit.get("settings", {}))
+        for slug in cfg.slugs
+        for k, unit in results.finished(task_dir(cfg, slug)).items()
+        if unit.get("settings") != want
+    ]
 
 
 def check_settings(cfg: GridConfig, overwrite: bool) -> None:
@@ -63,7 +66,9 @@ def check_settings(cfg: GridConfig, overwrite: bool) -> None:
         log.info("--overwrite: removed %d unit(s) made with other settings", len(stale))
         return
     tdir, k, old = stale[0]
-    changed = differences(old, cfg.result_settings()) if old else ["no settings recorded (an older tapt-bench)"]
+    changed = (
+        differences(old, cfg.result_settings()) if old else ["no settings recorded (an older tapt-bench)"]
+    )
     raise SettingsError(
         f"{model_dir(cfg)} holds {len(stale)} finished unit(s) made with other settings "
         f"(e.g. {tdir.name} subsample {k}):\n  " + "\n  ".join(changed) + "\n"
@@ -84,10 +89,16 @@ def start_log(cfg: GridConfig, shard: tuple[int, int]) -> logging.FileHandler:
 
 
 def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, finished: list) -> None:
-    manifest = {"config": dataclasses.asdict(cfg), "settings_hash": cfg.settings_hash(),
-                "shard": list(shard), "versions": library_versions(), "seed": cfg.seed,
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-                "seconds": time.time() - started, "finished_units": finished}
+    manifest = {
+        "config": dataclasses.asdict(cfg),
+        "settings_hash": cfg.settings_hash(),
+        "shard": list(shard),
+        "versions": library_versions(),
+        "seed": cfg.seed,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "seconds": time.time() - started,
+        "finished_units": finished,
+    }
     results.write_json(results.manifest_path(model_dir(cfg), shard), manifest)
 
 
@@ -99,8 +110,11 @@ def output_to(path: Path):
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     terminal = os.fdopen(os.dup(2), "w")
-    with open(path, "a", buffering=1) as logfile, contextlib.redirect_stdout(logfile), \
-            contextlib.redirect_stderr(logfile):  # Python-level writers too (a replaced sys.stdout, say)
+    with (
+        open(path, "a", buffering=1) as logfile,
+        contextlib.redirect_stdout(logfile),
+        contextlib.redirect_stderr(logfile),
+    ):  # Python-level writers too (a replaced sys.stdout, say)
         os.dup2(logfile.fileno(), 1)
         os.dup2(logfile.fileno(), 2)
         try:
@@ -122,8 +136,13 @@ def write_unit(cfg: GridConfig, unit: Unit) -> Path:
     return tdir
 
 
-def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = False,
-        overwrite: bool = False, execute: Executor | None = None) -> list[Path]:
+def run(
+    cfg: GridConfig,
+    shard: tuple[int, int] = (0, 1),
+    keep_adapters: bool = False,
+    overwrite: bool = False,
+    execute: Executor | None = None,
+) -> list[Path]:
     """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun.
 
     `execute(cfg, units, keep_adapters)` yields finished Units in any order (default: one by one in this
@@ -135,15 +154,25 @@ def run(cfg: GridConfig, shard: tuple[int, int] = (0, 1), keep_adapters: bool = 
     pending = todo(cfg, shard)
     handler = start_log(cfg, shard)
     started, finished, touched = time.time(), [], []
-    log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(units(cfg, shard)), cfg.base)
+    log.info(
+        "shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(units(cfg, shard)), cfg.base
+    )
     write_manifest(cfg, shard, started, finished)
     try:
-        with output_to(Path(handler.baseFilename)) as terminal, \
-                tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar:
+        with (
+            output_to(Path(handler.baseFilename)) as terminal,
+            tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar,
+        ):
             for unit in (execute or in_process)(cfg, pending, keep_adapters):
                 touched.append(write_unit(cfg, unit))
                 accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.conditions)
-                log.info("%s subsample %d: %s (%.0f s)", unit.slug, unit.k, accs, sum(unit.record["seconds"].values()))
+                log.info(
+                    "%s subsample %d: %s (%.0f s)",
+                    unit.slug,
+                    unit.k,
+                    accs,
+                    sum(unit.record["seconds"].values()),
+                )
                 finished.append([unit.slug, unit.k])
                 write_manifest(cfg, shard, started, finished)
                 bar.update()

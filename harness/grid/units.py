@@ -41,7 +41,8 @@ class Unit:
     record: dict  # settings, their hash, seconds per stage, training records
 
 
-_LOADED: dict = {}  # the zero-shot base of this process, kept loaded for every unit it runs (local or Ray worker)
+# the zero-shot base of this process, kept loaded for every unit it runs (locally or in a Ray worker)
+_LOADED: dict = {}
 
 
 def base_key(cfg: GridConfig) -> tuple:
@@ -54,7 +55,10 @@ def loaded_base(cfg: GridConfig):
         _LOADED.clear()
         path = models.resolve(cfg.base)
         models.check_base(path)
-        _LOADED[base_key(cfg)] = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora)[0], models.tokenizer(path)
+        _LOADED[base_key(cfg)] = (
+            models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora)[0],
+            models.tokenizer(path),
+        )
     return _LOADED[base_key(cfg)]
 
 
@@ -93,14 +97,21 @@ def zero_shot_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, keep_ada
         with tempfile.TemporaryDirectory() as work:  # the Trainer's scratch dir
             run = adapter.prepare(spec, docs[split], settings, answers, cfg.seed, base, tokenizer, Path(work))
             run.trainer.train()
-        rec = {**pick(settings, adapter.AdapterSettings), "split": split, "answers": answers, **adapter.record_of(run)}
+        rec = {
+            **pick(settings, adapter.AdapterSettings),
+            "split": split,
+            "answers": answers,
+            **adapter.record_of(run),
+        }
         training[cond] = {key: v for key, v in rec.items() if key != "rows"}
         if keep_adapters:
             with output.staged(tdir / "adapters" / f"{k}_{cond}", overwrite=True) as tmp:
                 run.trainer.model.save_pretrained(tmp)
                 output.write_record(tmp, {"kind": "adapter", "task": spec.slug, "subsample": k, **rec})
         lap(f"train_{cond}")
-        scored[cond] = zero_shot.score(zero_shot.scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), task)
+        scored[cond] = zero_shot.score(
+            zero_shot.scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), task
+        )
         lap(f"score_{cond}")
         base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
     _LOADED[base_key(cfg)] = base, tokenizer
@@ -123,7 +134,14 @@ def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit
                 training[f"pretrain_{cond}"] = pretrain(backbone, texts, settings, unit_seed, Path(work))
                 backbone = work
             scored[cond], training[f"classify_{cond}"] = classifier.classify(
-                backbone, docs["train"], docs["test"], len(spec.classes), settings, cfg.eval_batch_size, unit_seed)
+                backbone,
+                docs["train"],
+                docs["test"],
+                len(spec.classes),
+                settings,
+                cfg.eval_batch_size,
+                unit_seed,
+            )
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
     return unit_of(cfg, spec, k, docs, scored, seconds, training)
@@ -132,15 +150,25 @@ def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit
 def majority(docs: dict[str, pd.DataFrame], num_classes: int) -> dict[str, float]:
     """Accuracy on test of the train subsample's most frequent class (ties: the lowest label)."""
     top = int(np.bincount(docs["train"]["label"], minlength=num_classes).argmax())
-    return {"majority": float((docs["test"]["label"] == top).mean()), "num_classes": num_classes,
-            "majority_all": 1.0 / num_classes}
+    return {
+        "majority": float((docs["test"]["label"] == top).mean()),
+        "num_classes": num_classes,
+        "majority_all": 1.0 / num_classes,
+    }
 
 
-def unit_of(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, scored: dict, seconds: dict,
-            training: dict) -> Unit:
+def unit_of(
+    cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, scored: dict, seconds: dict, training: dict
+) -> Unit:
     """The unit's accuracies, its per-example probabilities, and what made them."""
-    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs, len(spec.classes))
+    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(
+        docs, len(spec.classes)
+    )
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
-    record = {"settings": cfg.result_settings(), "settings_hash": cfg.settings_hash(), "seconds": seconds,
-              "training": training}
+    record = {
+        "settings": cfg.result_settings(),
+        "settings_hash": cfg.settings_hash(),
+        "seconds": seconds,
+        "training": training,
+    }
     return Unit(spec.slug, k, accs, probs, record)

@@ -21,8 +21,9 @@ from harness.core.settings import Settings, option
 
 LONG_TEXT_TASKS = ("blog_authorship_corpus", "craigslist_bargains", "frenk_hate_en", "movie_rationales")
 # The study's per-task settings: its long-text tasks train 1 epoch at batch 8 (pretraining: batch 8)
-STUDY_TASK_OVERRIDES = {slug: {"clf_epochs": 1.0, "clf_batch_size": 8, "pretrain_batch_size": 8}
-                        for slug in LONG_TEXT_TASKS}
+STUDY_TASK_OVERRIDES = {
+    slug: {"clf_epochs": 1.0, "clf_batch_size": 8, "pretrain_batch_size": 8} for slug in LONG_TEXT_TASKS
+}
 
 
 @dataclass(kw_only=True)
@@ -42,10 +43,13 @@ def load_classifier(backbone: str, num_classes: int, seed: int):
     from transformers import AutoModelForSequenceClassification, set_seed
 
     tokenizer = models.tokenizer(backbone)
-    tokenizer.padding_side = "right"  # an encoder reads [CLS] at position 0; a decoder finds its last token either way
+    tokenizer.padding_side = (
+        "right"  # an encoder reads [CLS] at position 0; a decoder finds its last token either way
+    )
     set_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(backbone, num_labels=num_classes,
-                                                               dtype=torch.float32)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        backbone, num_labels=num_classes, dtype=torch.float32
+    )
     model.config.pad_token_id = tokenizer.pad_token_id  # a decoder finds its last non-pad token by it
     return model, tokenizer
 
@@ -57,21 +61,47 @@ def encoded(tokenizer, docs: pd.DataFrame):
     return Dataset.from_dict({**enc, "labels": [int(y) for y in docs["label"]]})
 
 
-def trainer(backbone: str, train: pd.DataFrame, num_classes: int, settings: ClassifierSettings,
-            eval_batch_size: int, seed: int, workdir: Path):
+def trainer(
+    backbone: str,
+    train: pd.DataFrame,
+    num_classes: int,
+    settings: ClassifierSettings,
+    eval_batch_size: int,
+    seed: int,
+    workdir: Path,
+):
     """The Trainer that fine-tunes head + LM on `train`, with its step log."""
     from transformers import DataCollatorWithPadding, Trainer
 
     model, tokenizer = load_classifier(backbone, num_classes, seed)
     steps = training.StepLog()
-    args = training.arguments(workdir, settings.clf_epochs, settings.clf_lr, settings.clf_batch_size, seed,
-                              per_device_eval_batch_size=eval_batch_size)
-    return Trainer(model=model, args=args, train_dataset=encoded(tokenizer, train), processing_class=tokenizer,
-                   data_collator=DataCollatorWithPadding(tokenizer), callbacks=[steps]), steps
+    args = training.arguments(
+        workdir,
+        settings.clf_epochs,
+        settings.clf_lr,
+        settings.clf_batch_size,
+        seed,
+        per_device_eval_batch_size=eval_batch_size,
+    )
+    return Trainer(
+        model=model,
+        args=args,
+        train_dataset=encoded(tokenizer, train),
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        callbacks=[steps],
+    ), steps
 
 
-def classify(backbone: str, train: pd.DataFrame, test: pd.DataFrame, num_classes: int,
-             settings: ClassifierSettings, eval_batch_size: int, seed: int) -> tuple[pd.DataFrame, dict]:
+def classify(
+    backbone: str,
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    num_classes: int,
+    settings: ClassifierSettings,
+    eval_batch_size: int,
+    seed: int,
+) -> tuple[pd.DataFrame, dict]:
     """Fine-tune head + LM on `train`; per `test` doc its row, label, class probabilities and
     correctness, and the training log (with the seconds spent training and predicting)."""
     with tempfile.TemporaryDirectory() as work:
@@ -83,6 +113,12 @@ def classify(backbone: str, train: pd.DataFrame, test: pd.DataFrame, num_classes
         predict_seconds = time.perf_counter() - clock
     probs = torch.softmax(torch.tensor(np.asarray(logits), dtype=torch.float64), dim=-1).numpy()
     labels = test["label"].to_numpy()
-    scored = pd.DataFrame({"row": test["row"].to_numpy(), "label": labels, "probs": list(map(list, probs)),
-                           "correct": probs.argmax(-1) == labels})
+    scored = pd.DataFrame(
+        {
+            "row": test["row"].to_numpy(),
+            "label": labels,
+            "probs": list(map(list, probs)),
+            "correct": probs.argmax(-1) == labels,
+        }
+    )
     return scored, {**steps.summary(), "train_seconds": train_seconds, "predict_seconds": predict_seconds}

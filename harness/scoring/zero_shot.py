@@ -40,6 +40,12 @@ def score(lm, task: dict) -> pd.DataFrame:
     for s in sorted(samples, key=lambda s: s["doc_id"]):
         ll = np.array([float(r[0]) for r in s["filtered_resps"]])
         p = np.exp(ll - ll.max())
-        rows.append({"row": int(s["doc"]["row"]), "label": int(s["doc"]["label"]),
-                     "probs": (p / p.sum()).tolist(), "correct": bool(s["acc"])})
+        rows.append(
+            {
+                "row": int(s["doc"]["row"]),
+                "label": int(s["doc"]["label"]),
+                "probs": (p / p.sum()).tolist(),
+                "correct": bool(s["acc"]),
+            }
+        )
     return pd.DataFrame(rows)

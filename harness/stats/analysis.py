@@ -28,11 +28,16 @@ class FitSettings(Settings):
     seed: int = option(0, "seed of the sampler and of the posterior predictive draws")
     hdi_prob: float = option(0.89, "probability mass of the reported highest-density intervals")
     target_accept: float = option(
-        0.95, "NUTS target acceptance (PyMC's default 0.8 diverged on small grids of few tasks; the README "
-              "compares 0.95 with 0.99)")
+        0.95,
+        "NUTS target acceptance (PyMC's default 0.8 diverged on small grids of few tasks; the README "
+        "compares 0.95 with 0.99)",
+    )
     sampler: Literal["nutpie", "pymc"] = option("nutpie", "NUTS implementation (nutpie: compiled with numba)")
     parametrization: Literal["fast", "study"] = option(
-        "fast", "fast: the study's model without its ridges (same posterior; see harness/bayes.py); study: as written")
+        "fast",
+        "fast: the study's model without its ridges (same posterior; see harness/bayes.py); "
+        "study: as written",
+    )
 
 
 @dataclass(kw_only=True)
@@ -47,7 +52,8 @@ class AnalysisSettings(FitSettings):
     checks: bool = option(False, "also run the model checks: prior predictive, calibration, recovery")
 
 
-_COMPILED: dict = {}  # (parametrization, centred slopes, coords) -> the nutpie-compiled model, refitted with new data
+# (parametrization, centred slopes, layout) -> the nutpie-compiled model, refitted with new data
+_COMPILED: dict = {}
 
 
 def sample(d: CellData, s: FitSettings, progress: bool = False):
@@ -62,17 +68,35 @@ def sample(d: CellData, s: FitSettings, progress: bool = False):
     centered = s.parametrization == "fast" and slopes_are_informed(d)
     if s.sampler == "pymc":
         with model_of(d, s.parametrization, centered):
-            return pm.sample(draws=s.draws, tune=s.tune, chains=s.chains, cores=cores, random_seed=s.seed,
-                             target_accept=s.target_accept, progressbar=progress, compute_convergence_checks=False)
+            return pm.sample(
+                draws=s.draws,
+                tune=s.tune,
+                chains=s.chains,
+                cores=cores,
+                random_seed=s.seed,
+                target_accept=s.target_accept,
+                progressbar=progress,
+                compute_convergence_checks=False,
+            )
     import nutpie
 
     key = (s.parametrization, centered, layout(d))
     if key not in _COMPILED:
         _COMPILED[key] = nutpie.compile_pymc_model(model_of(d, s.parametrization, centered))
     compiled = _COMPILED[key]
-    data = {name: v for name, v in data_of(d).items() if name in compiled.shared_data}  # those the model reads
-    idata = nutpie.sample(compiled.with_data(**data), draws=s.draws, tune=s.tune, chains=s.chains, cores=cores,
-                          seed=s.seed, target_accept=s.target_accept, progress_bar=progress)
+    data = {
+        name: v for name, v in data_of(d).items() if name in compiled.shared_data
+    }  # those the model reads
+    idata = nutpie.sample(
+        compiled.with_data(**data),
+        draws=s.draws,
+        tune=s.tune,
+        chains=s.chains,
+        cores=cores,
+        seed=s.seed,
+        target_accept=s.target_accept,
+        progress_bar=progress,
+    )
     if "treatment" in idata.posterior.dims:  # this fit's condition names (the layout ignores them)
         idata.posterior = idata.posterior.assign_coords(treatment=d.coords["treatment"])
     return idata
@@ -95,7 +119,8 @@ def divergences(idata) -> int:
 
 
 def refit_target_accept(target_accept: float) -> float:
-    """The target acceptance a divergence warning tells the user to refit at: at least 0.99, else halfway to 1."""
+    """The target acceptance a divergence warning tells the user to refit at: at least 0.99, else
+    halfway to 1."""
     return max(0.99, round(1 - (1 - target_accept) / 2, 4))
 
 
@@ -107,10 +132,13 @@ def diagnostics(idata) -> dict[str, float]:
     rhat = az.rhat(idata, var_names=model_variables(idata))
     ess = az.ess(idata, var_names=["beta"], method="bulk")
     tail = az.ess(idata, var_names=["beta"], method="tail")
-    return {"rhat_max": float(max(float(rhat[v].max()) for v in rhat.data_vars)),
-            "beta_rhat": float(rhat["beta"]) if "beta" in rhat else float("nan"),
-            "beta_ess_bulk": float(ess["beta"]), "beta_ess_tail": float(tail["beta"]),
-            "divergences": divergences(idata)}
+    return {
+        "rhat_max": float(max(float(rhat[v].max()) for v in rhat.data_vars)),
+        "beta_rhat": float(rhat["beta"]) if "beta" in rhat else float("nan"),
+        "beta_ess_bulk": float(ess["beta"]),
+        "beta_ess_tail": float(tail["beta"]),
+        "divergences": divergences(idata),
+    }
 
 
 def model_variables(idata) -> list[str]:
@@ -131,8 +159,9 @@ def predicted_counts(idata, d: CellData, seed: int) -> np.ndarray:
     import pymc as pm
 
     with model_of(d, idata.attrs["parametrization"]):
-        pred = pm.sample_posterior_predictive(idata, var_names=["Y"], random_seed=seed, progressbar=False,
-                                              extend_inferencedata=False)
+        pred = pm.sample_posterior_predictive(
+            idata, var_names=["Y"], random_seed=seed, progressbar=False, extend_inferencedata=False
+        )
     return pred.posterior_predictive["Y"].stack(draw_=("chain", "draw")).transpose("draw_", "obs").to_numpy()
 
 
@@ -144,7 +173,9 @@ def predictive_differences(y: np.ndarray, d: CellData) -> pd.DataFrame:
     o = d.obs
     diff = y * np.where(o["treated"].to_numpy() == 1, 1.0, -1.0)  # summed over a unit's two conditions
     units = o[o["treated"] == 1].groupby("task").size()
-    out = {task: diff[:, idx].sum(axis=1) / units[task] / d.n for task, idx in o.groupby("task").indices.items()}
+    out = {
+        task: diff[:, idx].sum(axis=1) / units[task] / d.n for task, idx in o.groupby("task").indices.items()
+    }
     out["all"] = diff.sum(axis=1) / units.sum() / d.n
     return pd.DataFrame(out)
 
@@ -159,17 +190,43 @@ def fit_cell(d: CellData, s: FitSettings) -> dict[str, Any]:
     predicted = predicted_counts(idata, d, s.seed)
     diffs = predictive_differences(predicted, d)
     observed = observed_differences(d)
-    rec = {"m": d.m, "n": d.n, "effect": d.effect, "lm_types": d.coords["lm_type"],
-           "tasks": len(d.coords["task"]), "subsamples": len(d.coords["subsample"]), "observations": len(d.obs),
-           "beta_mean": float(beta.mean()), "beta_hdi": hdi(beta, s.hdi_prob), "hdi_prob": s.hdi_prob,
-           **diagnostics(idata), "seconds": seconds,
-           "average_difference": {"mean": float(diffs["all"].mean()), "hdi": hdi(diffs["all"], s.hdi_prob),
-                                  "observed": float(observed["all"])},
-           "per_task": [{"task": t, "mean": float(diffs[t].mean()), "hdi": hdi(diffs[t], s.hdi_prob),
-                         "observed": float(observed[t])} for t in d.coords["task"]],
-           "settings": {"chains": s.chains, "draws": s.draws, "tune": s.tune, "seed": s.seed,
-                        "target_accept": s.target_accept, "sampler": s.sampler,
-                        "parametrization": s.parametrization}}
+    rec = {
+        "m": d.m,
+        "n": d.n,
+        "effect": d.effect,
+        "lm_types": d.coords["lm_type"],
+        "tasks": len(d.coords["task"]),
+        "subsamples": len(d.coords["subsample"]),
+        "observations": len(d.obs),
+        "beta_mean": float(beta.mean()),
+        "beta_hdi": hdi(beta, s.hdi_prob),
+        "hdi_prob": s.hdi_prob,
+        **diagnostics(idata),
+        "seconds": seconds,
+        "average_difference": {
+            "mean": float(diffs["all"].mean()),
+            "hdi": hdi(diffs["all"], s.hdi_prob),
+            "observed": float(observed["all"]),
+        },
+        "per_task": [
+            {
+                "task": t,
+                "mean": float(diffs[t].mean()),
+                "hdi": hdi(diffs[t], s.hdi_prob),
+                "observed": float(observed[t]),
+            }
+            for t in d.coords["task"]
+        ],
+        "settings": {
+            "chains": s.chains,
+            "draws": s.draws,
+            "tune": s.tune,
+            "seed": s.seed,
+            "target_accept": s.target_accept,
+            "sampler": s.sampler,
+            "parametrization": s.parametrization,
+        },
+    }
     return {"record": rec, "idata": idata, "differences": diffs, "predicted": predicted}
 
 
@@ -208,18 +265,25 @@ def format_fits(records: list[dict]) -> str:
     if not records:
         return ""
     prob = f"{100 * records[0]['hdi_prob']:.0f}%"
-    lines = [f"{'m':>4} {'n':>4} {'effect':6} {'beta':>7} {prob + ' HDI':>18} {'r-hat':>6} {'div':>4} {'ESS':>6} "
-             f"{'eq.11 pts':>9} {prob + ' HDI (pts)':>17} {'observed':>8}  HDI of eq.11"]
+    lines = [
+        f"{'m':>4} {'n':>4} {'effect':6} {'beta':>7} {prob + ' HDI':>18} {'r-hat':>6} {'div':>4} {'ESS':>6} "
+        f"{'eq.11 pts':>9} {prob + ' HDI (pts)':>17} {'observed':>8}  HDI of eq.11"
+    ]
     for r in records:
         a = r["average_difference"]
         lines.append(
-            f"{r['m']:4d} {r['n']:4d} {r['effect']:6} {r['beta_mean']:+7.3f} [{r['beta_hdi'][0]:+7.3f},{r['beta_hdi'][1]:+7.3f}] "
+            f"{r['m']:4d} {r['n']:4d} {r['effect']:6} {r['beta_mean']:+7.3f} "
+            f"[{r['beta_hdi'][0]:+7.3f},{r['beta_hdi'][1]:+7.3f}] "
             f"{r['rhat_max']:6.3f} {r['divergences']:4d} {r['beta_ess_bulk']:6.0f} {100 * a['mean']:+9.2f} "
-            f"[{100 * a['hdi'][0]:+6.2f},{100 * a['hdi'][1]:+6.2f}]  {100 * a['observed']:+8.2f}  {verdict(a['hdi'])}")
+            f"[{100 * a['hdi'][0]:+6.2f},{100 * a['hdi'][1]:+6.2f}]  {100 * a['observed']:+8.2f}  "
+            f"{verdict(a['hdi'])}"
+        )
     for r in records:
         if r["divergences"]:
             ta = r["settings"]["target_accept"]
-            lines.append(f"warning: m={r['m']} n={r['n']} {r['effect']}: {r['divergences']} divergent transitions at "
-                         f"target acceptance {ta}: the posterior may be biased where they occurred; refit with "
-                         f"--target-accept {refit_target_accept(ta)} (and more --tune) until none remain")
+            lines.append(
+                f"warning: m={r['m']} n={r['n']} {r['effect']}: {r['divergences']} divergent transitions at "
+                f"target acceptance {ta}: the posterior may be biased where they occurred; refit with "
+                f"--target-accept {refit_target_accept(ta)} (and more --tune) until none remain"
+            )
     return "\n".join(lines)

@@ -45,8 +45,10 @@ class CellData:
     @property
     def shape(self) -> str:
         c = self.coords
-        return (f"{len(c['lm_type'])} LM type(s) x {len(c['task'])} tasks x {len(c['subsample'])} subsamples "
-                f"x 2 = {len(self.obs)} observations")
+        return (
+            f"{len(c['lm_type'])} LM type(s) x {len(c['task'])} tasks x {len(c['subsample'])} subsamples "
+            f"x 2 = {len(self.obs)} observations"
+        )
 
 
 def cell_data(df: pd.DataFrame, effect: str, source: str = "results") -> CellData:
@@ -59,28 +61,40 @@ def cell_data(df: pd.DataFrame, effect: str, source: str = "results") -> CellDat
     control, treatment = EFFECTS[effect]
     missing = [c for c in (control, treatment) if c not in df.columns or df[c].isna().all()]
     if missing:
-        raise UserError(f"{source}: no {missing} accuracies; the {effect} effect compares {control} with {treatment}")
+        raise UserError(
+            f"{source}: no {missing} accuracies; the {effect} effect compares {control} with {treatment}"
+        )
     cells = df[["m", "n"]].drop_duplicates()
     if len(cells) != 1:
-        raise UserError(f"{source}: one fit takes one (m, n) cell, got {len(cells)}: "
-                        f"{sorted(map(tuple, cells.to_numpy().tolist()))}; pick one with --m and --n")
+        raise UserError(
+            f"{source}: one fit takes one (m, n) cell, got {len(cells)}: "
+            f"{sorted(map(tuple, cells.to_numpy().tolist()))}; pick one with --m and --n"
+        )
     tasks = sorted(df["task"].unique())
     if len(tasks) < 2:
-        raise UserError(f"{source}: the hierarchical model pools tasks and needs at least two, got {tasks}; "
-                        "for a single task use `tapt-bench summarize` (its permutation test)")
+        raise UserError(
+            f"{source}: the hierarchical model pools tasks and needs at least two, got {tasks}; "
+            "for a single task use `tapt-bench summarize` (its permutation test)"
+        )
     per = df.groupby(["model", "task"])["subsample"].apply(lambda s: tuple(sorted(s)))
     if per.nunique() != 1:
         counts = df.groupby(["model", "task"]).size()
-        raise UserError(f"{source}: the (LM type, task) pairs have different subsamples (rows per pair: "
-                        f"{counts.min()} to {counts.max()}, e.g. {counts.idxmin()} has {counts.min()}); V_jk needs "
-                        "the same subsamples everywhere: finish the grid's missing units first")
+        raise UserError(
+            f"{source}: the (LM type, task) pairs have different subsamples (rows per pair: "
+            f"{counts.min()} to {counts.max()}, e.g. {counts.idxmin()} has {counts.min()}); V_jk needs "
+            "the same subsamples everywhere: finish the grid's missing units first"
+        )
     m, n = (int(x) for x in cells.iloc[0])
-    coords = {"lm_type": sorted(df["model"].unique()), "task": tasks, "subsample": list(per.iloc[0]),
-              "treatment": [control, treatment]}
+    coords = {
+        "lm_type": sorted(df["model"].unique()),
+        "task": tasks,
+        "subsample": list(per.iloc[0]),
+        "treatment": [control, treatment],
+    }
     long = []
-    for l, col in enumerate((control, treatment)):
+    for treated, col in enumerate((control, treatment)):  # l = 0, 1
         part = df[["model", "task", "subsample"]].rename(columns={"model": "lm_type"})
-        long.append(part.assign(treated=l, y=np.round(df[col].to_numpy() * n).astype(int)))
+        long.append(part.assign(treated=treated, y=np.round(df[col].to_numpy() * n).astype(int)))
     obs = pd.concat(long, ignore_index=True)
     for code, name in (("i", "lm_type"), ("j", "task"), ("k", "subsample")):
         obs[code] = pd.Categorical(obs[name], categories=coords[name]).codes
@@ -98,8 +112,14 @@ def data_of(d: CellData) -> dict:
     """The model's data: the (i, j, k) codes, treatment x and count y of every observation, and n. A
     compiled model is refitted to another cell of the same coords by swapping these in."""
     o = d.obs
-    return {"i": o["i"].to_numpy(), "j": o["j"].to_numpy(), "k": o["k"].to_numpy(), "x": o["treated"].to_numpy(),
-            "y": o["y"].to_numpy(), "n": np.asarray(d.n, dtype=np.int64)}
+    return {
+        "i": o["i"].to_numpy(),
+        "j": o["j"].to_numpy(),
+        "k": o["k"].to_numpy(),
+        "x": o["treated"].to_numpy(),
+        "y": o["y"].to_numpy(),
+        "n": np.asarray(d.n, dtype=np.int64),
+    }
 
 
 def _lm_type_term(d: CellData, i):

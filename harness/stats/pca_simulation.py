@@ -64,7 +64,7 @@ def r_squared(X: np.ndarray, y: np.ndarray, fit_on: slice, train: slice, test: s
 def one_rank(rank: int, s: PcaSettings, rng: np.random.Generator) -> dict:
     d, k = s.features, s.components
     train, extra, test = slice(0, s.m), slice(s.m, s.m + s.n), slice(s.m + s.n, s.m + 2 * s.n)
-    profile = np.exp(-(np.arange(d) / rank) ** 2)
+    profile = np.exp(-((np.arange(d) / rank) ** 2))
     rotation = np.linalg.qr(rng.normal(size=(s.subsamples, d, d)))[0]
     X = (rng.normal(size=(s.subsamples, s.m + 2 * s.n, d)) * profile) @ rotation.transpose(0, 2, 1)
     weights = rotation[:, :, :k] @ rng.normal(size=(s.subsamples, k, 1))
@@ -74,8 +74,13 @@ def one_rank(rank: int, s: PcaSettings, rng: np.random.Generator) -> dict:
     r2_test = r_squared(X, y, test, train, test, k)
     bias = r2_test - r2_extra
     se = bias.std(ddof=1) / np.sqrt(len(bias))
-    return {"rank": rank, "r2_extra": float(r2_extra.mean()), "r2_test": float(r2_test.mean()),
-            "bias": float(bias.mean()), "ci95": [float(bias.mean() - 1.96 * se), float(bias.mean() + 1.96 * se)]}
+    return {
+        "rank": rank,
+        "r2_extra": float(r2_extra.mean()),
+        "r2_test": float(r2_test.mean()),
+        "bias": float(bias.mean()),
+        "ci95": [float(bias.mean() - 1.96 * se), float(bias.mean() + 1.96 * se)],
+    }
 
 
 def simulate(s: PcaSettings) -> list[dict]:
@@ -89,21 +94,30 @@ def plot(rows: list[dict], s: PcaSettings, path: str) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ranks = [r["rank"] for r in rows]
-    ax.errorbar(ranks, [r["bias"] for r in rows], fmt="o-",
-                yerr=[[r["bias"] - r["ci95"][0] for r in rows], [r["ci95"][1] - r["bias"] for r in rows]])
+    ax.errorbar(
+        ranks,
+        [r["bias"] for r in rows],
+        fmt="o-",
+        yerr=[[r["bias"] - r["ci95"][0] for r in rows], [r["ci95"][1] - r["bias"] for r in rows]],
+    )
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel(f"effective rank of the {s.features} features")
     ax.set_ylabel("R² (test-fitted PCA) - R² (extra-fitted)")
-    ax.set_title(f"PCA pretraining on test features: bias (95% intervals, {s.subsamples} subsamples each)",
-                 fontsize=9)
+    ax.set_title(
+        f"PCA pretraining on test features: bias (95% intervals, {s.subsamples} subsamples each)", fontsize=9
+    )
     save(fig, Path(path))
 
 
 def format_rows(rows: list[dict], s: PcaSettings) -> str:
-    lines = [f"PCA simulation: {s.features} features, m={s.m}, n={s.n}, {s.components} components, "
-             f"{s.subsamples} subsamples per rank",
-             f"{'rank':>4} {'R2 extra-PCA':>12} {'R2 test-PCA':>11} {'bias':>8}  95% interval"]
+    lines = [
+        f"PCA simulation: {s.features} features, m={s.m}, n={s.n}, {s.components} components, "
+        f"{s.subsamples} subsamples per rank",
+        f"{'rank':>4} {'R2 extra-PCA':>12} {'R2 test-PCA':>11} {'bias':>8}  95% interval",
+    ]
     for r in rows:
-        lines.append(f"{r['rank']:4d} {r['r2_extra']:12.4f} {r['r2_test']:11.4f} {r['bias']:+8.4f}  "
-                     f"[{r['ci95'][0]:+.4f}, {r['ci95'][1]:+.4f}]")
+        lines.append(
+            f"{r['rank']:4d} {r['r2_extra']:12.4f} {r['r2_test']:11.4f} {r['bias']:+8.4f}  "
+            f"[{r['ci95'][0]:+.4f}, {r['ci95'][1]:+.4f}]"
+        )
     return "\n".join(lines)

@@ -32,14 +32,26 @@ def average_differences(fits: list[dict], title: str, path: Path) -> Path:
     plt = pyplot()
     ms = sorted({f["record"]["m"] for f in fits})
     ns = sorted({f["record"]["n"] for f in fits})
-    fig, axes = plt.subplots(len(ms), len(ns), figsize=(max(6.4, 3.2 * len(ns)), 2.4 * len(ms) + 0.6),
-                             squeeze=False, sharex=True, layout="constrained")
+    fig, axes = plt.subplots(
+        len(ms),
+        len(ns),
+        figsize=(max(6.4, 3.2 * len(ns)), 2.4 * len(ms) + 0.6),
+        squeeze=False,
+        sharex=True,
+        layout="constrained",
+    )
     colors = {"boost": "tab:blue", "bias": "tab:red"}
     for f in fits:
         r = f["record"]
         ax = axes[ms.index(r["m"])][ns.index(r["n"])]
-        ax.hist(100 * f["differences"]["all"], bins=50, density=True, alpha=0.6, color=colors[r["effect"]],
-                label=r["effect"])
+        ax.hist(
+            100 * f["differences"]["all"],
+            bins=50,
+            density=True,
+            alpha=0.6,
+            color=colors[r["effect"]],
+            label=r["effect"],
+        )
         ax.set_title(f"m={r['m']} n={r['n']}", fontsize=9)
     for ax in axes.ravel():
         ax.axvline(0, color="black", lw=0.8)
@@ -66,9 +78,18 @@ def task_differences(fits: list[dict], title: str, path: Path) -> Path | None:
         per = {t["task"]: t for t in r["per_task"]}
         ys = [tasks.index(t) + off for t in tasks if t in per]
         rows = [per[t] for t in tasks if t in per]
-        ax.errorbar([100 * t["mean"] for t in rows], ys,
-                    xerr=[[100 * (t["mean"] - t["hdi"][0]) for t in rows], [100 * (t["hdi"][1] - t["mean"]) for t in rows]],
-                    fmt="o", ms=3, lw=1, label=f"m={r['m']} n={r['n']}")
+        ax.errorbar(
+            [100 * t["mean"] for t in rows],
+            ys,
+            xerr=[
+                [100 * (t["mean"] - t["hdi"][0]) for t in rows],
+                [100 * (t["hdi"][1] - t["mean"]) for t in rows],
+            ],
+            fmt="o",
+            ms=3,
+            lw=1,
+            label=f"m={r['m']} n={r['n']}",
+        )
     ax.set_yticks(range(len(tasks)), tasks)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel("bias, test - extra (points): posterior predictive mean and HDI (eq. 12)")
@@ -103,7 +124,9 @@ def meta_cdf(result: dict, title: str, path: Path) -> Path:
         ax.axvline(x, color="grey", ls="--", lw=0.8)
     ax.set_xlabel(f"posterior mean of beta in one slice ({result['slices']} slices)")
     ax.set_ylabel("share of slices")
-    ax.set_title(f"{title}: {100 * result['share_outside']:.0f}% outside (-{result['rope']}, {result['rope']})")
+    ax.set_title(
+        f"{title}: {100 * result['share_outside']:.0f}% outside (-{result['rope']}, {result['rope']})"
+    )
     return save(fig, path)
 
 
@@ -111,8 +134,13 @@ def calibration(table: pd.DataFrame, label: str, path: Path) -> Path:
     """Observed against posterior predictive mean accuracy per (task, condition), with HDIs."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    ax.errorbar(table["observed"], table["predicted"],
-                yerr=[table["predicted"] - table["hdi_low"], table["hdi_high"] - table["predicted"]], fmt="o", ms=3)
+    ax.errorbar(
+        table["observed"],
+        table["predicted"],
+        yerr=[table["predicted"] - table["hdi_low"], table["hdi_high"] - table["predicted"]],
+        fmt="o",
+        ms=3,
+    )
     lo, hi = table[["observed", "hdi_low"]].min().min(), table[["observed", "hdi_high"]].max().max()
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
     ax.set_xlabel("observed mean accuracy")

@@ -18,7 +18,8 @@ ALPHA, POWER = 0.05, 0.80
 MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA)))
 DETECTABLE_METHOD = (
     f"detectable bias (MDE): the smallest mean bias the one-sided paired test (alpha {ALPHA}) finds with "
-    f"{POWER:.0%} power, (t_{1 - ALPHA:.2f},K-1 + t_{POWER:.2f},K-1) * sd(test - extra) / sqrt(K), K subsamples "
+    f"{POWER:.0%} power, (t_{1 - ALPHA:.2f},K-1 + t_{POWER:.2f},K-1) * sd(test - extra) / sqrt(K), "
+    "K subsamples "
     f"(normal approximation with t quantiles); inf below K = {MIN_SUBSAMPLES}, where the sign-flip test's "
     f"smallest p-value, 2^-K, is above {ALPHA}"
 )
@@ -29,8 +30,13 @@ def bias_pvalue(test: np.ndarray, extra: np.ndarray, seed: int = 0) -> float:
     if len(test) < 2 or np.all(test == extra):
         return 1.0
     res = stats.permutation_test(
-        (test, extra), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
-        alternative="greater", n_resamples=RESAMPLES, vectorized=True, random_state=seed,
+        (test, extra),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        permutation_type="samples",
+        alternative="greater",
+        n_resamples=RESAMPLES,
+        vectorized=True,
+        random_state=seed,
     )
     return float(res.pvalue)
 
@@ -41,7 +47,9 @@ def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: floa
     k = len(differences)
     if k < 2 or 0.5**k > alpha:  # the sign-flip test's smallest p-value is 2^-K: it can never reject
         return float("inf")
-    return float((stats.t.ppf(1 - alpha, k - 1) + stats.t.ppf(power, k - 1)) * np.std(differences, ddof=1) / np.sqrt(k))
+    return float(
+        (stats.t.ppf(1 - alpha, k - 1) + stats.t.ppf(power, k - 1)) * np.std(differences, ddof=1) / np.sqrt(k)
+    )
 
 
 def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
@@ -55,25 +63,41 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
     for (m, n, model), group in df.groupby(["m", "n", "model"], sort=True):
         per_task = []
         for task, t in group.groupby("task", sort=True):
-            row = {"m": int(m), "n": int(n), "model": model, "task": task,
-                   "boost_mean": float(t["boost_effect"].mean()), "bias_mean": float(t["bias_effect"].mean()),
-                   "p_value": bias_pvalue(t[conditions.TEST].to_numpy(), t[conditions.EXTRA].to_numpy(), seed),
-                   "detectable_bias": detectable_effect(t["bias_effect"].to_numpy())}
+            row = {
+                "m": int(m),
+                "n": int(n),
+                "model": model,
+                "task": task,
+                "boost_mean": float(t["boost_effect"].mean()),
+                "bias_mean": float(t["bias_effect"].mean()),
+                "p_value": bias_pvalue(t[conditions.TEST].to_numpy(), t[conditions.EXTRA].to_numpy(), seed),
+                "detectable_bias": detectable_effect(t["bias_effect"].to_numpy()),
+            }
             if has_leak:
-                row |= {"leak_mean": float(t["leak_effect"].mean()),
-                        "leak_p_value": bias_pvalue(t[conditions.LEAK].to_numpy(), t[conditions.EXTRA].to_numpy(), seed)}
+                row |= {
+                    "leak_mean": float(t["leak_effect"].mean()),
+                    "leak_p_value": bias_pvalue(
+                        t[conditions.LEAK].to_numpy(), t[conditions.EXTRA].to_numpy(), seed
+                    ),
+                }
             per_task.append(row)
         for key in ("p_value", "leak_p_value") if has_leak else ("p_value",):
             adjusted = stats.false_discovery_control([t[key] for t in per_task], method="bh")
             for t, p in zip(per_task, adjusted):
                 t[key.replace("value", "adjusted")] = float(p)
         tasks += per_task
-        config = {"m": int(m), "n": int(n), "model": model,
-                  "boost_mean": float(group["boost_effect"].mean()), "bias_mean": float(group["bias_effect"].mean()),
-                  "tasks": len(per_task), "rows": len(group),
-                  "tasks_positive_bias": sum(t["bias_mean"] > 0 for t in per_task),
-                  "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task),
-                  "detectable_bias_median": float(np.median([t["detectable_bias"] for t in per_task]))}
+        config = {
+            "m": int(m),
+            "n": int(n),
+            "model": model,
+            "boost_mean": float(group["boost_effect"].mean()),
+            "bias_mean": float(group["bias_effect"].mean()),
+            "tasks": len(per_task),
+            "rows": len(group),
+            "tasks_positive_bias": sum(t["bias_mean"] > 0 for t in per_task),
+            "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task),
+            "detectable_bias_median": float(np.median([t["detectable_bias"] for t in per_task])),
+        }
         if has_leak:
             config["leak_mean"] = float(group["leak_effect"].mean())
         configs.append(config)
@@ -85,25 +109,39 @@ def format_tables(summary: dict[str, Any]) -> str:
     lines = [DETECTABLE_METHOD, ""]
     for c in summary["configs"]:
         leak = "leak_mean" in c
-        lines.append(f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
-                     f"boost (extra-base) {100 * c['boost_mean']:+.2f} pts, bias (test-extra) "
-                     f"{100 * c['bias_mean']:+.2f} pts" + (f", leak (leak-extra) {100 * c['leak_mean']:+.2f} pts"
-                                                           if leak else "") +
-                     f"; tasks with bias >0: {c['tasks_positive_bias']}, <0: {c['tasks_negative_bias']}")
-        lines.append(f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7} {'MDE':>6}"
-                     + (f" {'leak':>7} {'p':>7} {'p_BH':>7}" if leak else ""))
+        lines.append(
+            f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
+            f"boost (extra-base) {100 * c['boost_mean']:+.2f} pts, bias (test-extra) "
+            f"{100 * c['bias_mean']:+.2f} pts"
+            + (f", leak (leak-extra) {100 * c['leak_mean']:+.2f} pts" if leak else "")
+            + f"; tasks with bias >0: {c['tasks_positive_bias']}, <0: {c['tasks_negative_bias']}"
+        )
+        lines.append(
+            f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7} {'MDE':>6}"
+            + (f" {'leak':>7} {'p':>7} {'p_BH':>7}" if leak else "")
+        )
         for t in summary["tasks"]:
             if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"]):
-                lines.append(f"  {t['task']:34} {100 * t['boost_mean']:+7.2f} {100 * t['bias_mean']:+7.2f} "
-                             f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f} {100 * t['detectable_bias']:6.2f}"
-                             + (f" {100 * t['leak_mean']:+7.2f} {t['leak_p_value']:7.4f} {t['leak_p_adjusted']:7.4f}"
-                                if leak else ""))
+                lines.append(
+                    f"  {t['task']:34} {100 * t['boost_mean']:+7.2f} {100 * t['bias_mean']:+7.2f} "
+                    f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f} {100 * t['detectable_bias']:6.2f}"
+                    + (
+                        f" {100 * t['leak_mean']:+7.2f} {t['leak_p_value']:7.4f} {t['leak_p_adjusted']:7.4f}"
+                        if leak
+                        else ""
+                    )
+                )
         if np.isfinite(c["detectable_bias_median"]):
-            lines.append(f"  any task bias above its MDE would have been seen with {POWER:.0%} power; median MDE "
-                         f"{100 * c['detectable_bias_median']:.2f} pts")
+            lines.append(
+                f"  any task bias above its MDE would have been seen with {POWER:.0%} power; median MDE "
+                f"{100 * c['detectable_bias_median']:.2f} pts"
+            )
         else:
-            lines.append(f"  with under {MIN_SUBSAMPLES} subsamples per task no permutation p-value can fall below {ALPHA}: "
-                         "these rows show effects, not evidence; run more subsamples to test them")
+            lines.append(
+                f"  with under {MIN_SUBSAMPLES} subsamples per task no permutation p-value can "
+                f"fall below {ALPHA}: "
+                "these rows show effects, not evidence; run more subsamples to test them"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -117,15 +155,22 @@ def prediction_changes(root: str | Path) -> pd.DataFrame:
     for task, predicted in results.predictions(root).items():
         pairs = [(c, conditions.BASE) for c in tapt if c in predicted]
         pairs += [(c, conditions.EXTRA) for c in tapt if c != conditions.EXTRA and c in predicted]
-        rows.append({"task": task, "docs": len(predicted),
-                     **{f"{a}/{b}": float((predicted[a] != predicted[b]).mean()) for a, b in pairs}})
+        rows.append(
+            {
+                "task": task,
+                "docs": len(predicted),
+                **{f"{a}/{b}": float((predicted[a] != predicted[b]).mean()) for a, b in pairs},
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def format_changes(changes: pd.DataFrame) -> str:
     pairs = [c for c in changes.columns if "/" in c]
-    lines = ["share of test predictions that differ between conditions:",
-             f"  {'task':34} {'docs':>5} " + " ".join(f"{p:>10}" for p in pairs)]
+    lines = [
+        "share of test predictions that differ between conditions:",
+        f"  {'task':34} {'docs':>5} " + " ".join(f"{p:>10}" for p in pairs),
+    ]
     for r in changes.to_dict("records"):
         lines.append(f"  {r['task']:34} {r['docs']:5d} " + " ".join(f"{r[p]:10.1%}" for p in pairs))
     return "\n".join(lines)

@@ -51,7 +51,7 @@ def read_hub(spec: TaskSpec) -> pd.DataFrame:
             f"task {spec.task_name}: cannot load {spec.hub_id!r} from the Hugging Face hub "
             f"({type(err).__name__}: {err}). Offline, name a data directory holding {spec.slug}/data.parquet "
             f"(columns `text`, `label`): --data-dir DIR (tapt-bench), the config key data_dir, "
-            f"--metadata '{{\"data_dir\": \"DIR\"}}' (lm_eval), or ${DATA_DIR_ENV}."
+            f'--metadata \'{{"data_dir": "DIR"}}\' (lm_eval), or ${DATA_DIR_ENV}.'
         ) from err
 
 
@@ -60,7 +60,9 @@ def to_canonical(spec: TaskSpec, raw: pd.DataFrame, source: str) -> pd.DataFrame
     local data alike); data already in canonical `text`/`label` form pass through."""
     fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
     if all(f in raw.columns for f in [*fields, spec.label_field]):
-        text = raw[fields].fillna("").astype(str).agg("\n".join, axis=1) if len(fields) > 1 else raw[fields[0]]
+        text = (
+            raw[fields].fillna("").astype(str).agg("\n".join, axis=1) if len(fields) > 1 else raw[fields[0]]
+        )
         label = raw[spec.label_field]
     elif {"text", "label"} <= set(raw.columns):
         text, label = raw["text"], raw["label"]
@@ -85,8 +87,10 @@ def canonical_labels(spec: TaskSpec, label: pd.Series, source: str) -> pd.Series
     unknown = label[mapped.isna()]
     if len(unknown):
         known = list(spec.label_map) if spec.label_map is not None else list(spec.classes)
-        raise TaskError(f"task {spec.task_name} ({source}): label {unknown.iloc[0]!r} is not one of {known} "
-                        f"({len(unknown)} row(s)); fix the data or the YAML's label_map/classes")
+        raise TaskError(
+            f"task {spec.task_name} ({source}): label {unknown.iloc[0]!r} is not one of {known} "
+            f"({len(unknown)} row(s)); fix the data or the YAML's label_map/classes"
+        )
     return mapped.astype("int64")
 
 
@@ -104,11 +108,15 @@ def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
     missing = [c for c in ("text", "label") if c not in df.columns]
     if missing:
         fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
-        return [f"missing column(s) {missing}; columns are {list(df.columns)}; name them in the YAML's "
-                f"text_field/label_field (now {fields}/{spec.label_field!r}) or rename them to text/label"]
+        return [
+            f"missing column(s) {missing}; columns are {list(df.columns)}; name them in the YAML's "
+            f"text_field/label_field (now {fields}/{spec.label_field!r}) or rename them to text/label"
+        ]
     if df.empty:
-        return ["no rows: the data has a header but no labeled rows (or the task's filters "
-                "drop_empty/max_chars removed every row); add rows with a `text` and a `label`"]
+        return [
+            "no rows: the data has a header but no labeled rows (or the task's filters "
+            "drop_empty/max_chars removed every row); add rows with a `text` and a `label`"
+        ]
     problems = []
     if pd.api.types.is_numeric_dtype(df["text"]):
         problems.append(

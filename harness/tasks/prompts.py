@@ -6,7 +6,9 @@ from harness.tasks.spec import TaskSpec
 
 MAX_TEXT_CHARS = 1000
 PACK_SIZE = 8  # texts per packed training sequence
-ANSWER_DELIMITER = " "  # the task template's target_delimiter: lm-eval scores " <class name>" after the prompt
+ANSWER_DELIMITER = (
+    " "  # the task template's target_delimiter: lm-eval scores " <class name>" after the prompt
+)
 
 
 def instruction(spec: TaskSpec) -> str:
@@ -35,8 +37,10 @@ def answered(spec: TaskSpec, text: str, label: int) -> str:
 def packed(spec: TaskSpec, texts: list[str], labels: list[int] | None = None) -> str:
     """One packing sequence: the instruction once, then each text as a block (with its answer when
     labels are given), blank-line separated."""
-    blocks = (text_block(t) if labels is None else labeled(t, spec.classes[y])
-              for t, y in zip(texts, labels or [None] * len(texts)))
+    blocks = (
+        text_block(t) if labels is None else labeled(t, spec.classes[y])
+        for t, y in zip(texts, labels or [None] * len(texts))
+    )
     return instruction(spec) + "\n\n".join(blocks)
 
 

@@ -35,14 +35,13 @@ class TaskSpec:
     drop_empty: bool = False
 
     @classmethod
-    def from_kwargs(cls, kwargs: dict[str, Any], source: str) -> "TaskSpec":
+    def from_kwargs(cls, kwargs: dict[str, Any], source: str) -> TaskSpec:
         """Build from a YAML's `dataset_kwargs`; `source` names the file in errors."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(kwargs) - known)
         if unknown:
             raise TaskError(
-                f"{source}: unknown field(s) {unknown} in dataset_kwargs; "
-                f"allowed: {sorted(known)}"
+                f"{source}: unknown field(s) {unknown} in dataset_kwargs; allowed: {sorted(known)}"
             )
         missing = [f for f in ("slug", "hub_id", "classes", "instruction") if not kwargs.get(f)]
         if missing:
@@ -66,7 +65,8 @@ _Loader.add_constructor("!function", lambda loader, node: f"!function {loader.co
 
 
 def load_task_config(path: str | Path) -> dict[str, Any]:
-    """The merged config of one task YAML: its `include`s first (relative to the file), its own keys over them.
+    """The merged config of one task YAML: its `include`s first (relative to the file), its own keys
+    over them.
 
     Written here because lm-eval's loader is private API (`lm_eval.tasks._yaml_loader`, absent in
     some 0.4.x releases); we need only its `include` merge.
@@ -75,7 +75,7 @@ def load_task_config(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise TaskError(f"{path}: no such task YAML")
     try:
-        cfg = yaml.load(path.read_text(), Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        cfg = yaml.load(path.read_text(), Loader=_Loader)
     except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
         raise TaskError(f"{path}: malformed YAML: {err}") from err
     if not isinstance(cfg, dict):
@@ -136,8 +136,10 @@ def task_files(include_path: Sequence[str] = ()) -> dict[str, Path]:
                 continue
             slug = cfg["task"].removeprefix(TASK_PREFIX)
             if slug in found:
-                raise TaskError(f"task {cfg['task']} is defined twice: {found[slug]} and {path}; "
-                                "rename one (its `task` and `dataset_kwargs.slug`) or drop one folder")
+                raise TaskError(
+                    f"task {cfg['task']} is defined twice: {found[slug]} and {path}; "
+                    "rename one (its `task` and `dataset_kwargs.slug`) or drop one folder"
+                )
             found[slug] = path
     return found
 

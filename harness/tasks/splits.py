@@ -7,9 +7,9 @@ from typing import Literal
 
 import pandas as pd
 
+from harness.core.settings import option
 from harness.tasks import prompts
 from harness.tasks.data import load_pool
-from harness.core.settings import option
 from harness.tasks.spec import TaskSpec, load_spec
 from harness.tasks.subsample import SPLITS, SampleSettings, draw
 

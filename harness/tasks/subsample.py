@@ -19,9 +19,12 @@ class DataSettings(Settings):
     PATHS = ("data_dir", "include_path")
 
     data_dir: str | None = option(
-        None, "folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the Hugging Face hub)")
+        None,
+        "folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the Hugging Face hub)",
+    )
     include_path: list[str] = option(
-        [], "extra folders of task YAMLs, searched after the shipped tasks (as lm_eval's --include_path)")
+        [], "extra folders of task YAMLs, searched after the shipped tasks (as lm_eval's --include_path)"
+    )
 
 
 @dataclass(kw_only=True)
@@ -85,4 +88,3 @@ def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int) -> Subsa
     rest = np.setdiff1d(np.arange(len(labels)), train)
     rest = rng.permutation(rest)
     return Subsample(train=np.sort(train), extra=rest[:n], test=rest[n : 2 * n])
-

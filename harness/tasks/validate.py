@@ -6,10 +6,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from harness.tasks.data import load_pool
 from harness.core.errors import TaskError
-from harness.tasks.spec import lm_eval_tasks, load_task_config, spec_from_config
 from harness.core.settings import pick
+from harness.tasks.data import load_pool
+from harness.tasks.spec import lm_eval_tasks, load_task_config, spec_from_config
 from harness.tasks.subsample import SampleSettings, draw
 
 EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside TaskConfig
@@ -27,8 +27,12 @@ def render_first(task) -> dict[str, Any]:
     """What lm-eval scores for the first eval doc: prompt, choices (with delimiter) and target."""
     doc = next(iter(task.test_docs()))
     choices = task.doc_to_choice(doc)
-    return {"prompt": task.doc_to_text(doc), "choices": choices,
-            "target": choices[task.doc_to_target(doc)], "delimiter": task.config.target_delimiter}
+    return {
+        "prompt": task.doc_to_text(doc),
+        "choices": choices,
+        "target": choices[task.doc_to_target(doc)],
+        "delimiter": task.config.target_delimiter,
+    }
 
 
 def problems(path: Path, sample: SampleSettings) -> list[str]:
