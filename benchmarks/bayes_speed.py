@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import arviz as az
 
 from harness.core.settings import option, parse_script
+from harness.results import collect
 from harness.stats.analysis import FitSettings, identified_slope, model_variables, sample
-from harness.stats.bayes import MODELS, cell_data
-from harness.stats.summary import collect
+from harness.stats.bayes import cell_data
 
 
 @dataclass(kw_only=True)
@@ -63,7 +63,7 @@ def main() -> None:
             target_accept=a.target_accept if base_rate else 0.8,
         )
         clock = time.perf_counter()
-        idata = sample(MODELS[parametrization](d), s)
+        idata = sample(d, s)
         wall = time.perf_counter() - clock
         ess = float(az.ess(idata, var_names=["beta"])["beta"])
         slope = float(az.ess(identified_slope(idata).to_numpy()))

@@ -20,9 +20,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from harness import grid
 from harness.core.settings import Settings, option, parse_script
+from harness.grid import config, run
 from harness.grid.on_ray import executor, ray_module
+from harness.grid.units import loaded_base
 
 
 @dataclass(kw_only=True)
@@ -33,14 +34,16 @@ class RayBenchArgs(Settings):
 
 
 def leg(
-    ray, cfg: grid.GridConfig, out: Path, cpus: int, gpus: float, per_unit_cpus: float, per_unit_gpus: float
+    ray, cfg: config.GridConfig, out: Path, cpus: int, gpus: float, per_unit_cpus: float, per_unit_gpus: float
 ):
     """(seconds, accuracies) of the whole config on a fresh Ray instance."""
     ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     try:
         run_cfg = dataclasses.replace(cfg, out=str(out))
         clock = time.perf_counter()
-        grid.run(run_cfg, execute=executor(cpus_per_unit=per_unit_cpus, gpus_per_unit=per_unit_gpus))
+        run.run(
+            run_cfg, execute=executor(address=None, cpus_per_unit=per_unit_cpus, gpus_per_unit=per_unit_gpus)
+        )
         seconds = time.perf_counter() - clock
     finally:
         ray.shutdown()
@@ -51,10 +54,10 @@ def leg(
 def main() -> None:
     args = parse_script(RayBenchArgs, __doc__)
     ray = ray_module()
-    cfg = grid.load_config(args.config)
+    cfg = config.load_config(args.config)
     cpus, gpus = os.cpu_count() or 1, torch.cuda.device_count()
     print(
-        f"config {args.config}: {len(grid.units(cfg))} units, flow {cfg.flow}, base {cfg.base}; "
+        f"config {args.config}: {len(run.units(cfg))} units, flow {cfg.flow}, base {cfg.base}; "
         f"{cpus} CPUs, {gpus} GPUs"
     )
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,9 +76,9 @@ def main() -> None:
             print("no GPU here: the GPU leg did not run")
     if cfg.flow == "zero_shot":
         clock = time.perf_counter()
-        grid.loaded_base(cfg)
+        loaded_base(cfg)
         load = time.perf_counter() - clock
-        units = len(grid.units(cfg))
+        units = len(run.units(cfg))
         print(
             f"loading the base once: {load:.1f} s, against {one / units:.1f} s per unit "
             f"({100 * load / (one / units):.1f}% of a unit, saved by a worker that keeps it loaded)"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from harness.core import models
 from harness.core.models import ModelSettings, resolve
 from harness.core.settings import option, parse_script
 from harness.tasks.splits import SplitSettings
@@ -50,7 +51,10 @@ def interleaved_medians(fns, repeats: int) -> list[float]:
 
 def measure(args: AdapterArgs, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as work:
-        run = prepare(args, Path(work))
+        spec, docs = args.docs()
+        model, _ = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
+        tokenizer = models.tokenizer(args.base)
+        run = prepare(spec, docs, args, args.answers, args.seed, model, tokenizer, Path(work))
         trainer = run.trainer
         trainer.create_optimizer_and_scheduler(num_training_steps=repeats + 1)
         trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() otherwise
