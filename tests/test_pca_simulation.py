@@ -16,20 +16,7 @@ def test_no_bias_at_effective_rank_1_and_a_clear_one_at_full_rank():
 
 
 def test_cli_json_and_plot(tmp_path, capsys):
-    main(
-        [
-            "simulate",
-            "pca",
-            "--ranks",
-            "1",
-            "10",
-            "--subsamples",
-            "200",
-            "--json",
-            "--plot",
-            str(tmp_path / "p.png"),
-        ]
-    )
+    main([*"simulate pca --ranks 1 10 --subsamples 200 --json --plot".split(), str(tmp_path / "p.png")])
     out = json.loads(capsys.readouterr().out)
     assert [r["rank"] for r in out["ranks"]] == [1, 10] and out["settings"]["subsamples"] == 200
     assert set(out["ranks"][0]) == {"rank", "r2_extra", "r2_test", "bias", "ci95"}

@@ -62,18 +62,11 @@ def test_validate_and_show_by_slug(user, capsys):
     assert "1 ok, 0 with problems" in capsys.readouterr().out
     main(
         [
-            "tasks",
-            "show",
-            "--task",
-            "weather",
-            "--include-path",
+            *"tasks show --task weather --include-path".split(),
             user["tasks"],
             "--data-dir",
             user["data"],
-            "--m",
-            "6",
-            "--n",
-            "20",
+            *"--m 6 --n 20".split(),
         ]
     )
     shown = capsys.readouterr().out
@@ -107,24 +100,13 @@ def test_a_task_defined_in_two_folders_is_an_error_naming_both(user, tmp_path):
 def test_train_by_slug_prints_the_lm_eval_command_that_scores_it(user, tiny_llama, tmp_path, capsys):
     main(
         [
-            "train",
-            "--task",
-            "weather",
-            "--split",
-            "test",
-            "--include-path",
+            *"train --task weather --split test --include-path".split(),
             user["tasks"],
             "--data-dir",
             user["data"],
-            "--m",
-            "6",
-            "--n",
-            "10",
-            "--base",
+            *"--m 6 --n 10 --base".split(),
             str(tiny_llama),
-            "--quantize",
-            "none",
-            "--out",
+            *"--quantize none --out".split(),
             str(tmp_path / "ad"),
         ]
     )

@@ -84,18 +84,8 @@ def test_a_good_task_passes(tmp_path, capsys):
         ),
     ],
     ids=[
-        "malformed",
-        "unknown-field",
-        "unknown-fact",
-        "no-text",
-        "no-label",
-        "empty-text",
-        "label-gap",
-        "class-count",
-        "m-too-small",
-        "n-too-large",
-        "no-rows",
-        "numeric-text",
+        *"malformed unknown-field unknown-fact no-text no-label empty-text label-gap class-count".split(),
+        *"m-too-small n-too-large no-rows numeric-text".split(),
     ],
 )
 def test_each_problem_is_explained(tmp_path, capsys, yaml_text, rows, args, expected):

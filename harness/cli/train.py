@@ -42,21 +42,9 @@ def lm_eval_command(train) -> str:
         "split": "test",
     }
     model_args = f"pretrained={train.base},peft={Path(train.out).resolve()}"
-    return shlex.join(
-        [
-            "lm_eval",
-            "--model",
-            "hf",
-            "--model_args",
-            model_args,
-            "--include_path",
-            str(yaml.parent),
-            "--tasks",
-            load_task_config(yaml)["task"],
-            "--metadata",
-            json.dumps(metadata),
-        ]
-    )
+    task = load_task_config(yaml)["task"]
+    argv = ["lm_eval", "--model", "hf", "--model_args", model_args, "--include_path", str(yaml.parent)]
+    return shlex.join([*argv, "--tasks", task, "--metadata", json.dumps(metadata)])
 
 
 def cmd_pretrain_text(args: argparse.Namespace) -> None:

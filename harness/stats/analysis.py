@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.errors import UserError
-from harness.core.settings import Settings, option
+from harness.core.settings import Settings, option, pick
 from harness.stats.bayes import CellData, data_of, model_of, slopes_are_informed
 
 
@@ -66,17 +66,17 @@ def sample(d: CellData, s: FitSettings, progress: bool = False):
 
     cores = min(s.chains, os.cpu_count() or 1)
     centered = s.parametrization == "fast" and slopes_are_informed(d)
+    run = {
+        "draws": s.draws,
+        "tune": s.tune,
+        "chains": s.chains,
+        "cores": cores,
+        "target_accept": s.target_accept,
+    }
     if s.sampler == "pymc":
         with model_of(d, s.parametrization, centered):
             return pm.sample(
-                draws=s.draws,
-                tune=s.tune,
-                chains=s.chains,
-                cores=cores,
-                random_seed=s.seed,
-                target_accept=s.target_accept,
-                progressbar=progress,
-                compute_convergence_checks=False,
+                **run, random_seed=s.seed, progressbar=progress, compute_convergence_checks=False
             )
     import nutpie
 
@@ -84,19 +84,8 @@ def sample(d: CellData, s: FitSettings, progress: bool = False):
     if key not in _COMPILED:
         _COMPILED[key] = nutpie.compile_pymc_model(model_of(d, s.parametrization, centered))
     compiled = _COMPILED[key]
-    data = {
-        name: v for name, v in data_of(d).items() if name in compiled.shared_data
-    }  # those the model reads
-    idata = nutpie.sample(
-        compiled.with_data(**data),
-        draws=s.draws,
-        tune=s.tune,
-        chains=s.chains,
-        cores=cores,
-        seed=s.seed,
-        target_accept=s.target_accept,
-        progress_bar=progress,
-    )
+    data = {name: v for name, v in data_of(d).items() if name in compiled.shared_data}  # what the model reads
+    idata = nutpie.sample(compiled.with_data(**data), **run, seed=s.seed, progress_bar=progress)
     if "treatment" in idata.posterior.dims:  # this fit's condition names (the layout ignores them)
         idata.posterior = idata.posterior.assign_coords(treatment=d.coords["treatment"])
     return idata
@@ -217,15 +206,7 @@ def fit_cell(d: CellData, s: FitSettings) -> dict[str, Any]:
             }
             for t in d.coords["task"]
         ],
-        "settings": {
-            "chains": s.chains,
-            "draws": s.draws,
-            "tune": s.tune,
-            "seed": s.seed,
-            "target_accept": s.target_accept,
-            "sampler": s.sampler,
-            "parametrization": s.parametrization,
-        },
+        "settings": pick(s, FitSettings),
     }
     return {"record": rec, "idata": idata, "differences": diffs, "predicted": predicted}
 

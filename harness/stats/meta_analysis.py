@@ -14,8 +14,8 @@ import pandas as pd
 
 from harness.core.conditions import EFFECTS
 from harness.core.errors import UserError
-from harness.core.settings import option
-from harness.stats.analysis import AnalysisSettings, divergences, refit_target_accept, sample
+from harness.core.settings import option, pick
+from harness.stats.analysis import AnalysisSettings, FitSettings, divergences, refit_target_accept, sample
 from harness.stats.bayes import cell_data
 
 
@@ -92,13 +92,7 @@ def meta_analysis(
         "seconds": time.perf_counter() - clock,
         "divergences": sum(diverging),
         "slices_with_divergences": sum(d > 0 for d in diverging),
-        "settings": {
-            "chains": s.chains,
-            "draws": s.draws,
-            "tune": s.tune,
-            "seed": s.seed,
-            "target_accept": s.target_accept,
-        },
+        "settings": pick(s, FitSettings),
         "posterior_means": means.tolist(),
     }
 
