@@ -118,3 +118,12 @@ def test_p_value_of_a_large_t_does_not_underflow():
     t, p = t_statistic(d, [[0.0]] * 256)
     assert t == pytest.approx(12.0)
     assert p > 0 and p == pytest.approx(stats.t.sf(12.0, 255)) and p < 1e-25
+
+
+def test_the_lm_eval_hook_changes_nothing_in_the_process_that_imports_it():
+    import importlib
+    import sys
+
+    before = sys.excepthook
+    importlib.reload(importlib.import_module("tasks_yaml.utils"))
+    assert sys.excepthook is before  # lm-eval's own error handling stays as lm-eval has it
