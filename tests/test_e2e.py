@@ -9,6 +9,11 @@ from tapt.raw_text import TextArgs, pretrain_text
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def smollm2_dir():
+    return models.prepare(models.SMOLLM2)  # dequantised from the package's GGUF once per machine
+
+
 def test_minilm_masked_lm_pretraining_lowers_its_loss(data_dir, tmp_path):
     rec = pretrain_text(
         TextArgs(
