@@ -19,7 +19,7 @@ import typing
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Union
 
-from harness.core.errors import SettingsError
+from harness.core.errors import SettingsError, UserError
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "", **kw) -> Any:
@@ -207,8 +207,6 @@ def parse_script(cls: type[S], doc: str | None, argv: list[str] | None = None) -
     """A script's settings from its command line; a bad value exits with the flag named."""
     import argparse
     import sys
-
-    from harness.core.errors import UserError
 
     namespace = parser(cls, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(
         argv
