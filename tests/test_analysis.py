@@ -133,18 +133,20 @@ def test_a_planted_bias_is_recovered_and_a_null_one_is_not_found():
 def test_a_model_is_compiled_once_per_layout_and_refitted_with_new_data():
     """The boost and bias of one cell, and a cell of another n with the same coords, share one
     compiled model; each fit still sees its own counts."""
-    df = synthetic(beta=0.4, seed=1)  # the layout of the other fits here: compiled once for all of them
+    # the layout of the other fits here; on these counts both effects choose non-centred slopes (a pure
+    # function of the counts: the same on every machine), so all of them share one compiled model
+    df = synthetic(beta=0.4, seed=3)
+    assert not any(bayes.slopes_are_informed(bayes.cell_data(df, effect)) for effect in ("boost", "bias"))
     fits = [analysis.fit_cell(bayes.cell_data(df, effect), FAST)["record"] for effect in ("boost", "bias")]
     layouts = [k for k in analysis._COMPILED if k[2] == analysis.layout(bayes.cell_data(df, "bias"))]
-    assert 1 <= len(layouts) <= 2  # one per slope parametrisation the two effects chose
+    assert len(layouts) == 1, layouts
     small = df.assign(n=100, **{c: (df[c] * 100).round() / 100 for c in ("base", "extra", "test")})
     compiled = dict(analysis._COMPILED)
     again = analysis.fit_cell(bayes.cell_data(small, "bias"), FAST)["record"]
     assert compiled == analysis._COMPILED and again["n"] == 100  # another n, the same compiled model
     boost, bias = fits
-    assert boost["average_difference"]["observed"] == pytest.approx(
-        0.2 * 0.24, abs=0.03
-    )  # base is -0.2 logits
+    # base is -0.2 logits below extra: about 0.2 * p (1 - p), p near 0.6, in accuracy
+    assert boost["average_difference"]["observed"] == pytest.approx(0.2 * 0.24, abs=0.03)
     assert bias["beta_hdi"][0] > 0 and again["beta_hdi"][0] > 0
 
 
