@@ -35,7 +35,7 @@ class FitSettings(Settings):
     sampler: Literal["nutpie", "pymc"] = option("nutpie", "NUTS implementation (nutpie: compiled with numba)")
     parametrization: Literal["fast", "study"] = option(
         "fast",
-        "fast: the study's model without its ridges (same posterior; see harness/bayes.py); "
+        "fast: the study's model without its ridges (same posterior; see harness/stats/bayes.py); "
         "study: as written",
     )
 
