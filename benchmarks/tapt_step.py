@@ -52,7 +52,7 @@ def interleaved_medians(fns, repeats: int) -> list[float]:
 def measure(args: AdapterArgs, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as work:
         spec, docs = args.docs()
-        model, _ = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
+        model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
         tokenizer = models.tokenizer(args.base)
         run = prepare(spec, docs, args, args.answers, args.seed, model, tokenizer, Path(work))
         trainer = run.trainer

@@ -151,7 +151,7 @@ def train_adapter(args: AdapterArgs) -> dict:
     spec, docs = args.docs()
     models.check_base(args.base)
     with output.staged(Path(args.out), args.overwrite) as tmp:
-        model, _ = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
+        model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
         run = prepare(spec, docs, args, args.answers, args.seed, model, models.tokenizer(args.base), tmp)
         run.trainer.train()
         run.trainer.model.save_pretrained(tmp)

@@ -110,8 +110,8 @@ def tokenizer(base: str):
 
 
 def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = False):
-    """The base as a causal LM, in 4-bit NF4 with double quantisation when asked; returns
-    (model, quantized)."""
+    """The base as a causal LM, in 4-bit NF4 with double quantisation when asked (the model's
+    `is_loaded_in_4bit` says whether it is)."""
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
@@ -126,7 +126,7 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
             bnb_4bit_compute_dtype=dtype,
         )
         try:
-            return AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype), True
+            return AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype)
         except (ImportError, RuntimeError, ValueError) as err:
             if not fallback_lora:
                 raise UserError(
@@ -136,4 +136,4 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
             warnings.warn(
                 f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows", stacklevel=2
             )
-    return AutoModelForCausalLM.from_pretrained(base, dtype=dtype), False
+    return AutoModelForCausalLM.from_pretrained(base, dtype=dtype)

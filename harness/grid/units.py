@@ -56,7 +56,7 @@ def loaded_base(cfg: GridConfig):
         path = models.resolve(cfg.base)
         models.check_base(path)
         _LOADED[base_key(cfg)] = (
-            models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora)[0],
+            models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora),
             models.tokenizer(path),
         )
     return _LOADED[base_key(cfg)]
