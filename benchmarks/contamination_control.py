@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contamination.sharded_test import SEPARATOR, ContaminationArgs, examples, load_model, sharded_test
-from harness.core.models import resolve
+from contamination.sharded_test import SEPARATOR, ContaminationArgs, examples, sharded_test
+from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import option, parse_script
 
 
@@ -65,7 +65,7 @@ def main() -> None:
     a = parse_script(ControlArgs, __doc__)
     spec, docs = a.docs()
     items = examples(spec, docs, "labeled")
-    model, tok = load_model(resolve(a.base), None)
+    model, tok = load_scoring_model(resolve(a.base))
     test = dict(
         shards=a.shards,
         permutations=a.permutations,

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from contamination.logprobs import logprobs_batched
 from contamination.stat import split_shards, t_statistic
-from harness.core.errors import SettingsError, UserError
-from harness.core.models import ModelSettings
+from harness.core.errors import SettingsError
+from harness.core.models import ModelSettings, load_scoring_model
 from harness.core.settings import Settings, option
 from harness.tasks import prompts
 from harness.tasks.spec import TaskSpec
@@ -57,41 +55,6 @@ def examples(spec: TaskSpec, docs, fmt: str) -> list[str]:
     if fmt == "labeled":
         return [prompts.labeled(t, spec.classes[y]) for t, y in zip(docs["text"], docs["label"])]
     return list(docs["prompt"])
-
-
-def check_adapter_base(pretrained: str, adapter: str) -> None:
-    """The adapter must have been trained on `pretrained` (same path, or the same model name)."""
-    config = Path(adapter) / "adapter_config.json"
-    if not config.is_file():
-        raise UserError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
-    trained_on = json.loads(config.read_text()).get("base_model_name_or_path") or ""
-    same = Path(trained_on).name == Path(pretrained.rstrip("/")).name or (
-        Path(trained_on).exists()
-        and Path(pretrained).exists()
-        and Path(trained_on).resolve() == Path(pretrained).resolve()
-    )
-    if not same:
-        raise UserError(
-            f"--peft {adapter} was trained on {trained_on!r}, not on --base {pretrained!r}; "
-            "pass the base model the adapter was trained on"
-        )
-
-
-def load_model(pretrained: str, peft: str | None):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from harness.core.models import check_base
-
-    check_base(pretrained)
-    if peft:
-        check_adapter_base(pretrained, peft)
-    model = AutoModelForCausalLM.from_pretrained(pretrained, dtype=torch.float32)
-    if peft:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, peft)
-    return model.eval(), AutoTokenizer.from_pretrained(pretrained)
 
 
 def shard_texts(items: list[str], shards: int, permutations: int, seed: int) -> list[str]:
@@ -153,7 +116,7 @@ def run(args: ContaminationArgs) -> dict[str, Any]:
     """The full test for a task split, with its settings and wall time in the result."""
     spec, docs = args.docs()
     texts = shard_texts(examples(spec, docs, args.format), args.shards, args.permutations, args.seed)
-    model, tokenizer = load_model(args.base, args.peft)  # after the checks: loading is slow
+    model, tokenizer = load_scoring_model(args.base, args.peft)  # after the checks: loading is slow
     start = time.perf_counter()
     result = score_texts(
         model,

@@ -32,6 +32,7 @@ OPTIONAL = [
 ]  # a grid run with the planted-leak condition adds its column after the study's six
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 UNITS = "m*/n*/*/*/units/*.json"
+UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")
 
 
 # ---- writing -----------------------------------------------------------------------------------------
@@ -217,3 +218,21 @@ def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
             index=["subsample", "row"], columns="condition", values="pred"
         )
     return out
+
+
+def exposure_tests(root: str | Path) -> pd.DataFrame:
+    """The exposure tests of every finished unit under root that ran them: one row per unit and
+    condition (m, n, model, task, subsample, condition, calibrated, and per statistic its effect and
+    the p-values of both sides); empty where no unit did."""
+    rows = []
+    for path in sorted(Path(root).rglob("units/*.json")):
+        match = UNIT_LAYOUT.search(path.as_posix())
+        unit = json.loads(path.read_text()) if match else {}
+        for cond, test in unit.get("exposure", {}).get("tests", {}).items():
+            m, n, model, task, k = match.groups()
+            row = {"m": int(m), "n": int(n), "model": model, "task": task, "subsample": int(k)}
+            row |= {"condition": cond, "calibrated": test["calibrated"], "alpha": test["alpha"]}
+            for stat in ("text", "label"):
+                row |= {f"{stat}_{key}": test[stat][key] for key in ("effect", "p_test", "p_extra")}
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -34,14 +34,6 @@ class TextArgs(TaptInput, TextSettings):
     """One `tapt-bench pretrain-text` run."""
 
 
-def is_decoder(base: str) -> bool:
-    """A causal LM by its architecture name (…ForCausalLM, …LMHeadModel); otherwise an encoder."""
-    from transformers import AutoConfig
-
-    archs = AutoConfig.from_pretrained(base).architectures or []
-    return any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
-
-
 def collator(tokenizer, decoder: bool):
     """Pads each batch; masks 15% of tokens for MLM, or shifts for CLM (pads ignored in the loss)."""
     from transformers import DataCollatorForLanguageModeling
@@ -93,7 +85,7 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
 
-    decoder = is_decoder(base)
+    decoder = models.is_decoder(base)
     epochs = settings.pretrain_epochs or (1.0 if decoder else 2.0)
     new_head = not decoder and lm_head_is_new(base)
     if new_head:

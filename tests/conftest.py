@@ -99,7 +99,7 @@ def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
 
 def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path, **extra) -> Path:
     """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples, the four conditions
-    (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
+    and the exposure test (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
     cfg = {
         "base": str(tiny_llama),
         "model_tag": "tiny",
@@ -108,6 +108,7 @@ def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path
         "n": 6,
         "subsamples": 3,
         "conditions": ["base", "extra", "test", "leak"],
+        "exposure": True,
         "quantize": "none",
         "lr": 0.01,
         "batch_size": 4,

@@ -121,6 +121,18 @@ def test_layout_and_the_units_record(uninterrupted):
     assert unit["settings"]["flow"] == "classifier" and "quantize" not in unit["settings"]
 
 
+def test_the_exposure_setting_scores_each_pretrained_encoder_on_its_raw_texts(tmp_path, tiny_bert, data_dir):
+    out = tmp_path / "exposed"
+    grid_run.run(
+        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, out, subsamples=1, exposure=True))
+    )
+    exposure = json.loads((out / TASK_DIR / "units" / "0.json").read_text())["exposure"]
+    assert set(exposure["tests"]) == {"base", "extra", "test"} and len(exposure["docs"]["row"]) == 16
+    assert [exposure["tests"][c]["calibrated"] for c in ("base", "extra", "test")] == [False, True, True]
+    base, test = (exposure["scores"][c]["text"] for c in ("base", "test"))
+    assert base != test  # the pretrained encoder reads the texts differently from its base
+
+
 @pytest.mark.slow
 def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_path, tiny_llama, data_dir):
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "killed")

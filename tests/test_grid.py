@@ -39,6 +39,7 @@ def test_layout_rows_and_the_leak_condition(tiny_grid):
     assert set(unit["seconds"]) == {
         "score_base",
         *(f"{s}_{c}" for c in conditions[1:] for s in ("train", "score")),
+        *(f"exposure_{c}" for c in conditions),
     }
     manifest = json.loads((tiny_grid / MODEL_DIR / "manifest-shard0of1.json").read_text())
     assert manifest["finished_units"] == [["ag_news", 0], ["ag_news", 1], ["ag_news", 2]]
@@ -54,6 +55,25 @@ def test_the_summary_of_a_run_names_the_leak_and_the_changes(tiny_grid, capsys):
     shown = capsys.readouterr().out
     assert "leak (leak-extra)" in shown and "leak/extra" in shown and "MDE" in shown
     assert "ag_news" in shown and "{'loss'" not in shown
+    assert "exposure test (test vs extra documents against base" in shown and "(3 units, m=4 n=6)" in shown
+
+
+def test_every_unit_records_its_exposure_tests_and_each_documents_scores(tiny_grid, capsys):
+    from harness.results import exposure_tests
+
+    tests = exposure_tests(tiny_grid)
+    assert len(tests) == 3 * 4 and set(tests["condition"]) == {"base", "extra", "test", "leak"}
+    assert not tests.set_index("condition").loc["base", "calibrated"].any()  # base has no reference
+    assert tests.set_index("condition").loc["test", "calibrated"].all()
+    assert tests[["text_p_test", "label_p_test"]].stack().between(1 / 924, 1).all()  # C(12, 6) splits
+    unit = json.loads((tiny_grid / TINY_GRID_DIR / "units" / "0.json").read_text())["exposure"]
+    assert unit["docs"]["split"].count("test") == unit["docs"]["split"].count("extra") == 6
+    assert set(unit["scores"]) == {"base", "extra", "test", "leak"} and unit["text_score"] == "loss"
+    assert all(len(v) == 12 for scores in unit["scores"].values() for v in scores.values())
+    main(["summarize", str(tiny_grid), "--json"])
+    shares = json.loads(capsys.readouterr().out)["exposure"]
+    assert [s["task"] for s in shares] == ["ag_news"] and shares[0]["units"] == 3
+    assert set(shares[0]) >= {"extra", "test", "leak"} and 0 <= shares[0]["leak"]["label"] <= 1
 
 
 def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, tiny_llama, data_dir):
@@ -153,6 +173,8 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
         load_config(
             config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"])
         )
+    with pytest.raises(SettingsError, match="y.yaml: key 'exposure' n = 2: a permutation test of 2 test"):
+        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "y", n=2))
 
 
 def test_a_shipped_config_without_data_offline_names_the_data_dir_fix(monkeypatch, tmp_path):

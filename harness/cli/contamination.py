@@ -1,4 +1,5 @@
-"""`tapt-bench contamination test` and `contamination pvalue`: the exchangeability test of Oren et al."""
+"""`tapt-bench contamination test` and `contamination pvalue` (the exchangeability test of Oren et al.),
+and `contamination exposure` (the two-sample exposure test against the extra split)."""
 
 from __future__ import annotations
 
@@ -43,11 +44,43 @@ def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
     print(json.dumps({"pval": pval}) if args.json else f"pval {pval:.10g}")
 
 
+def cmd_contamination_exposure(args: argparse.Namespace) -> None:
+    from contamination.exposure import format_result
+    from contamination.exposure_run import ExposureArgs, run
+    from harness.core.models import resolve
+    from harness.results import write_json
+
+    test = from_namespace(ExposureArgs, args)
+    test.base = resolve(test.base)
+    result = run(test)
+    if test.out:
+        write_json(Path(test.out), result)
+    if test.json:
+        print(json.dumps({k: v for k, v in result.items() if k != "documents"}))
+        return
+    suspect = " + ".join(filter(None, [test.checkpoint or test.base, test.peft]))
+    reference = "none (uncalibrated)" if test.uncalibrated else test.base
+    print(
+        f"exposure of {suspect} to {test.task} subsample {test.subsample} (n {test.n}, {test.format} "
+        f"format), reference {reference}, {result['seconds']:.1f} s:\n{format_result(result)}"
+    )
+
+
 def register(sub) -> None:
+    from contamination.exposure_run import ExposureArgs
     from contamination.sharded_test import ContaminationArgs
 
-    cont = sub.add_parser("contamination", help="the sharded exchangeability test (Oren et al. 2024)")
+    cont = sub.add_parser(
+        "contamination", help="contamination checks: the exposure test and the exchangeability test"
+    )
     cont = cont.add_subparsers(dest="action", required=True)
+    command(
+        cont,
+        "exposure",
+        cmd_contamination_exposure,
+        "did a model see the test split's text, or its labels? (test vs extra, against the base)",
+        ExposureArgs,
+    )
     command(
         cont,
         "test",

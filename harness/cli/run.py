@@ -85,11 +85,22 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def print_summary(mdir: Path) -> None:
-    from harness.results import collect
-    from harness.stats.summary import format_changes, format_tables, prediction_changes, summarize
+    from harness.results import collect, exposure_tests
+    from harness.stats.summary import (
+        exposure_shares,
+        format_changes,
+        format_exposure,
+        format_tables,
+        prediction_changes,
+        summarize,
+    )
 
-    print(format_tables(summarize(collect(mdir))))
+    summary = summarize(collect(mdir))
+    print(format_tables(summary))
     print(format_changes(prediction_changes(mdir)) + "\n")
+    exposure = format_exposure(exposure_shares(exposure_tests(mdir)), summary)
+    if exposure:
+        print(exposure + "\n")
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
@@ -100,11 +111,17 @@ def cmd_merge(args: argparse.Namespace) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace) -> None:
-    from harness.results import collect
-    from harness.stats.summary import format_tables, summarize
+    from harness.results import collect, exposure_tests
+    from harness.stats.summary import exposure_shares, format_exposure, format_tables, summarize
 
     summary = summarize(collect(args.results), seed=args.seed)
-    print(json.dumps(summary) if args.json else format_tables(summary))
+    shares = exposure_shares(exposure_tests(args.results))
+    if args.json:
+        print(json.dumps(summary | ({"exposure": shares} if shares else {})))
+        return
+    print(format_tables(summary))
+    if shares:
+        print(format_exposure(shares, summary))
 
 
 def register(sub) -> None:

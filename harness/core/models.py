@@ -137,3 +137,67 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
                 f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows", stacklevel=2
             )
     return AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+
+
+def check_adapter_base(pretrained: str, adapter: str) -> None:
+    """The adapter must have been trained on `pretrained` (same path, or the same model name)."""
+    import json
+
+    config = Path(adapter) / "adapter_config.json"
+    if not config.is_file():
+        raise UserError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
+    trained_on = json.loads(config.read_text()).get("base_model_name_or_path") or ""
+    same = Path(trained_on).name == Path(pretrained.rstrip("/")).name or (
+        Path(trained_on).exists()
+        and Path(pretrained).exists()
+        and Path(trained_on).resolve() == Path(pretrained).resolve()
+    )
+    if not same:
+        raise UserError(
+            f"--peft {adapter} was trained on {trained_on!r}, not on {pretrained!r}; "
+            "pass the base model the adapter was trained on"
+        )
+
+
+def check_same_tokenizer(checkpoint: str, base: str) -> None:
+    """A checkpoint compared with a base must read text as the same tokens (where it has a tokenizer)."""
+    from transformers import AutoTokenizer
+
+    try:
+        theirs = AutoTokenizer.from_pretrained(checkpoint)
+    except (OSError, ValueError):
+        return  # no tokenizer saved with it: it is read with the base's
+    ours = AutoTokenizer.from_pretrained(base)
+    if theirs.get_vocab() != ours.get_vocab() or theirs.all_special_tokens != ours.all_special_tokens:
+        raise UserError(
+            f"--checkpoint {checkpoint}: its tokenizer differs from --base {base}'s "
+            f"({len(theirs)} vs {len(ours)} tokens); the reference must be the model the checkpoint "
+            "was trained from: pass that model as --base"
+        )
+
+
+def load_scoring_model(pretrained: str, peft: str | None = None, masked: bool = False):
+    """(model in eval mode, tokenizer) in float32 for scoring: a causal LM (or a masked LM), with a
+    PEFT adapter on top when given; checked before the weights load."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    check_base(pretrained)
+    if peft:
+        check_adapter_base(pretrained, peft)
+    model = (AutoModelForMaskedLM if masked else AutoModelForCausalLM).from_pretrained(
+        pretrained, dtype=torch.float32
+    )
+    if peft:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, peft)
+    return model.eval(), tokenizer(pretrained)
+
+
+def is_decoder(base: str) -> bool:
+    """A causal LM by its architecture name (…ForCausalLM, …LMHeadModel); otherwise an encoder."""
+    from transformers import AutoConfig
+
+    archs = AutoConfig.from_pretrained(base).architectures or []
+    return any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)

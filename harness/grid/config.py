@@ -10,6 +10,8 @@ from typing import Literal
 
 import yaml
 
+from contamination.exposure import check_sizes
+from contamination.exposure_run import ExposureSettings
 from harness.core import conditions
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import ModelSettings
@@ -25,7 +27,9 @@ CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs s
 
 
 @dataclass(kw_only=True)
-class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, ClassifierSettings):
+class GridConfig(
+    SampleSettings, ModelSettings, AdapterSettings, TextSettings, ClassifierSettings, ExposureSettings
+):
     """One experiment: a base model, tasks, the cell(s) (m, n), the flow and its training settings
     (see harness/grid/configs/*.yaml).
 
@@ -49,6 +53,11 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
         list(conditions.PAIRED),
         f"conditions scored per unit; add {conditions.LEAK} for TAPT on test's prompts with their answers "
         "(planted labeled contamination: a positive control for the bias)",
+    )
+    exposure: bool = option(
+        False,
+        "run the exposure test in every unit: score test and extra documents under each condition's "
+        "model (the text statistic from text_score, and the label margin); base is the reference",
     )
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
@@ -84,7 +93,12 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
                     "such as clf_epochs"
                 )
                 raise SettingsError(f"task_overrides {problem}", "task_overrides", problem)
-        self.cell_configs()  # checks the form of each cell
+        for cell in self.cell_configs():  # checks the form of each cell
+            if self.exposure:
+                try:
+                    check_sizes(cell.n, cell.n)
+                except UserError as err:
+                    raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
 
     def cell_configs(self) -> list[GridConfig]:
         """One config per cell: `cells` expanded, or this config's own m, n, subsamples."""
@@ -121,6 +135,8 @@ class GridConfig(SampleSettings, ModelSettings, AdapterSettings, TextSettings, C
         out = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
         if out["conditions"] == list(conditions.PAIRED):  # recorded only when it adds leak: older units match
             del out["conditions"]
+        if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
+            del out["exposure"], out["text_score"]
         return out
 
     def settings_hash(self) -> str:

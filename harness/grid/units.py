@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from contamination import doc_scores
+from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions, models
 from harness.core.settings import pick
@@ -82,7 +84,7 @@ def zero_shot_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, keep_ada
     metadata = {**pick(cfg, SampleSettings), "subsample": k, "split": conditions.TEST}
     task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path)  # its docs: this unit's test split
     tdir = results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, spec.slug)
-    seconds, training = {}, {}
+    seconds, training, exposed = {}, {}, {}
     clock = time.perf_counter()
 
     def lap(name: str) -> None:
@@ -90,8 +92,16 @@ def zero_shot_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, keep_ada
         seconds[name], clock = time.perf_counter() - clock, time.perf_counter()
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, name, seconds[name])
 
+    def expose(cond: str, model) -> None:  # the exposure test's scores of test and extra documents
+        if cfg.exposure:
+            exposed[cond] = doc_scores.prompt_scores(
+                model, tokenizer, spec, exposure_docs(docs), cfg.eval_batch_size
+            )
+            lap(f"exposure_{cond}")
+
     scored = {conditions.BASE: zero_shot.score(zero_shot.scorer(base, tokenizer, cfg.eval_batch_size), task)}
     lap(f"score_{conditions.BASE}")
+    expose(conditions.BASE, base)
     for cond in cfg.conditions[1:]:  # extra, test (and leak): each trains an adapter on its split's prompts
         split, answers = conditions.TAPT[cond]
         with tempfile.TemporaryDirectory() as work:  # the Trainer's scratch dir
@@ -113,9 +123,10 @@ def zero_shot_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, keep_ada
             zero_shot.scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), task
         )
         lap(f"score_{cond}")
+        expose(cond, run.trainer.model)
         base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
     _LOADED[base_key(cfg)] = base, tokenizer
-    return unit_of(cfg, spec, k, docs, scored, seconds, training)
+    return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
 
 
 def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit:
@@ -123,7 +134,7 @@ def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit
     of extra, then on those of test (then, for leak, on test's texts each followed by its class name)."""
     settings = cfg.for_task(spec.slug)
     unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
-    seconds, training, scored = {}, {}, {}
+    seconds, training, scored, exposed = {}, {}, {}, {}
     for cond in cfg.conditions:
         clock = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
@@ -133,6 +144,13 @@ def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit
                 texts = raw_texts(docs[split], spec, answers)
                 training[f"pretrain_{cond}"] = pretrain(backbone, texts, settings, unit_seed, Path(work))
                 backbone = work
+            if cfg.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
+                masked = not models.is_decoder(backbone)
+                lm, tok = models.load_scoring_model(backbone, masked=masked)
+                exposed[cond] = doc_scores.raw_scores(
+                    lm, tok, spec, exposure_docs(docs), masked, cfg.seed, cfg.eval_batch_size
+                )
+                del lm
             scored[cond], training[f"classify_{cond}"] = classifier.classify(
                 backbone,
                 docs["train"],
@@ -144,7 +162,14 @@ def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit
             )
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
-    return unit_of(cfg, spec, k, docs, scored, seconds, training)
+    return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
+
+
+def exposure_docs(docs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The documents the exposure test scores: test's and extra's, with their split."""
+    return pd.concat(
+        [docs[s].assign(split=s) for s in (conditions.TEST, conditions.EXTRA)], ignore_index=True
+    )
 
 
 def majority(docs: dict[str, pd.DataFrame], num_classes: int) -> dict[str, float]:
@@ -158,7 +183,14 @@ def majority(docs: dict[str, pd.DataFrame], num_classes: int) -> dict[str, float
 
 
 def unit_of(
-    cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, scored: dict, seconds: dict, training: dict
+    cfg: GridConfig,
+    spec: TaskSpec,
+    k: int,
+    docs: dict,
+    scored: dict,
+    seconds: dict,
+    training: dict,
+    exposed: dict,
 ) -> Unit:
     """The unit's accuracies, its per-example probabilities, and what made them."""
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(
@@ -171,4 +203,6 @@ def unit_of(
         "seconds": seconds,
         "training": training,
     }
+    if exposed:
+        record["exposure"] = condition_tests(exposed, conditions.BASE, cfg.text_score, cfg.seed)
     return Unit(spec.slug, k, accs, probs, record)

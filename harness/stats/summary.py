@@ -174,3 +174,60 @@ def format_changes(changes: pd.DataFrame) -> str:
     for r in changes.to_dict("records"):
         lines.append(f"  {r['task']:34} {r['docs']:5d} " + " ".join(f"{r[p]:10.1%}" for p in pairs))
     return "\n".join(lines)
+
+
+def exposure_shares(tests: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per (m, n, model, task) and TAPT condition: the share of units whose model the exposure test
+    flags at its alpha for the test split's text, its labels, and (the other side) extra's text."""
+    out = []
+    if tests.empty:
+        return out
+    tapt = [c for c in conditions.ALL if c != conditions.BASE]
+    for (m, n, model, task), group in tests.groupby(["m", "n", "model", "task"], sort=True):
+        row = {
+            "m": int(m),
+            "n": int(n),
+            "model": model,
+            "task": task,
+            "units": int(group["subsample"].nunique()),
+        }
+        for cond in tapt:
+            t = group[group["condition"] == cond]
+            if len(t):
+                row[cond] = {
+                    "text": float((t["text_p_test"] <= t["alpha"]).mean()),
+                    "label": float((t["label_p_test"] <= t["alpha"]).mean()),
+                    "extra_text": float((t["text_p_extra"] <= t["alpha"]).mean()),
+                }
+        out.append(row)
+    return out
+
+
+def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """One line per task: its bias (and leak) beside the share of units whose TAPT models were seen
+    to have read the test text and its labels."""
+    if not shares:
+        return ""
+    effects = {(t["m"], t["n"], t["model"], t["task"]): t for t in summary["tasks"]}
+    tapt = [c for c in conditions.ALL if c != conditions.BASE and any(c in s for s in shares)]
+    lines = [
+        f"exposure test (test vs extra documents against base; share of units flagged at p <= {ALPHA}): "
+        "did the model see the test split's text, its labels?",
+        f"  {'task':34} {'bias':>7} {'leak':>7}"
+        + "".join(f" | {c + ': text':>11} {'label':>5}" for c in tapt),
+    ]
+    for s in shares:
+        t = effects.get((s["m"], s["n"], s["model"], s["task"]), {})
+        bias, leak = (f"{100 * t[k]:+7.2f}" if k in t else f"{'-':>7}" for k in ("bias_mean", "leak_mean"))
+        cells = "".join(
+            f" | {s[c]['text']:11.0%} {s[c]['label']:5.0%}" if c in s else f" | {'-':>11} {'-':>5}"
+            for c in tapt
+        )
+        lines.append(f"  {s['task']:34} {bias} {leak}{cells}   ({s['units']} units, m={s['m']} n={s['n']})")
+    extra_seen = [s["task"] for s in shares if s.get(conditions.EXTRA, {}).get("extra_text", 0) > 0]
+    lines.append(
+        "  (extra's own adapter is flagged for extra's text in "
+        + (", ".join(extra_seen) if extra_seen else "no task")
+        + ": the test's other side)"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,145 @@
+"""Per-document exposure scores under one model: how well it predicts a document's text as TAPT saw it,
+and how much it prefers the document's true class.
+
+Per doc, three numbers (higher: more member-like):
+- `text`: the mean log-probability of the document's own tokens (those after the prefix every
+  document shares, such as the instruction of a prompt): minus its loss;
+- `mink`: Min-K%++ (Zhang et al. 2024) over the same tokens: each token's log-probability
+  standardised by the mean and spread of log p under the model at that position, averaged over the
+  lowest K% of the tokens;
+- `margin`: the log-odds of the true class against the others, from the class log-likelihoods as
+  lm-eval scores them (`log p(c_true) - logsumexp_{c != true} log p(c)`).
+
+Two formats of text: `prompt` (the zero-shot prompt that prompt TAPT trains on, scored by a causal
+LM; the classes as lm-eval's continuations) and `raw` (the raw text that pretrain-text trains on:
+causal-LM for a decoder; for an encoder masked-LM under a fixed seeded mask, with each class name's
+tokens masked together after the text, as the leak condition writes them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.special import logsumexp
+
+from harness.core import loglik, training
+from harness.tasks.prompts import ANSWER_DELIMITER
+from harness.tasks.spec import TaskSpec
+
+MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
+MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in MLM training)
+RAW_LABEL_DELIMITER = "\n"  # the leak condition of the classifier flow writes "<text>\n<class name>"
+
+
+def shared_prefix(sequences: list[list[int]]) -> int:
+    """Tokens at the start of every sequence that are the same in all (kept below the shortest)."""
+    first, shortest = sequences[0], min(map(len, sequences))
+    n = 0
+    while n < shortest - 1 and all(s[n] == first[n] for s in sequences):
+        n += 1
+    return n
+
+
+def mink_plus_plus(logprobs: np.ndarray, mean: np.ndarray, std: np.ndarray) -> float:
+    z = (logprobs - mean) / np.maximum(std, 1e-6)
+    k = max(1, int(np.ceil(MINK_FRACTION * len(z))))
+    return float(np.sort(z)[:k].mean())
+
+
+def margins(choices: list[list[float]], labels: np.ndarray) -> np.ndarray:
+    out = []
+    for ll, y in zip(choices, labels):
+        ll = np.asarray(ll)
+        out.append(ll[y] - logsumexp(np.delete(ll, y)))
+    return np.array(out)
+
+
+def frame(docs: pd.DataFrame, text, mink, margin) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "split": docs["split"].to_numpy(),
+            "row": docs["row"].to_numpy(),
+            "label": docs["label"].to_numpy(),
+            "text": text,
+            "mink": mink,
+            "margin": margin,
+        }
+    )
+
+
+def causal_scores(
+    model,
+    tokenizer,
+    docs: pd.DataFrame,
+    contexts: list[str],
+    choices: list[str],
+    batch_size: int,
+    max_tokens: int | None = None,
+) -> pd.DataFrame:
+    """Scores of each doc's context (its first `max_tokens`) and its class continuations under a
+    causal LM."""
+    pairs = [[loglik.encode_pair(tokenizer, c, choice) for choice in choices] for c in contexts]
+    ctx = [p[0][0][:max_tokens] for p in pairs]
+    scored = loglik.score(model, ctx, [[q[1] for q in p] for p in pairs], batch_size, token_stats=True)
+    start = max(shared_prefix(ctx) - 1, 0)  # token_logprobs[t - 1] is token t's
+    text = [float(s.token_logprobs[start:].mean()) for s in scored]
+    mink = [
+        mink_plus_plus(s.token_logprobs[start:], s.token_mean[start:], s.token_std[start:]) for s in scored
+    ]
+    ll = [[c[0] for c in s.choices] for s in scored]
+    return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()))
+
+
+def prompt_scores(model, tokenizer, spec: TaskSpec, docs: pd.DataFrame, batch_size: int = 8) -> pd.DataFrame:
+    """`docs` (columns split, row, label, prompt) in the prompt format."""
+    choices = [ANSWER_DELIMITER + c for c in spec.classes]
+    return causal_scores(model, tokenizer, docs, list(docs["prompt"]), choices, batch_size)
+
+
+def raw_scores(
+    model, tokenizer, spec: TaskSpec, docs: pd.DataFrame, masked: bool, seed: int, batch_size: int = 8
+) -> pd.DataFrame:
+    """`docs` (columns split, row, label, text) in the raw-text format, for a decoder or an encoder."""
+    if not masked:
+        choices = [RAW_LABEL_DELIMITER + c for c in spec.classes]
+        texts = list(docs["text"])  # as pretrain-text saw them: their first MAX_LENGTH tokens
+        return causal_scores(model, tokenizer, docs, texts, choices, batch_size, training.MAX_LENGTH)
+    return masked_scores(model, tokenizer, spec, docs, seed)
+
+
+@torch.inference_mode()
+def masked_log_probs(model, ids: list[int], positions: list[int], mask_id: int):
+    """Log p of the original tokens at `positions`, all masked at once; with the mean and spread of
+    log p at each."""
+    x = torch.tensor([ids])
+    originals = x[0, positions].clone()
+    x[0, positions] = mask_id
+    logp = torch.log_softmax(model(input_ids=x.to(model.device)).logits[0, positions].float().cpu(), -1)
+    mean, std = loglik._distribution_stats(logp)
+    return logp.gather(1, originals[:, None])[:, 0].numpy(), mean, std
+
+
+def masked_scores(model, tokenizer, spec: TaskSpec, docs: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """An encoder's scores: 15% of each text's tokens masked by a generator seeded with (seed, row),
+    the same for every model; each class name's tokens masked together after the text."""
+    model.eval()
+    mask_id, sep = tokenizer.mask_token_id, tokenizer.sep_token_id
+    text, mink, ll = [], [], []
+    for doc in docs.itertuples():
+        ids = tokenizer(doc.text, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
+        inner = list(range(1, len(ids) - 1)) or [0]
+        rng = np.random.default_rng([seed, int(doc.row)])
+        chosen = sorted(rng.choice(inner, size=max(1, round(MLM_FRACTION * len(inner))), replace=False))
+        lp, mean, std = masked_log_probs(model, ids, chosen, mask_id)
+        text.append(float(lp.mean()))
+        mink.append(mink_plus_plus(lp, mean, std))
+        body = ids[:-1][: training.MAX_LENGTH - 16]
+        per_class = []
+        for name in spec.classes:
+            cls_ids = tokenizer(RAW_LABEL_DELIMITER + name, add_special_tokens=False)["input_ids"]
+            full = body + cls_ids + [sep]
+            where = list(range(len(body), len(full) - 1))
+            per_class.append(float(masked_log_probs(model, full, where, mask_id)[0].sum()))
+        ll.append(per_class)
+    return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()))

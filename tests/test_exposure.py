@@ -1,0 +1,180 @@
+"""The exposure test: its permutation p-value, planted models that memorised the test split's text or
+its answers, the base against itself, the cached scorer, the command line and its input errors."""
+
+import itertools
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import LlamaForCausalLM
+
+from contamination import doc_scores
+from contamination.exposure import exposure_test, flags, two_sample
+from contamination.exposure_run import ExposureArgs
+from harness.cli.main import main
+from harness.core import loglik, models
+
+N = 10  # test and extra documents: C(20, 10) = 184,756 splits, so p can fall far below 0.05
+
+
+def test_permutation_pvalue_matches_brute_force_enumeration():
+    test, extra = np.array([0.9, 0.6, 1.7]), np.array([0.1, -0.4, 0.5])
+    pooled = np.concatenate([test, extra])
+    observed = test.mean() - extra.mean()
+    splits = list(itertools.combinations(range(6), 3))  # all 20 ways to pick the "test" half
+    diffs = [pooled[list(s)].mean() - np.delete(pooled, list(s)).mean() for s in splits]
+    result = two_sample(test, extra)
+    assert result["p_test"] == pytest.approx(np.mean([d >= observed - 1e-12 for d in diffs]))
+    assert result["p_extra"] == pytest.approx(np.mean([d <= observed + 1e-12 for d in diffs]))
+    assert result["p_test"] == pytest.approx(1 / 20) and result["effect"] == pytest.approx(observed)
+    assert result["ci_low"] < observed < result["ci_high"]
+
+
+class Planted(LlamaForCausalLM):
+    """A tiny Llama that memorised some prompts: on a row that is one of them, it raises the logit of
+    each next token of the prompt's own text by `bonus`, and with `answers`, the first token of the
+    prompt's answer where the answer starts. Every other row's logits are the base's, bit for bit."""
+
+    memorised: dict = {}
+    bonus = 4.0
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        out = super().forward(input_ids=input_ids, attention_mask=attention_mask, **kw)
+        if kw.get("past_key_values") is not None:
+            return out  # continuation passes: the answer's first token is boosted in the context pass
+        for b, row in enumerate(input_ids):
+            length = int(attention_mask[b].sum()) if attention_mask is not None else len(row)
+            plan = self.memorised.get(tuple(row[:length].tolist()))
+            if plan is None:
+                continue
+            start, answer = plan
+            for t in range(start, length - 1):
+                out.logits[b, t, row[t + 1]] += self.bonus
+            if answer is not None:
+                out.logits[b, length - 1, answer] += self.bonus
+        return out
+
+
+@pytest.fixture(scope="module")
+def docs(data_dir):
+    spec, docs = ExposureArgs(task="rotten_tomatoes", n=N, m=4, data_dir=str(data_dir)).documents()
+    return spec, docs
+
+
+def planted(tiny_llama, tokenizer, spec, docs, answers: bool):
+    model = Planted.from_pretrained(tiny_llama).eval()
+    test = docs[docs["split"] == "test"]
+    prompts = [tokenizer(p)["input_ids"] for p in docs["prompt"]]
+    start = doc_scores.shared_prefix(prompts)  # the instruction every prompt shares is not memorised
+    model.memorised = {}
+    for prompt, label in zip(test["prompt"], test["label"]):
+        ctx, cont = loglik.encode_pair(tokenizer, prompt, " " + spec.classes[label])
+        model.memorised[tuple(ctx)] = (start, cont[0] if answers else None)
+    return model
+
+
+@pytest.fixture(scope="module")
+def scored(tiny_llama, docs):
+    spec, d = docs
+    tokenizer = models.tokenizer(str(tiny_llama))
+    base = LlamaForCausalLM.from_pretrained(tiny_llama).eval()
+    return {
+        "base": doc_scores.prompt_scores(base, tokenizer, spec, d),
+        "text": doc_scores.prompt_scores(planted(tiny_llama, tokenizer, spec, d, False), tokenizer, spec, d),
+        "answers": doc_scores.prompt_scores(
+            planted(tiny_llama, tokenizer, spec, d, True), tokenizer, spec, d
+        ),
+    }
+
+
+def test_a_model_that_memorised_the_test_text_is_flagged_for_text_not_labels(scored):
+    result = exposure_test(scored["text"], scored["base"])
+    assert flags(result) == {"text": True, "label": False, "extra_text": False}
+    assert result["text"]["p_test"] < 0.001 and result["label"]["p_test"] == 1.0
+    assert result["text"]["ci_low"] > 0 and result["calibrated"]
+
+
+def test_a_model_that_memorised_the_answers_too_is_flagged_for_both(scored):
+    result = exposure_test(scored["answers"], scored["base"])
+    assert flags(result)["text"] and flags(result)["label"]
+    assert result["label"]["p_test"] < 0.001 and result["label"]["effect"] > 1.0
+
+
+def test_the_base_against_itself_is_flagged_for_neither(scored):
+    result = exposure_test(scored["base"], scored["base"])
+    assert not any(flags(result).values())
+    assert result["text"]["p_test"] == result["label"]["p_test"] == 1.0
+    assert result["text"]["effect"] == result["text"]["ci_low"] == 0.0
+
+
+def test_min_k_plus_plus_sees_the_memorised_text_too(scored):
+    result = exposure_test(scored["text"], scored["base"], text_score="mink++")
+    assert flags(result)["text"] and result["text_score"] == "mink++"
+
+
+def test_the_scores_margin_is_lm_evals_class_log_odds(tiny_llama, docs, scored):
+    """The label margin comes from the same class log-likelihoods as a full forward of prompt + class."""
+    spec, d = docs
+    tok = models.tokenizer(str(tiny_llama))
+    model = LlamaForCausalLM.from_pretrained(tiny_llama).eval()
+    doc = d.iloc[0]
+    ll = []
+    for name in spec.classes:
+        ctx, cont = loglik.encode_pair(tok, doc["prompt"], " " + name)
+        with torch.inference_mode():
+            logp = torch.log_softmax(model(torch.tensor([ctx + cont])).logits[0].float(), -1)
+        ll.append(sum(float(logp[len(ctx) - 1 + j, t]) for j, t in enumerate(cont)))
+    y = int(doc["label"])
+    assert scored["base"]["margin"].iloc[0] == pytest.approx(ll[y] - ll[1 - y], abs=1e-4)
+
+
+def exposure_cli(tiny_llama, data_dir, *extra):
+    args = f"contamination exposure --task rotten_tomatoes --n {N} --m 4 --data-dir {data_dir}"
+    return main([*args.split(), "--base", str(tiny_llama), *extra])
+
+
+def test_the_command_prints_the_verdict_and_writes_every_documents_scores(
+    tiny_llama, data_dir, tmp_path, capsys
+):
+    exposure_cli(tiny_llama, data_dir, "--uncalibrated", "--out", str(tmp_path / "r.json"))
+    shown = capsys.readouterr().out
+    assert "UNCALIBRATED" in shown and "text of test:" in shown and "labels of test:" in shown
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert len(result["documents"]["suspect"]["row"]) == 2 * N and "reference" not in result["documents"]
+    assert result["settings"]["n"] == N and result["calibrated"] is False
+
+
+def test_bad_inputs_are_refused_before_scoring(tiny_llama, tiny_bert, data_dir, tmp_path):
+    with pytest.raises(SystemExit, match="cannot reach p <= 0.05.*raise --n to at least 3"):
+        main(f"contamination exposure --task rotten_tomatoes --n 2 --m 4 --data-dir {data_dir}".split())
+    with pytest.raises(SystemExit, match="exceeds the pool"):
+        exposure_cli(tiny_llama, data_dir, "--n", "100000")
+    other = tmp_path / "other_tokenizer"
+    shutil.copytree(tiny_llama, other)
+    for f in other.glob("tokenizer*"):
+        f.unlink()
+    models.tokenizer(str(tiny_bert)).save_pretrained(other)
+    with pytest.raises(SystemExit, match="--checkpoint .*its tokenizer differs from --base"):
+        exposure_cli(tiny_llama, data_dir, "--checkpoint", str(other))
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/other-model"}))
+    with pytest.raises(SystemExit, match="was trained on 'org/other-model'"):
+        exposure_cli(tiny_llama, data_dir, "--peft", str(adapter))
+    with pytest.raises(SystemExit, match="is an encoder; pass --format raw"):
+        exposure_cli(tiny_bert, data_dir, "--uncalibrated")
+
+
+def test_an_encoders_raw_text_scores_under_a_fixed_mask(tiny_bert, docs):
+    spec, d = docs
+    from transformers import BertForMaskedLM
+
+    model, tok = BertForMaskedLM.from_pretrained(tiny_bert), models.tokenizer(str(tiny_bert))
+    first = doc_scores.raw_scores(model, tok, spec, d, masked=True, seed=0)
+    again = doc_scores.raw_scores(model, tok, spec, d, masked=True, seed=0)
+    pd.testing.assert_frame_equal(first, again)  # the same mask every time: the reference is comparable
+    assert exposure_test(first, again)["text"]["p_test"] == 1.0
+    assert np.isfinite(first[["text", "mink", "margin"]].to_numpy()).all()
