@@ -12,16 +12,23 @@ from harness.core.errors import UserError
 from harness.core.settings import from_namespace
 
 
-def cmd_contamination_test(args: argparse.Namespace) -> None:
-    from contamination.sharded_test import ContaminationArgs, run
+def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
+    """A test's settings from the flags (the base resolved), its result, written to --out if given."""
     from harness.core.models import resolve
     from harness.results import write_json
 
-    test = from_namespace(ContaminationArgs, args)
+    test = from_namespace(cls, args)
     test.base = resolve(test.base)
     result = run(test)
     if test.out:
         write_json(Path(test.out), result)
+    return test, result
+
+
+def cmd_contamination_test(args: argparse.Namespace) -> None:
+    from contamination.sharded_test import ContaminationArgs, run
+
+    test, result = run_test(ContaminationArgs, run, args)
     print(
         f"pval {result['pval']:.6g}  t {result['t']:.4f}  shards {result['num_shards']}  "
         f"permutations {result['permutations_per_shard']}  {result['seconds']:.1f} s"
@@ -47,14 +54,8 @@ def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
 def cmd_contamination_exposure(args: argparse.Namespace) -> None:
     from contamination.exposure import format_result
     from contamination.exposure_run import ExposureArgs, run
-    from harness.core.models import resolve
-    from harness.results import write_json
 
-    test = from_namespace(ExposureArgs, args)
-    test.base = resolve(test.base)
-    result = run(test)
-    if test.out:
-        write_json(Path(test.out), result)
+    test, result = run_test(ExposureArgs, run, args)
     if test.json:
         print(json.dumps({k: v for k, v in result.items() if k != "documents"}))
         return
