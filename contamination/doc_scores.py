@@ -24,8 +24,7 @@ import torch
 from scipy.special import logsumexp
 
 from harness.core import loglik, training
-from harness.tasks.prompts import ANSWER_DELIMITER
-from harness.tasks.spec import TaskSpec
+from harness.tasks.splits import Spec, answer_delimiter
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
 MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in MLM training)
@@ -73,13 +72,13 @@ def causal_scores(
     tokenizer,
     docs: pd.DataFrame,
     contexts: list[str],
-    choices: list[str],
+    choices: list[list[str]],
     batch_size: int,
     max_tokens: int | None = None,
 ) -> pd.DataFrame:
-    """Scores of each doc's context (its first `max_tokens`) and its class continuations under a
-    causal LM."""
-    pairs = [[loglik.encode_pair(tokenizer, c, choice) for choice in choices] for c in contexts]
+    """Scores of each doc's context (its first `max_tokens`) and its continuations (one list per doc)
+    under a causal LM."""
+    pairs = [[loglik.encode_pair(tokenizer, c, x) for x in conts] for c, conts in zip(contexts, choices)]
     ctx = [p[0][0][:max_tokens] for p in pairs]
     scored = loglik.score(model, ctx, [[q[1] for q in p] for p in pairs], batch_size, token_stats=True)
     start = max(shared_prefix(ctx) - 1, 0)  # token_logprobs[t - 1] is token t's
@@ -91,21 +90,22 @@ def causal_scores(
     return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()))
 
 
-def prompt_scores(model, tokenizer, spec: TaskSpec, docs: pd.DataFrame, batch_size: int = 8) -> pd.DataFrame:
-    """`docs` (columns split, row, label, prompt) in the prompt format."""
-    choices = [ANSWER_DELIMITER + c for c in spec.classes]
+def prompt_scores(model, tokenizer, spec: Spec, docs: pd.DataFrame, batch_size: int = 8) -> pd.DataFrame:
+    """`docs` (columns split, row, label, prompt, choices) in the prompt format."""
+    choices = [[answer_delimiter(spec) + c for c in cs] for cs in docs["choices"]]
     return causal_scores(model, tokenizer, docs, list(docs["prompt"]), choices, batch_size)
 
 
 def raw_scores(
-    model, tokenizer, spec: TaskSpec, docs: pd.DataFrame, masked: bool, seed: int, batch_size: int = 8
+    model, tokenizer, docs: pd.DataFrame, masked: bool, seed: int, batch_size: int = 8
 ) -> pd.DataFrame:
-    """`docs` (columns split, row, label, text) in the raw-text format, for a decoder or an encoder."""
+    """`docs` (columns split, row, label, text, choices) in the raw-text format, for a decoder or an
+    encoder."""
     if not masked:
-        choices = [RAW_LABEL_DELIMITER + c for c in spec.classes]
+        choices = [[RAW_LABEL_DELIMITER + c for c in cs] for cs in docs["choices"]]
         texts = list(docs["text"])  # as pretrain-text saw them: their first MAX_LENGTH tokens
         return causal_scores(model, tokenizer, docs, texts, choices, batch_size, training.MAX_LENGTH)
-    return masked_scores(model, tokenizer, spec, docs, seed)
+    return masked_scores(model, tokenizer, docs, seed)
 
 
 @torch.inference_mode()
@@ -120,7 +120,7 @@ def masked_log_probs(model, ids: list[int], positions: list[int], mask_id: int):
     return logp.gather(1, originals[:, None])[:, 0].numpy(), mean, std
 
 
-def masked_scores(model, tokenizer, spec: TaskSpec, docs: pd.DataFrame, seed: int) -> pd.DataFrame:
+def masked_scores(model, tokenizer, docs: pd.DataFrame, seed: int) -> pd.DataFrame:
     """An encoder's scores: 15% of each text's tokens masked by a generator seeded with (seed, row),
     the same for every model; each class name's tokens masked together after the text."""
     model.eval()
@@ -136,7 +136,7 @@ def masked_scores(model, tokenizer, spec: TaskSpec, docs: pd.DataFrame, seed: in
         mink.append(mink_plus_plus(lp, mean, std))
         body = ids[:-1][: training.MAX_LENGTH - 16]
         per_class = []
-        for name in spec.classes:
+        for name in doc.choices:
             cls_ids = tokenizer(RAW_LABEL_DELIMITER + name, add_special_tokens=False)["input_ids"]
             full = body + cls_ids + [sep]
             where = list(range(len(body), len(full) - 1))

@@ -15,8 +15,7 @@ from harness.core import models
 from harness.core.errors import UserError
 from harness.core.models import ModelSettings
 from harness.core.settings import Settings, option
-from harness.tasks.spec import TaskSpec, load_spec
-from harness.tasks.splits import subsample_docs
+from harness.tasks.splits import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 
 SPLITS = ("test", "extra")
@@ -37,7 +36,10 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
 
     MINIMUM = {"subsample": 0, "batch_size": 1}
 
-    task: str = option(help="task slug (ag_news), task name (tapt_ag_news) or a task YAML path")
+    task: str = option(
+        help="task slug (ag_news), task name (tapt_ag_news), a task YAML path, or any lm-eval "
+        "multiple-choice task"
+    )
     subsample: int = option(0, "index of the seeded subsample")
     peft: str | None = option(None, "a PEFT adapter dir, trained on --checkpoint if given, else on --base")
     checkpoint: str | None = option(
@@ -55,21 +57,21 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
     out: str | None = option(None, "write the result JSON (with every document's scores) here")
     json: bool = option(False, "print the result as JSON")
 
-    def documents(self) -> tuple[TaskSpec, pd.DataFrame]:
+    def documents(self) -> tuple[Spec, pd.DataFrame]:
         """The task and the docs of test and extra (column `split`), checked big enough to test."""
-        spec = load_spec(self.task, self.include_path)
+        spec = find_spec(self.task, self.include_path)
         split_docs = subsample_docs(spec, self, self.subsample)
         check_sizes(len(split_docs["test"]), len(split_docs["extra"]))
         docs = pd.concat([split_docs[s].assign(split=s) for s in SPLITS], ignore_index=True)
         return spec, docs
 
 
-def scores_of(path: str, peft: str | None, spec: TaskSpec, docs: pd.DataFrame, args: ExposureArgs):
+def scores_of(path: str, peft: str | None, spec: Spec, docs: pd.DataFrame, args: ExposureArgs):
     masked = args.format == "raw" and not models.is_decoder(path)
     model, tokenizer = models.load_scoring_model(path, peft, masked=masked)
     if args.format == "prompt":
         return doc_scores.prompt_scores(model, tokenizer, spec, docs, args.batch_size)
-    return doc_scores.raw_scores(model, tokenizer, spec, docs, masked, args.seed, args.batch_size)
+    return doc_scores.raw_scores(model, tokenizer, docs, masked, args.seed, args.batch_size)
 
 
 def check(args: ExposureArgs) -> None:

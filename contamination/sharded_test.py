@@ -13,9 +13,7 @@ from contamination.stat import split_shards, t_statistic
 from harness.core.errors import SettingsError
 from harness.core.models import ModelSettings, load_scoring_model
 from harness.core.settings import Settings, option
-from harness.tasks import prompts
-from harness.tasks.spec import TaskSpec
-from harness.tasks.splits import SplitSettings
+from harness.tasks.splits import Spec, SplitSettings, labeled_text
 
 SEPARATOR = "\n"  # between the examples of one concatenation
 
@@ -50,10 +48,12 @@ class ContaminationArgs(SplitSettings, ModelSettings, ContaminationSettings):
     out: str | None = option(None, "write the result JSON here")
 
 
-def examples(spec: TaskSpec, docs, fmt: str) -> list[str]:
+def examples(spec: Spec, docs, fmt: str) -> list[str]:
     """The split's examples in canonical order: text-label pairs, or the unlabeled prompts TAPT saw."""
     if fmt == "labeled":
-        return [prompts.labeled(t, spec.classes[y]) for t, y in zip(docs["text"], docs["label"])]
+        return [
+            labeled_text(spec, t, c[int(y)]) for t, c, y in zip(docs["text"], docs["choices"], docs["label"])
+        ]
     return list(docs["prompt"])
 
 

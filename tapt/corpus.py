@@ -11,8 +11,7 @@ from harness.core.errors import SettingsError
 from harness.core.models import ModelSettings
 from harness.core.settings import option
 from harness.tasks import prompts
-from harness.tasks.spec import TaskSpec
-from harness.tasks.splits import SplitSettings
+from harness.tasks.splits import Spec, SplitSettings, answered, packed
 
 
 @dataclass(kw_only=True)
@@ -35,26 +34,19 @@ class TaptInput(SplitSettings, ModelSettings):
             raise SettingsError(f"split {problem}", "split", problem)
 
 
-def prompt_sequences(spec: TaskSpec, docs: pd.DataFrame, packing: bool, answers: bool = False) -> list[str]:
-    """Padding: one zero-shot prompt per sequence. Packing: the instruction once, then
-    prompts.PACK_SIZE text blocks per sequence (the last may hold fewer). Without `answers` no
-    label is in them; with it, each prompt or block is followed by its true class name."""
-    labels = [int(y) for y in docs["label"]]
+def prompt_sequences(spec: Spec, docs: pd.DataFrame, packing: bool, answers: bool = False) -> list[str]:
+    """Padding: one zero-shot prompt per sequence. Packing: the task's preamble once, then
+    prompts.PACK_SIZE texts per sequence (the last may hold fewer). Without `answers` no label is in
+    them; with it, each prompt or text is followed by its gold choice as lm-eval scores it."""
     if not packing:
-        if answers:
-            return [prompts.answered(spec, t, y) for t, y in zip(docs["text"], labels)]
-        return list(docs["prompt"])
-    texts = list(docs["text"])
+        return answered(spec, docs) if answers else list(docs["prompt"])
     size = prompts.PACK_SIZE
-    return [
-        prompts.packed(spec, texts[i : i + size], labels[i : i + size] if answers else None)
-        for i in range(0, len(texts), size)
-    ]
+    return [packed(spec, docs.iloc[i : i + size], answers) for i in range(0, len(docs), size)]
 
 
-def raw_texts(docs: pd.DataFrame, spec: TaskSpec | None = None, answers: bool = False) -> list[str]:
+def raw_texts(docs: pd.DataFrame, answers: bool = False) -> list[str]:
     """The raw texts for masked/causal-LM pretraining of a classifier's backbone; with `answers`,
-    each followed by a new line and its true class name."""
+    each followed by a new line and its gold choice."""
     if not answers:
         return list(docs["text"])
-    return [f"{t}\n{spec.classes[int(y)]}" for t, y in zip(docs["text"], docs["label"])]
+    return [f"{t}\n{c[int(y)]}" for t, c, y in zip(docs["text"], docs["choices"], docs["label"])]

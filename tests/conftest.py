@@ -137,3 +137,58 @@ def grid_tables(out: Path, task_dir: str = TINY_GRID_DIR):
 
     d = out / task_dir
     return pd.read_csv(d / "accuracies.csv"), pd.read_parquet(d / "probabilities.parquet")
+
+
+def write_plain_tasks(folder: Path, data_dir: Path, rows: int = 240) -> Path:
+    """Two plain lm-eval multiple-choice tasks over local JSONL files, neither in the tapt_* form:
+    `my_reviews` (rotten_tomatoes: fixed choices, the gold a string) and `my_questions` (trec: three
+    choices per question, drawn per doc, the gold an integer index; with a training split)."""
+    import numpy as np
+    import pandas as pd
+
+    from harness.tasks.spec import load_spec
+
+    folder.mkdir(parents=True, exist_ok=True)
+    reviews = pd.read_parquet(data_dir / "rotten_tomatoes" / "data.parquet").iloc[:rows]
+    reviews.assign(sentiment=reviews["label"].map({0: "negative", 1: "positive"})).drop(
+        columns="label"
+    ).to_json(folder / "reviews.jsonl", orient="records", lines=True)
+    classes = load_spec("trec").classes
+    rng = np.random.default_rng(0)
+    questions = []
+    for text, label in (
+        pd.read_parquet(data_dir / "trec" / "data.parquet").iloc[: 2 * rows].itertuples(index=False)
+    ):
+        options = [classes[label], *rng.choice([c for c in classes if c != classes[label]], 2, replace=False)]
+        order = rng.permutation(3)
+        questions.append(
+            {"question": text, "options": [options[i] for i in order], "answer": int(np.argmin(order))}
+        )
+    for name, part in (("questions_test", questions[:rows]), ("questions_train", questions[rows:])):
+        pd.DataFrame(part).to_json(folder / f"{name}.jsonl", orient="records", lines=True)
+    (folder / "my_reviews.yaml").write_text(
+        "task: my_reviews\n"
+        "dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {folder / 'reviews.jsonl'}\n"
+        "output_type: multiple_choice\n"
+        "test_split: test\n"
+        'doc_to_text: "Review: {{text}}\\nSentiment:"\n'
+        "doc_to_choice: [negative, positive]\n"
+        'doc_to_target: "{{sentiment}}"\n'
+        "metric_list:\n  - metric: acc\n  - metric: acc_norm\n"
+    )
+    (folder / "my_questions.yaml").write_text(
+        "task: my_questions\n"
+        "dataset_path: json\n"
+        "dataset_kwargs:\n  data_files:\n"
+        f"    test: {folder / 'questions_test.jsonl'}\n    train: {folder / 'questions_train.jsonl'}\n"
+        "output_type: multiple_choice\n"
+        "training_split: train\n"
+        "test_split: test\n"
+        'description: "Name the type of thing each question asks for.\\n\\n"\n'
+        'doc_to_text: "Question: {{question}}\\nAnswer type:"\n'
+        "doc_to_choice: options\n"
+        "doc_to_target: answer\n"
+        "metric_list:\n  - metric: acc\n"
+    )
+    return folder

@@ -173,8 +173,8 @@ def test_an_encoders_raw_text_scores_under_a_fixed_mask(tiny_bert, docs):
     from transformers import BertForMaskedLM
 
     model, tok = BertForMaskedLM.from_pretrained(tiny_bert), models.tokenizer(str(tiny_bert))
-    first = doc_scores.raw_scores(model, tok, spec, d, masked=True, seed=0)
-    again = doc_scores.raw_scores(model, tok, spec, d, masked=True, seed=0)
+    first = doc_scores.raw_scores(model, tok, d, masked=True, seed=0)
+    again = doc_scores.raw_scores(model, tok, d, masked=True, seed=0)
     pd.testing.assert_frame_equal(first, again)  # the same mask every time: the reference is comparable
     assert exposure_test(first, again)["text"]["p_test"] == 1.0
     assert np.isfinite(first[["text", "mink", "margin"]].to_numpy()).all()

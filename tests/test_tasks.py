@@ -4,6 +4,8 @@ import pytest
 from harness.core.errors import TaskError
 from harness.tasks import prompts
 from harness.tasks.spec import TASKS_DIR, all_slugs, load_spec, load_task_config
+from harness.tasks.splits import subsample_docs
+from harness.tasks.subsample import SampleSettings
 from harness.tasks.validate import build_task, render_first
 
 OFFLINE_MISSING = {
@@ -97,7 +99,9 @@ def test_lm_evals_own_hf_model_scores_what_the_grid_scores(tiny_llama, data_dir)
         verbosity="ERROR",
     )
     model, tok = AutoModelForCausalLM.from_pretrained(tiny_llama), AutoTokenizer.from_pretrained(tiny_llama)
-    ours = score(scorer(model, tok, 8), lm_eval_task(load_spec("ag_news"), metadata, []))
+    spec = load_spec("ag_news")
+    test = subsample_docs(spec, SampleSettings(data_dir=str(data_dir), n=10), 0)["test"]
+    ours = score(scorer(model, tok, 8), lm_eval_task(spec, metadata, [], test))
     assert len(ours) == 10 and cli["results"]["tapt_ag_news"]["acc,none"] == pytest.approx(
         ours["correct"].mean()
     )

@@ -47,6 +47,8 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
     from harness.tasks.validate import build_task, render_first
 
     chosen = from_namespace(SplitSettings, args)
+    if show_lm_eval_task(chosen):
+        return
     metadata = {k: v for k, v in pick(chosen, SplitSettings).items() if k != "task"}
     shown = render_first(
         build_task(task_path(chosen.task, chosen.include_path), metadata, chosen.include_path)
@@ -55,6 +57,45 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
     print("\n--- choices (each scored as a continuation of the prompt):")
     for c in shown["choices"]:
         print(f"{shown['delimiter'] + c!r}" + ("   <- target" if c == shown["target"] else ""))
+
+
+def show_lm_eval_task(chosen) -> bool:
+    """`tasks show` of a task that is not a tapt_* task: the design on lm-eval's own definition of it
+    (False for a tapt_* task)."""
+    from harness.cli.train import lm_eval_command
+    from harness.tasks.lm_eval_spec import LmEvalSpec
+    from harness.tasks.splits import find_spec, subsample_docs
+
+    spec = find_spec(chosen.task, chosen.include_path)
+    if not isinstance(spec, LmEvalSpec):
+        return False
+    docs = subsample_docs(spec, chosen, chosen.subsample)
+    metrics = [m["metric"] for m in spec.task.config.metric_list or []]
+    train = spec.training_pool()
+    print(f"lm-eval task {spec.task_name} (results folder {spec.slug}): {len(spec.pool())} evaluation docs")
+    print(
+        "choices: "
+        + (f"the same for every doc {list(spec.classes)}" if spec.classes else "per doc (draws are uniform)")
+    )
+    print(
+        f"metrics: {metrics}; the summary reads acc"
+        + (", units also record acc_norm" if "acc_norm" in metrics else "")
+    )
+    print(
+        f"training split: {len(train)} docs" if train is not None else "training split: none (train is empty)"
+    )
+    doc = docs[chosen.split].iloc[0]
+    print(
+        f"\n--- subsample {chosen.subsample}, {chosen.split} doc at row {doc['row']}, as lm-eval scores it:"
+    )
+    print(doc["prompt"])
+    print("\n--- choices (each scored as a continuation of the prompt):")
+    for i, c in enumerate(doc["choices"]):
+        print(repr(spec.target_delimiter + c) + ("   <- target" if i == doc["label"] else ""))
+    print(
+        "\n--- this subsample's test docs through lm_eval:\n  " + lm_eval_command(chosen, "pretrained=BASE")
+    )
+    return True
 
 
 def cmd_tasks_validate(args: argparse.Namespace) -> None:
@@ -74,6 +115,32 @@ def cmd_tasks_validate(args: argparse.Namespace) -> None:
     print(f"{len(paths) - failed} ok, {failed} with problems")
     if failed:
         sys.exit(1)
+
+
+NEW_TASK = """include: {template}
+task: tapt_{slug}
+dataset_kwargs:
+  slug: {slug}                    # <data_dir>/{slug}/data.parquet (or .csv/.jsonl) offline
+  hub_id: someone/{slug}          # the Hugging Face dataset, used when no data dir is given
+  hub_split: train
+  text_field: text                # column(s) of the text; a list is joined with a new line
+  label_field: label              # column of the label: 0..K-1 in the order of classes, or their names
+  classes: &classes [first class, second class]
+  instruction: "The text is ... Answer with its ..."
+doc_to_choice: *classes
+"""
+
+
+def cmd_tasks_new(args: argparse.Namespace) -> None:
+    from harness.core.errors import TaskError
+    from harness.tasks.spec import TEMPLATE
+
+    path = Path(args.out) / f"tapt_{args.slug}.yaml"
+    if path.exists():
+        raise TaskError(f"{path} exists; choose another slug or --out, or edit that file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(NEW_TASK.format(template=TASKS_DIR.resolve() / TEMPLATE, slug=args.slug))
+    print(f"wrote {path}: edit its dataset_kwargs, then `tapt-bench tasks validate {path}`")
 
 
 def register(sub) -> None:
@@ -112,3 +179,8 @@ def register(sub) -> None:
         SampleSettings,
     )
     p.add_argument("path", nargs="?", default=str(TASKS_DIR), help="a task YAML or a folder of them")
+    p = command(
+        tasks, "new", cmd_tasks_new, "write a new tapt_<slug>.yaml to edit, including this install's template"
+    )
+    p.add_argument("slug", help="the task's slug: tapt_<slug> is its name, <slug> its data folder")
+    p.add_argument("--out", default=".", help="the folder to write it in (default: here)")

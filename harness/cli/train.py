@@ -22,15 +22,28 @@ def cmd_train(args: argparse.Namespace) -> None:
         f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
         f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step"
     )
-    print("evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train))
+    model_args = f"pretrained={train.base},peft={Path(train.out).resolve()}"
+    print(
+        "evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train, model_args)
+    )
 
 
-def lm_eval_command(train) -> str:
-    """The lm_eval command that scores an adapter on its subsample's test split (lm-eval needs the
-    base as `pretrained=`, the adapter as `peft=`, and the task's folder as --include_path)."""
+def lm_eval_command(train, model_args: str) -> str:
+    """The lm_eval command that scores a model on a subsample's test split: for a tapt_* task its folder
+    as --include_path and the subsample as --metadata; for any other lm-eval task, its test rows as
+    --samples (lm-eval needs the base as `pretrained=` and an adapter as `peft=`)."""
     from harness.tasks.data import resolve_data_dir
+    from harness.tasks.lm_eval_spec import LmEvalSpec
     from harness.tasks.spec import load_task_config, task_path
+    from harness.tasks.splits import find_spec, subsample_docs
 
+    spec = find_spec(train.task, train.include_path)
+    if isinstance(spec, LmEvalSpec):
+        rows = [int(r) for r in subsample_docs(spec, train, train.subsample)["test"]["row"]]
+        argv = ["lm_eval", "--model", "hf", "--model_args", model_args, "--tasks", spec.task_name]
+        for folder in train.include_path:
+            argv += ["--include_path", str(Path(folder).resolve())]
+        return shlex.join([*argv, "--samples", json.dumps({spec.task_name: rows})])
     yaml = task_path(train.task, train.include_path).resolve()
     data_dir = resolve_data_dir(train.data_dir)
     metadata = {
@@ -41,7 +54,6 @@ def lm_eval_command(train) -> str:
         "subsample": train.subsample,
         "split": "test",
     }
-    model_args = f"pretrained={train.base},peft={Path(train.out).resolve()}"
     task = load_task_config(yaml)["task"]
     argv = ["lm_eval", "--model", "hf", "--model_args", model_args, "--include_path", str(yaml.parent)]
     return shlex.join([*argv, "--tasks", task, "--metadata", json.dumps(metadata)])

@@ -17,9 +17,9 @@ from harness.core.errors import SettingsError, UserError
 from harness.core.models import ModelSettings
 from harness.core.settings import against, field_names, fingerprint, flag, from_mapping, merged, option
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
-from harness.tasks.data import load_pool
-from harness.tasks.spec import TASK_PREFIX, all_slugs, load_spec
-from harness.tasks.subsample import SampleSettings, draw
+from harness.tasks.spec import TASK_PREFIX, all_slugs
+from harness.tasks.splits import draw_rows, find_spec
+from harness.tasks.subsample import SampleSettings
 from tapt.adapter import AdapterSettings
 from tapt.raw_text import TextSettings
 
@@ -175,9 +175,14 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
     for slug in cfg.slugs:
         try:
-            labels = load_pool(load_spec(slug, cfg.include_path), cfg.data_dir)["label"].to_numpy()
+            spec = find_spec(slug, cfg.include_path)
+            if cfg.flow == "classifier" and spec.classes is None:
+                raise SettingsError(
+                    "flow classifier trains a head over fixed classes, and this task's choices differ "
+                    "from doc to doc; run it with flow: zero_shot"
+                )
             for cell in cfg.cell_configs():
-                draw(labels, 0, cell.m, cell.n, cell.seed)
+                draw_rows(spec, cell, 0)
         except UserError as err:
             raise type(err)(f"{path}: task {slug!r}: {err}") from err
     return cfg

@@ -18,6 +18,7 @@ from harness.core.provenance import library_versions
 from harness.core.settings import differences
 from harness.grid.config import GridConfig
 from harness.grid.units import Unit, compute_unit, log
+from harness.tasks.lm_eval_spec import folder_name
 
 Executor = Callable[[GridConfig, list[tuple[str, int]], bool], Iterator[Unit]]
 
@@ -30,7 +31,7 @@ def units(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, i
 
 
 def task_dir(cfg: GridConfig, slug: str) -> Path:
-    return results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, slug)
+    return results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, folder_name(slug))
 
 
 def model_dir(cfg: GridConfig) -> Path:

@@ -22,8 +22,7 @@ from harness.core import conditions, models
 from harness.core.settings import pick
 from harness.grid.config import GridConfig
 from harness.scoring import classifier, zero_shot
-from harness.tasks.spec import TaskSpec, load_spec
-from harness.tasks.splits import subsample_docs
+from harness.tasks.splits import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt import adapter, output
 from tapt.corpus import raw_texts
@@ -66,7 +65,7 @@ def loaded_base(cfg: GridConfig):
 
 def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False) -> Unit:
     """Compute one unit of either flow; nothing is written but kept adapters."""
-    spec = load_spec(slug, cfg.include_path)
+    spec = find_spec(slug, cfg.include_path)
     docs = subsample_docs(spec, SampleSettings(**pick(cfg, SampleSettings)), k)
     if cfg.flow == "classifier":
         return classifier_unit(cfg, spec, k, docs)
@@ -77,12 +76,12 @@ def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False
         raise
 
 
-def zero_shot_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, keep_adapters: bool) -> Unit:
+def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> Unit:
     """Score base, then train and score one adapter per TAPT condition, detaching each after use."""
     base, tokenizer = loaded_base(cfg)
     settings = adapter.AdapterSettings(**pick(cfg, adapter.AdapterSettings))
     metadata = {**pick(cfg, SampleSettings), "subsample": k, "split": conditions.TEST}
-    task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path)  # its docs: this unit's test split
+    task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
     tdir = results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, spec.slug)
     seconds, training, exposed = {}, {}, {}
     clock = time.perf_counter()
@@ -129,7 +128,7 @@ def zero_shot_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict, keep_ada
     return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
 
 
-def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit:
+def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
     """Fine-tune a classifier on train from the base LM, then from the LM pretrained on the raw texts
     of extra, then on those of test (then, for leak, on test's texts each followed by its class name)."""
     settings = cfg.for_task(spec.slug)
@@ -141,14 +140,14 @@ def classifier_unit(cfg: GridConfig, spec: TaskSpec, k: int, docs: dict) -> Unit
             backbone = models.resolve(cfg.base)
             if cond != conditions.BASE:  # TAPT on the split's texts, never train's; labels only for the leak
                 split, answers = conditions.TAPT[cond]
-                texts = raw_texts(docs[split], spec, answers)
+                texts = raw_texts(docs[split], answers)
                 training[f"pretrain_{cond}"] = pretrain(backbone, texts, settings, unit_seed, Path(work))
                 backbone = work
             if cfg.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
                 masked = not models.is_decoder(backbone)
                 lm, tok = models.load_scoring_model(backbone, masked=masked)
                 exposed[cond] = doc_scores.raw_scores(
-                    lm, tok, spec, exposure_docs(docs), masked, cfg.seed, cfg.eval_batch_size
+                    lm, tok, exposure_docs(docs), masked, cfg.seed, cfg.eval_batch_size
                 )
                 del lm
             scored[cond], training[f"classify_{cond}"] = classifier.classify(
@@ -172,19 +171,22 @@ def exposure_docs(docs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
 
 
-def majority(docs: dict[str, pd.DataFrame], num_classes: int) -> dict[str, float]:
-    """Accuracy on test of the train subsample's most frequent class (ties: the lowest label)."""
-    top = int(np.bincount(docs["train"]["label"], minlength=num_classes).argmax())
+def majority(docs: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """Accuracy on test of the train subsample's most frequent gold index (ties: the lowest; an lm-eval
+    task without a training split: extra's), the most choices a doc has, and the mean chance accuracy."""
+    counts = docs["test"]["choices"].map(len)
+    known = docs["train"] if len(docs["train"]) else docs[conditions.EXTRA]
+    top = int(np.bincount(known["label"], minlength=int(counts.max())).argmax())
     return {
         "majority": float((docs["test"]["label"] == top).mean()),
-        "num_classes": num_classes,
-        "majority_all": 1.0 / num_classes,
+        "num_classes": int(counts.max()),
+        "majority_all": float((1.0 / counts).mean()),
     }
 
 
 def unit_of(
     cfg: GridConfig,
-    spec: TaskSpec,
+    spec: Spec,
     k: int,
     docs: dict,
     scored: dict,
@@ -193,9 +195,7 @@ def unit_of(
     exposed: dict,
 ) -> Unit:
     """The unit's accuracies, its per-example probabilities, and what made them."""
-    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(
-        docs, len(spec.classes)
-    )
+    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs)
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     record = {
         "settings": cfg.result_settings(),
@@ -203,6 +203,8 @@ def unit_of(
         "seconds": seconds,
         "training": training,
     }
+    if all("correct_norm" in df for df in scored.values()):  # the task defines acc_norm too
+        record["acc_norm"] = {cond: float(df["correct_norm"].mean()) for cond, df in scored.items()}
     if exposed:
         record["exposure"] = condition_tests(exposed, conditions.BASE, cfg.text_score, cfg.seed)
     return Unit(spec.slug, k, accs, probs, record)

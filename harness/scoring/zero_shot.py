@@ -3,18 +3,38 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.tasks.spec import TaskSpec, lm_eval_tasks
+from harness.tasks.lm_eval_spec import LmEvalSpec
+from harness.tasks.spec import lm_eval_tasks
+from harness.tasks.splits import Spec
 
 
-def lm_eval_task(spec: TaskSpec, metadata: dict[str, Any], include_path: list[str]) -> dict:
-    """The task as lm-eval's TaskManager loads it, its docs the subsample split that `metadata` names:
-    loaded once, then scored under each model."""
-    return lm_eval_tasks(include_path, metadata).load(spec.task_name)
+@dataclass
+class EvalTask:
+    """A task loaded once, then scored under each model: lm-eval's task dict, the eval-doc indices to
+    score (None: all its docs), and each scored doc's pool row and gold index by lm-eval's doc_id."""
+
+    tasks: dict
+    samples: dict[str, list[int]] | None
+    docs: dict[int, tuple[int, int]]
+
+
+def lm_eval_task(
+    spec: Spec, metadata: dict[str, Any], include_path: list[str], test: pd.DataFrame
+) -> EvalTask:
+    """A tapt_* task's docs are the subsample split `metadata` names (its data hook draws them); an lm-eval
+    task's are its own evaluation docs, of which lm-eval scores exactly the `test` rows (`samples`)."""
+    rows = [(int(r), int(y)) for r, y in zip(test["row"], test["label"])]
+    if isinstance(spec, LmEvalSpec):
+        by_row = {r: (r, y) for r, y in rows}  # lm-eval's doc_id is the eval-doc index: the pool row
+        return EvalTask({spec.task_name: spec.task}, {spec.task_name: list(by_row)}, by_row)
+    tasks = lm_eval_tasks(include_path, metadata).load(spec.task_name)
+    return EvalTask(tasks, None, dict(enumerate(rows)))  # doc_id: the position in the split
 
 
 def scorer(model, tokenizer, batch_size: int):
@@ -25,27 +45,27 @@ def scorer(model, tokenizer, batch_size: int):
     return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
 
 
-def score(lm, task: dict) -> pd.DataFrame:
-    """One row per eval doc: `row` (pool position), `label`, `probs` (softmax over the class
-    log-likelihoods lm-eval computed) and `correct` (lm-eval's acc for that doc).
+def score(lm, task: EvalTask) -> pd.DataFrame:
+    """One row per scored doc: `row` (pool position), `label`, `probs` (softmax over the choices'
+    log-likelihoods lm-eval computed), `correct` (lm-eval's acc for that doc) and, where the task
+    defines it, `correct_norm` (its acc_norm).
 
     lm-eval's `evaluate`, not `simple_evaluate`: the same requests and metrics without the run
     provenance simple_evaluate adds (a torch environment report that starts subprocesses), which the
     grid records once per run in its manifest instead."""
     from lm_eval.evaluator import evaluate
 
-    out = evaluate(lm, task, log_samples=True, bootstrap_iters=0, verbosity="ERROR")
+    out = evaluate(
+        lm, task.tasks, samples=task.samples, log_samples=True, bootstrap_iters=0, verbosity="ERROR"
+    )
     (samples,) = out["samples"].values()
     rows = []
     for s in sorted(samples, key=lambda s: s["doc_id"]):
         ll = np.array([float(r[0]) for r in s["filtered_resps"]])
         p = np.exp(ll - ll.max())
+        row, label = task.docs[int(s["doc_id"])]
         rows.append(
-            {
-                "row": int(s["doc"]["row"]),
-                "label": int(s["doc"]["label"]),
-                "probs": (p / p.sum()).tolist(),
-                "correct": bool(s["acc"]),
-            }
+            {"row": row, "label": label, "probs": (p / p.sum()).tolist(), "correct": bool(s["acc"])}
+            | ({"correct_norm": bool(s["acc_norm"])} if "acc_norm" in s else {})
         )
     return pd.DataFrame(rows)

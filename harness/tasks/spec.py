@@ -15,6 +15,7 @@ from harness.core.errors import TaskError
 
 TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks_yaml"  # the package shipped beside harness/
 TASK_PREFIX = "tapt_"
+TEMPLATE = "_template_yaml"  # what every tapt_* task includes
 TASK_TAG = "tapt_tasks"  # set by _template_yaml: every task that includes it joins the tapt_all group
 
 
@@ -83,7 +84,15 @@ def load_task_config(path: str | Path) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     includes = cfg.pop("include", [])
     for inc in includes if isinstance(includes, list) else [includes]:
-        merged.update(load_task_config(path.parent / inc))  # an absolute `inc` replaces the folder
+        target = path.parent / inc  # an absolute `inc` replaces the folder
+        if not target.is_file():
+            raise TaskError(
+                f"{path}: `include: {inc}` names {target}, which does not exist (lm-eval resolves an "
+                f"include next to the file). The template ships with tapt-bench: write `include: "
+                f"{TASKS_DIR / TEMPLATE}`, or let `tapt-bench tasks new SLUG --out {path.parent}` write a "
+                "new task file with it"
+            )
+        merged.update(load_task_config(target))
     return merged | cfg
 
 
@@ -170,13 +179,15 @@ def all_slugs(include_path: Sequence[str] = ()) -> list[str]:
 
 
 def validation_targets(target: Path) -> list[Path]:
-    """A YAML, or a folder's task YAMLs: those tagged tapt_tasks, and those that do not load (to report)."""
+    """A YAML, or a folder's task YAMLs: those tagged tapt_tasks, plain multiple-choice lm-eval tasks,
+    and those that do not load (to report)."""
     if not target.is_dir():
         return [target]
     found = []
     for path in sorted(target.glob("*.yaml")):
         try:
-            if is_task(load_task_config(path)):
+            cfg = load_task_config(path)
+            if is_task(cfg) or (cfg.get("output_type") == "multiple_choice" and "task" in cfg):
                 found.append(path)
         except TaskError:
             found.append(path)

@@ -1,17 +1,25 @@
-"""The documents of one subsample's splits, with the zero-shot prompt every stage reads."""
+"""The documents of one subsample's splits, with the zero-shot prompt and the choices every stage
+reads: of a tapt_* task (its pool from its data, the prompt of PROMPTS.md) or of any lm-eval
+multiple-choice task (its own docs and prompt)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
+from harness.core.errors import TaskError
 from harness.core.settings import option
 from harness.tasks import prompts
 from harness.tasks.data import load_pool
+from harness.tasks.lm_eval_spec import LmEvalSpec, load_lm_eval_spec
 from harness.tasks.spec import TaskSpec, load_spec
-from harness.tasks.subsample import SPLITS, SampleSettings, draw
+from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw, draw_eval, stratified_counts
+
+Spec = TaskSpec | LmEvalSpec
 
 
 @dataclass(kw_only=True)
@@ -20,23 +28,116 @@ class SplitSettings(SampleSettings):
 
     MINIMUM = {"subsample": 0}
 
-    task: str = option(help="task slug (ag_news), task name (tapt_ag_news) or a task YAML path")
+    task: str = option(
+        help="task slug (ag_news), task name (tapt_ag_news), a task YAML path, or any lm-eval "
+        "multiple-choice task (arc_easy, or one in --include-path)"
+    )
     split: Literal["train", "extra", "test"] = option("test", "which split of the subsample")
     subsample: int = option(0, "index of the seeded subsample")
 
-    def docs(self) -> tuple[TaskSpec, pd.DataFrame]:
+    def docs(self) -> tuple[Spec, pd.DataFrame]:
         """The task's spec and the docs of this split."""
-        spec = load_spec(self.task, self.include_path)
+        spec = find_spec(self.task, self.include_path)
         return spec, subsample_docs(spec, self, self.subsample)[self.split]
 
 
-def subsample_docs(spec: TaskSpec, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
-    """train/extra/test docs: columns `text`, `label`, `row` (pool position), `prompt` (no answer)."""
+def find_spec(task: str, include_path: Sequence[str] = ()) -> Spec:
+    """A tapt_* task by slug, name or YAML path; else any lm-eval multiple-choice task by name."""
+    try:
+        return load_spec(task, include_path)
+    except TaskError as err:
+        if task.endswith(".yaml") or not str(err).startswith("unknown task"):
+            raise
+        spec = load_lm_eval_spec(task, include_path)
+        if spec is None:
+            raise TaskError(f"{err}; nor is it a task lm-eval knows (`lm_eval ls tasks`)") from None
+        return spec
+
+
+def draw_rows(spec: Spec, sample: SampleSettings, subsample: int) -> Subsample:
+    """The pool rows of one subsample's splits (for an lm-eval task, train's rows are its training
+    split's): a TaskError where the pool is too small for the design."""
+    if isinstance(spec, TaskSpec):
+        return draw(
+            load_pool(spec, sample.data_dir)["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed
+        )
+    pool = spec.pool()
+    labels = pool["label"].to_numpy() if spec.classes is not None else None
+    rows = (
+        draw_eval(labels, subsample, sample.n, sample.seed)
+        if labels is not None
+        else draw_eval(None, subsample, sample.n, sample.seed, size=len(pool))
+    )
+    train = spec.training_pool()
+    if train is None:
+        return rows
+    if sample.m > len(train):
+        raise TaskError(
+            f"task {spec.task_name}: m = {sample.m} exceeds its {len(train)} training docs; lower m"
+        )
+    rng = np.random.default_rng([sample.seed, subsample, 2])
+    if spec.classes is None:
+        picked = rng.choice(len(train), size=sample.m, replace=False)
+    else:
+        counts = stratified_counts(np.bincount(train["label"], minlength=len(spec.classes)), sample.m)
+        picked = np.concatenate(
+            [
+                rng.choice(np.flatnonzero(train["label"] == c), size=k, replace=False)
+                for c, k in enumerate(counts)
+            ]
+        )
+    return Subsample(train=np.sort(picked), extra=rows.extra, test=rows.test)
+
+
+def subsample_docs(spec: Spec, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
+    """train/extra/test docs: columns `text`, `label`, `row` (pool position), `prompt` (no answer),
+    `choices` (what lm-eval scores after the prompt, each after the task's target delimiter)."""
+    sub = draw_rows(spec, sample, subsample)
+    if isinstance(spec, LmEvalSpec):
+        train = spec.training_pool()
+        pools = {
+            "train": train if train is not None else spec.pool().iloc[:0],
+            "extra": spec.pool(),
+            "test": spec.pool(),
+        }
+        return {s: pools[s].iloc[sub.rows(s)].reset_index(drop=True) for s in SPLITS}
     pool = load_pool(spec, sample.data_dir)
-    sub = draw(pool["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed)
     out = {}
     for split in SPLITS:
         rows = sub.rows(split)
         docs = pool.iloc[rows].assign(row=rows).reset_index(drop=True)
-        out[split] = docs.assign(prompt=[prompts.zero_shot(spec, t) for t in docs["text"]])
+        out[split] = docs.assign(
+            prompt=[prompts.zero_shot(spec, t) for t in docs["text"]],
+            choices=[list(spec.classes)] * len(docs),
+        )
     return out
+
+
+def answer_delimiter(spec: Spec) -> str:
+    """What lm-eval puts between the prompt and a choice: the task's target_delimiter."""
+    return spec.target_delimiter if isinstance(spec, LmEvalSpec) else prompts.ANSWER_DELIMITER
+
+
+def answered(spec: Spec, docs: pd.DataFrame) -> list[str]:
+    """Each doc's prompt followed by its gold choice, exactly the continuation lm-eval scores for it."""
+    gold = [c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
+    return [p + answer_delimiter(spec) + g for p, g in zip(docs["prompt"], gold)]
+
+
+def labeled_text(spec: Spec, text: str, choice: str) -> str:
+    """A text with its answer, as a block of a packed sequence or of a labeled-data contaminator."""
+    if isinstance(spec, LmEvalSpec):
+        return text + spec.target_delimiter + choice
+    return prompts.labeled(text, choice)
+
+
+def packed(spec: Spec, docs: pd.DataFrame, answers: bool) -> str:
+    """One packing sequence of these docs: the task's preamble once (the tapt_* instruction, or an
+    lm-eval task's description), then each doc's text (with its gold choice when `answers`)."""
+    if isinstance(spec, TaskSpec):
+        return prompts.packed(spec, list(docs["text"]), [int(y) for y in docs["label"]] if answers else None)
+    blocks = [
+        labeled_text(spec, t, c[int(y)]) if answers else t
+        for t, c, y in zip(docs["text"], docs["choices"], docs["label"])
+    ]
+    return spec.description + "\n\n".join(blocks)

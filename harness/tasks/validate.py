@@ -9,7 +9,7 @@ from typing import Any
 from harness.core.errors import TaskError
 from harness.core.settings import pick
 from harness.tasks.data import load_pool
-from harness.tasks.spec import lm_eval_tasks, load_task_config, spec_from_config
+from harness.tasks.spec import is_task, lm_eval_tasks, load_task_config, spec_from_config
 from harness.tasks.subsample import SampleSettings, draw
 
 EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside TaskConfig
@@ -35,6 +35,24 @@ def render_first(task) -> dict[str, Any]:
     }
 
 
+def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSettings) -> list[str]:
+    """A plain lm-eval task YAML: lm-eval loads it, it is multiple choice, its pool holds the design."""
+    from harness.tasks.lm_eval_spec import load_lm_eval_spec
+    from harness.tasks.splits import draw_rows
+
+    name = cfg.get("task")
+    if not isinstance(name, str):
+        return [f"{path}: no `task` name"]
+    try:
+        spec = load_lm_eval_spec(name, [*sample.include_path, str(Path(path).parent)])
+        if spec is None:
+            return [f"{path}: lm-eval does not find task {name!r} in {Path(path).parent}"]
+        draw_rows(spec, sample, 0)
+    except Exception as err:  # lm-eval's own loading errors, and the design's, are all findings
+        return [f"task {name}: {type(err).__name__}: {err}"]
+    return []
+
+
 def problems(path: Path, sample: SampleSettings) -> list[str]:
     """Every problem found in one task YAML; empty when it is ready to use."""
     from lm_eval.api.task import TaskConfig
@@ -45,6 +63,8 @@ def problems(path: Path, sample: SampleSettings) -> list[str]:
         return [str(err)]
     unknown = sorted(set(cfg) - {f.name for f in dataclasses.fields(TaskConfig)} - EXTRA_KEYS)
     found = [f"{path}: unknown field(s) {unknown} (not lm-eval task options)"] if unknown else []
+    if not is_task(cfg):
+        return found + lm_eval_task_problems(path, cfg, sample)
     try:
         spec = spec_from_config(cfg, str(path))
     except TaskError as err:

@@ -1,0 +1,147 @@
+"""Any lm-eval multiple-choice task as a task of the design: its own docs, prompt, choices and metrics,
+found through lm-eval's TaskManager (its built-in tasks and the include folders).
+
+The pool is the task's evaluation docs (`test_split`, else `validation_split`) after its
+`process_docs`; a document's TAPT text is what lm-eval shows the model zero-shot (`description`
+and `doc_to_text`); its choices are `doc_to_choice`, per document where they vary; its label is the
+gold index of `doc_to_target`. Scoring is lm-eval's own, on exactly the subsample's test docs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import pandas as pd
+
+from harness.core.errors import TaskError
+
+SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def folder_name(name: str) -> str:
+    """A results folder for a task name: itself where it is safe, else with the unsafe characters
+    replaced and a short hash of the name (two names never share a folder)."""
+    safe = SAFE.sub("_", name)
+    return safe if safe == name else f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
+
+
+@cache
+def _manager(include_path: tuple[str, ...], defaults: bool):
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=list(include_path) or None, include_defaults=defaults)
+
+
+def find_task(name: str, include_path: Sequence[str] = ()):
+    """lm-eval's loaded task `name`: from the include folders first (fast), else lm-eval's own tasks
+    (indexing those takes seconds); None where neither has it."""
+    for defaults in (False, True) if include_path else (True,):
+        manager = _manager(tuple(map(str, include_path)), defaults)
+        if name in manager.all_subtasks:
+            loaded = manager.load([name])
+            return loaded["tasks"][name] if "tasks" in loaded else loaded[name]
+    return None
+
+
+@dataclass(frozen=True)
+class LmEvalSpec:
+    """A multiple-choice lm-eval task seen as a task of the design."""
+
+    task_name: str
+    task: Any = field(repr=False, compare=False)  # lm-eval's ConfigurableTask
+
+    @property
+    def slug(self) -> str:
+        return folder_name(self.task_name)
+
+    @property
+    def target_delimiter(self) -> str:
+        return self.task.config.target_delimiter
+
+    @property
+    def description(self) -> str:
+        return self.task.config.description or ""
+
+    def prompt(self, doc: dict) -> str:
+        """The zero-shot context lm-eval scores the choices after (description, then doc_to_text)."""
+        return self.task.fewshot_context(doc, num_fewshot=0)
+
+    def choices(self, doc: dict) -> list[str]:
+        return [str(c) for c in self.task.doc_to_choice(doc)]
+
+    def gold(self, doc: dict, choices: list[str]) -> int:
+        target = self.task.doc_to_target(doc)
+        if isinstance(target, str) and not target.isdigit():
+            if target not in choices:
+                raise TaskError(f"task {self.task_name}: gold {target!r} is not one of its choices {choices}")
+            return choices.index(target)
+        return int(target)
+
+    def frame(self, docs) -> pd.DataFrame:
+        """One row per doc: `text` (doc_to_text), `prompt`, `choices`, `label` (gold index), `row`."""
+        rows = []
+        for i, doc in enumerate(docs):
+            choices = self.choices(doc)
+            rows.append(
+                {
+                    "text": str(self.task.doc_to_text(doc)),
+                    "prompt": self.prompt(doc),
+                    "choices": choices,
+                    "label": self.gold(doc, choices),
+                    "row": i,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    @property
+    def classes(self) -> tuple[str, ...] | None:
+        """The choices where every evaluation doc has the same (fixed classes), else None."""
+        return _fixed_classes(self)
+
+    def pool(self) -> pd.DataFrame:
+        return _pool(self)
+
+    def training_pool(self) -> pd.DataFrame | None:
+        """The training split's docs, where the task has one."""
+        return self.frame(self.task.training_docs()) if self.task.has_training_docs() else None
+
+
+@cache
+def _pool(spec: LmEvalSpec) -> pd.DataFrame:
+    return spec.frame(spec.task.eval_docs)
+
+
+@cache
+def _fixed_classes(spec: LmEvalSpec) -> tuple[str, ...] | None:
+    distinct = {tuple(c) for c in _pool(spec)["choices"]}
+    return next(iter(distinct)) if len(distinct) == 1 else None
+
+
+def load_lm_eval_spec(name: str, include_path: Sequence[str] = ()) -> LmEvalSpec | None:
+    """The spec of lm-eval task `name` (loaded once per process), None where lm-eval has no such task;
+    a task that is not multiple choice, or has no evaluation docs, is a TaskError."""
+    return _load(name, tuple(map(str, include_path)))
+
+
+@cache
+def _load(name: str, include_path: tuple[str, ...]) -> LmEvalSpec | None:
+    task = find_task(name, include_path)
+    if task is None:
+        return None
+    if isinstance(task, dict) or task.OUTPUT_TYPE != "multiple_choice":
+        kind = "a group" if isinstance(task, dict) else f"output_type {task.OUTPUT_TYPE!r}"
+        raise TaskError(
+            f"task {name!r} is {kind}: the design scores multiple-choice tasks (output_type: "
+            "multiple_choice) only; name one of its multiple-choice subtasks"
+        )
+    if task.multiple_input:
+        raise TaskError(f"task {name!r} scores several contexts per doc (multiple_input); not supported")
+    if not (task.has_test_docs() or task.has_validation_docs()):
+        raise TaskError(f"task {name!r} has no test_split or validation_split to draw test and extra from")
+    task.set_config(key="num_fewshot", value=0)
+    return LmEvalSpec(name, task)

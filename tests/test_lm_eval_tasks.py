@@ -1,0 +1,153 @@
+"""The design on plain lm-eval multiple-choice tasks: pool, draws, TAPT corpus, scoring through lm-eval
+on exactly the test docs, the classifier-flow refusal, and writing a new task file."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import write_grid_config, write_plain_tasks
+
+from harness.cli.main import main
+from harness.core.errors import SettingsError, TaskError
+from harness.grid import run as grid_run
+from harness.grid.config import load_config
+from harness.tasks.lm_eval_spec import LmEvalSpec, folder_name
+from harness.tasks.spec import TASKS_DIR, load_task_config
+from harness.tasks.splits import find_spec, subsample_docs
+from harness.tasks.subsample import SampleSettings
+from tapt.corpus import prompt_sequences
+
+N = 12
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory, data_dir):
+    return write_plain_tasks(tmp_path_factory.mktemp("plain_tasks"), data_dir)
+
+
+def docs_of(plain, name, k=0, n=N, m=8):
+    spec = find_spec(name, [str(plain)])
+    return spec, subsample_docs(spec, SampleSettings(m=m, n=n, include_path=[str(plain)]), k)
+
+
+def test_the_pool_is_the_tasks_eval_docs_and_the_draws_are_disjoint_and_stratified(plain):
+    spec, docs = docs_of(plain, "my_reviews")
+    assert isinstance(spec, LmEvalSpec) and spec.classes == ("negative", "positive")
+    assert len(spec.pool()) == 240 and spec.training_pool() is None and len(docs["train"]) == 0
+    reviews = [json.loads(line) for line in (plain / "reviews.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in reviews] == [
+        spec.task.doc_to_text(d).removeprefix("Review: ").removesuffix("\nSentiment:")
+        for d in spec.task.eval_docs
+    ]  # the pool is the file's rows, in order
+    gold = np.array([["negative", "positive"].index(r["sentiment"]) for r in reviews])
+    for k in range(3):
+        _, docs = docs_of(plain, "my_reviews", k)
+        extra, test = (docs[s]["row"].to_numpy() for s in ("extra", "test"))
+        assert len(extra) == len(test) == N and not set(extra) & set(test)
+        assert (docs["test"]["label"].to_numpy() == gold[test]).all()  # the string gold as its index
+        counts = [np.bincount(gold[r], minlength=2).tolist() for r in (extra, test)]
+        assert counts[0] == counts[1]  # stratified by the gold index: the same classes in both
+    _, other = docs_of(plain, "my_reviews", 1)
+    assert set(other["test"]["row"]) != set(docs_of(plain, "my_reviews", 0)[1]["test"]["row"])
+
+
+def test_per_doc_choices_draw_uniformly_with_train_from_the_training_split(plain):
+    spec, docs = docs_of(plain, "my_questions")
+    assert spec.classes is None and len(docs["train"]) == 8
+    assert not set(docs["extra"]["row"]) & set(docs["test"]["row"])
+    assert {len(c) for c in docs["test"]["choices"]} == {3} and len(
+        {tuple(c) for c in docs["test"]["choices"]}
+    ) > 1
+
+
+def test_the_tapt_corpus_is_the_tasks_rendered_prompt_and_the_leak_adds_the_gold_choice(plain):
+    spec, docs = docs_of(plain, "my_questions")
+    test = docs["test"]
+    eval_docs = spec.task.eval_docs
+    rendered = [spec.task.fewshot_context(eval_docs[int(r)], num_fewshot=0) for r in test["row"]]
+    assert prompt_sequences(spec, test, packing=False) == rendered
+    assert all(p.startswith("Name the type of thing") and "Question: " in p for p in rendered)
+    golds = [
+        spec.task.doc_to_choice(eval_docs[int(r)])[spec.task.doc_to_target(eval_docs[int(r)])]
+        for r in test["row"]
+    ]
+    leak = prompt_sequences(spec, test, packing=False, answers=True)
+    assert leak == [p + " " + g for p, g in zip(rendered, golds)]
+    packed = prompt_sequences(spec, test, packing=True)
+    assert len(packed) == 2 and all(s.count("Name the type of thing") == 1 for s in packed)
+
+
+def test_a_grid_scores_exactly_the_test_docs_as_lm_eval_does(plain, tiny_llama, tmp_path):
+    from lm_eval.evaluator import evaluate
+    from lm_eval.models.huggingface import HFLM
+
+    out = tmp_path / "grid"
+    cfg = {
+        "base": str(tiny_llama),
+        "model_tag": "tiny",
+        "tasks": ["my_questions"],
+        "include_path": [str(plain)],
+        "m": 8,
+        "n": 6,
+        "subsamples": 1,
+        "conditions": ["base", "extra", "test", "leak"],
+        "quantize": "none",
+        "batch_size": 4,
+    }
+    grid_run.run(load_config(write_grid_config(tmp_path, out, cfg)))
+    acc = (out / "m8/n6/tiny/my_questions/accuracies.csv").read_text().splitlines()
+    assert acc[0] == "base,extra,test,majority,num_classes,majority_all,leak"
+    spec, docs = docs_of(plain, "my_questions", n=6)
+    rows = [int(r) for r in docs["test"]["row"]]
+    lm = HFLM(pretrained=str(tiny_llama), batch_size=8, device="cpu")
+    direct = evaluate(lm, {spec.task_name: spec.task}, samples={spec.task_name: rows}, bootstrap_iters=0)
+    base = float(acc[1].split(",")[0])
+    assert base == pytest.approx(direct["results"]["my_questions"]["acc,none"])
+    unit = json.loads((out / "m8/n6/tiny/my_questions/units/0.json").read_text())
+    assert unit["num_classes"] == 3 and unit["majority_all"] == pytest.approx(1 / 3)
+
+
+def test_the_classifier_flow_refuses_per_doc_choices(plain, tiny_llama, tmp_path):
+    cfg = {
+        "base": str(tiny_llama),
+        "flow": "classifier",
+        "tasks": ["my_questions"],
+        "include_path": [str(plain)],
+    }
+    with pytest.raises(SettingsError, match="task 'my_questions': flow classifier .* differ from doc to doc"):
+        load_config(write_grid_config(tmp_path, tmp_path / "c", {**cfg, "m": 8, "n": 6}))
+
+
+def test_a_generation_task_is_refused_with_its_output_type(plain, tmp_path):
+    (tmp_path / "gen.yaml").write_text(
+        "task: my_gen\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    test: {plain / 'reviews.jsonl'}\noutput_type: generate_until\ntest_split: test\n"
+        "doc_to_text: '{{text}}'\ndoc_to_target: '{{sentiment}}'\n"
+    )
+    with pytest.raises(TaskError, match="output_type 'generate_until'.*multiple-choice tasks"):
+        find_spec("my_gen", [str(tmp_path)])
+
+
+@pytest.mark.slow
+def test_an_unknown_task_is_looked_up_in_lm_evals_own_tasks_too(plain):
+    with pytest.raises(TaskError, match="unknown task 'nope'.*nor is it a task lm-eval knows"):
+        find_spec("nope", [str(plain)])
+
+
+def test_folder_names_are_safe_and_distinct():
+    assert folder_name("arc_easy") == "arc_easy"
+    assert folder_name("a/b") != folder_name("a:b") and "/" not in folder_name("a/b")
+
+
+def test_a_copied_task_file_names_the_include_fix_and_tasks_new_writes_one_that_loads(tmp_path, capsys):
+    copied = tmp_path / "tapt_copied.yaml"
+    copied.write_text((TASKS_DIR / "tapt_trec.yaml").read_text().replace("tapt_trec", "tapt_copied"))
+    with pytest.raises(
+        TaskError, match=f"write `include: {TASKS_DIR}/_template_yaml`, or let `tapt-bench tasks new"
+    ):
+        load_task_config(copied)
+    main(["tasks", "new", "my_task", "--out", str(tmp_path)])
+    written = load_task_config(tmp_path / "tapt_my_task.yaml")
+    assert written["task"] == "tapt_my_task" and written["output_type"] == "multiple_choice"
+    with pytest.raises(SystemExit, match="exists"):
+        main(["tasks", "new", "my_task", "--out", str(tmp_path)])
