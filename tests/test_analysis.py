@@ -305,3 +305,22 @@ def test_slopes_are_centred_only_where_the_tasks_contrasts_differ_beyond_noise()
         shifted = varied["extra"] + 0.04 * varied["task"].str[-1].astype(int)
         varied["test"] = (shifted.clip(upper=1) * 200).round() / 200
         assert bayes.slopes_are_informed(bayes.cell_data(varied, "bias"))
+
+
+def test_the_text_output_names_the_tasks_whose_hdi_excludes_zero():
+    task = {"task": "a", "mean": 0.05, "hdi": [0.01, 0.09], "observed": 0.06}
+    record = {
+        "m": 100,
+        "n": 500,
+        "effect": "bias",
+        "hdi_prob": 0.89,
+        "per_task": [task, {**task, "task": "b", "hdi": [-0.01, 0.1]}],
+    }
+    assert analysis.tasks_excluding_zero(record).splitlines() == [
+        "m=100 n=500 bias: tasks whose eq.12 89% HDI excludes 0 (1 of 2):",
+        f"  {'a':34}   +5.00 pts [ +1.00, +9.00]  observed  +6.00",
+    ]
+    none = {**record, "per_task": [{**task, "hdi": [-0.01, 0.1]}]}
+    assert (
+        analysis.tasks_excluding_zero(none) == "m=100 n=500 bias: tasks whose eq.12 89% HDI excludes 0: none"
+    )

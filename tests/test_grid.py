@@ -175,6 +175,9 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
         )
     with pytest.raises(SettingsError, match="y.yaml: key 'exposure' n = 2: a permutation test of 2 test"):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "y", n=2))
+    with pytest.raises(UserError, match="z.yaml: key 'base': base model '/no/such-model' not found"):
+        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "z", base="/no/such-model"))
+    assert not (tmp_path / "z").exists()  # refused before anything is written
 
 
 def test_a_shipped_config_without_data_offline_names_the_data_dir_fix(monkeypatch, tmp_path):

@@ -21,3 +21,11 @@ def test_cli_json_and_plot(tmp_path, capsys):
     assert [r["rank"] for r in out["ranks"]] == [1, 10] and out["settings"]["subsamples"] == 200
     assert set(out["ranks"][0]) == {"rank", "r2_extra", "r2_test", "bias", "ci95"}
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_ranks_the_features_cannot_have_are_refused(capsys):
+    import pytest
+
+    for rank in ("0", "50"):
+        with pytest.raises(SystemExit, match=r"--ranks must each be between 1 and --features \(20\)"):
+            main(["simulate", "pca", "--ranks", rank])

@@ -69,11 +69,26 @@ def test_validate_and_show_by_slug(user, capsys):
             *"--m 6 --n 20".split(),
         ]
     )
-    shown = capsys.readouterr().out
+    shown = capsys.readouterr()
     assert (
-        "calm\nstormy\n\nThe text is a forecast. Answer with its tone." in shown
-        and "### Text: forecast " in shown
+        "calm\nstormy\n\nThe text is a forecast. Answer with its tone." in shown.out
+        and "### Text: forecast " in shown.out
     )
+    assert "Custom kwargs can be passed to `--metadata`" not in shown.out + shown.err  # lm-eval's banner
+    with pytest.raises(SystemExit) as err:
+        main(
+            [
+                "tasks",
+                "show",
+                "--task",
+                "weather",
+                "--include-path",
+                user["tasks"],
+                "--data-dir",
+                user["data"],
+            ]
+        )
+    assert "exceeds the pool" in str(err.value) and "lm_eval" not in str(err.value)  # tapt-bench's own words
     with pytest.raises(SystemExit, match="unknown task 'weather'.*add its folder with --include-path"):
         main(["tasks", "show", "--task", "weather", "--data-dir", user["data"]])
 

@@ -43,12 +43,15 @@ def cmd_tasks_path(args: argparse.Namespace) -> None:
 
 def cmd_tasks_show(args: argparse.Namespace) -> None:
     from harness.tasks.spec import task_path
-    from harness.tasks.splits import SplitSettings
+    from harness.tasks.splits import SplitSettings, find_spec, subsample_docs
     from harness.tasks.validate import build_task, render_first
 
     chosen = from_namespace(SplitSettings, args)
     if show_lm_eval_task(chosen):
         return
+    subsample_docs(
+        find_spec(chosen.task, chosen.include_path), chosen, chosen.subsample
+    )  # tapt-bench's errors
     metadata = {k: v for k, v in pick(chosen, SplitSettings).items() if k != "task"}
     shown = render_first(
         build_task(task_path(chosen.task, chosen.include_path), metadata, chosen.include_path)

@@ -12,9 +12,9 @@ import yaml
 
 from contamination.exposure import check_sizes
 from contamination.exposure_run import ExposureSettings
-from harness.core import conditions
+from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError
-from harness.core.models import ModelSettings
+from harness.core.models import SMOLLM2, ModelSettings
 from harness.core.settings import against, field_names, fingerprint, flag, from_mapping, merged, option
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
 from harness.tasks.spec import TASK_PREFIX, all_slugs
@@ -173,6 +173,12 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         if err.key not in overrides:
             raise
         raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
+    try:
+        models.check_base(models.resolve(cfg.base))
+    except UserError as err:
+        raise type(err)(
+            f"{path}: key 'base': {err}; name a local model dir, a hub id, or {SMOLLM2}"
+        ) from None
     for slug in cfg.slugs:
         try:
             spec = find_spec(slug, cfg.include_path)

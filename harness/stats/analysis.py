@@ -237,6 +237,23 @@ def effects_of(s: AnalysisSettings) -> list[str]:
     return ["boost", "bias"] if s.effect == "both" else [s.effect]
 
 
+def tasks_excluding_zero(r: dict) -> str:
+    """The tasks whose eq. 12 difference has an HDI that excludes 0 in one fit, with effect and HDI."""
+    prob = f"{100 * r['hdi_prob']:.0f}%"
+    head = f"m={r['m']} n={r['n']} {r['effect']}: tasks whose eq.12 {prob} HDI excludes 0"
+    found = sorted(
+        (t for t in r["per_task"] if verdict(t["hdi"]) != "covers 0"), key=lambda t: -abs(t["mean"])
+    )
+    if not found:
+        return f"{head}: none"
+    rows = [
+        f"  {t['task']:34} {100 * t['mean']:+7.2f} pts [{100 * t['hdi'][0]:+6.2f},{100 * t['hdi'][1]:+6.2f}]"
+        f"  observed {100 * t['observed']:+6.2f}"
+        for t in found
+    ]
+    return "\n".join([f"{head} ({len(found)} of {len(r['per_task'])}):", *rows])
+
+
 def verdict(interval: list[float]) -> str:
     return "> 0" if interval[0] > 0 else "< 0" if interval[1] < 0 else "covers 0"
 
@@ -259,6 +276,8 @@ def format_fits(records: list[dict]) -> str:
             f"[{100 * a['hdi'][0]:+6.2f},{100 * a['hdi'][1]:+6.2f}]  {100 * a['observed']:+8.2f}  "
             f"{verdict(a['hdi'])}"
         )
+    for r in records:
+        lines.append(tasks_excluding_zero(r))
     for r in records:
         if r["divergences"]:
             ta = r["settings"]["target_accept"]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core.errors import SettingsError
 from harness.core.settings import Settings, option
 
 
@@ -42,6 +43,16 @@ class PcaSettings(Settings):
     seed: int = option(0, "seed")
     json: bool = option(False, "print machine-readable output")
     plot: str | None = option(None, "PNG file: the bias against effective rank with 95% intervals")
+
+    def check(self) -> None:
+        super().check()
+        bad = [r for r in self.ranks if not 1 <= r <= self.features]
+        if bad:
+            problem = f"must each be between 1 and --features ({self.features}): got {bad}"
+            raise SettingsError(f"ranks {problem}", "ranks", problem)
+        if self.components > self.features:
+            problem = f"must be at most --features ({self.features}), got {self.components}"
+            raise SettingsError(f"components {problem}", "components", problem)
 
 
 def r_squared(X: np.ndarray, y: np.ndarray, fit_on: slice, train: slice, test: slice, k: int) -> np.ndarray:

@@ -205,5 +205,8 @@ def lm_eval_tasks(include_path: Sequence[str], metadata: dict[str, Any]):
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm_eval.tasks._index").setLevel(logging.ERROR)
+    # lm-eval tells the user of every task with a custom_dataset hook that `--metadata` takes its
+    # kwargs: tapt-bench sets them itself, so the banner would only mislead
+    logging.getLogger("lm_eval.api.task").setLevel(logging.ERROR)
     folders = {str(f.resolve()): None for f in task_folders(include_path)}
     return TaskManager(include_path=list(folders), include_defaults=False, metadata=metadata)
