@@ -43,6 +43,10 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         plots.average_differences(fits, title, Path(s.plots) / "eq11_average_difference.png")
         plots.task_differences(fits, title, Path(s.plots) / "eq12_tasks.png")
     records = [f["record"] for f in fits]
+    if s.out:
+        from harness.results import write_json
+
+        write_json(Path(s.out), {"results": source, "fits": records, "checks": found})
     if s.json:
         print(json.dumps({"results": source, "fits": records, "checks": found}))
         return

@@ -13,11 +13,11 @@ from harness.core.errors import UserError
 def parser() -> argparse.ArgumentParser:
     from transformers import HfArgumentParser
 
-    from harness.cli import analyze, contamination, run, tasks, train
+    from harness.cli import analyze, contamination, report, run, tasks, train
 
     top = argparse.ArgumentParser(prog="tapt-bench", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
-    for group in (tasks, train, run, analyze, contamination):
+    for group in (tasks, train, run, analyze, contamination, report):
         group.register(sub)
     return top
 

@@ -50,6 +50,9 @@ class AnalysisSettings(FitSettings):
     json: bool = option(False, "print machine-readable posteriors instead of tables")
     plots: str | None = option(None, "folder for the PNG plots (eq. 11 and 12, trace and rank plots)")
     checks: bool = option(False, "also run the model checks: prior predictive, calibration, recovery")
+    out: str | None = option(
+        None, "also write the fits (and checks) as JSON here, for `tapt-bench report --analysis`"
+    )
 
 
 # (parametrization, centred slopes, layout) -> the nutpie-compiled model, refitted with new data

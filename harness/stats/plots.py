@@ -156,3 +156,55 @@ def prior_predictive(accuracies: np.ndarray, label: str, path: Path) -> Path:
     ax.set_xlabel("accuracy under the priors")
     ax.set_title(f"{label}: prior predictive")
     return save(fig, path)
+
+
+def png(fig) -> bytes:
+    """A figure as PNG bytes (for a self-contained report), closed after."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def task_effects(tasks: list[dict]):
+    """Per task of one cell and model: the observed mean boost, bias and (where run) leak, in points."""
+    plt = pyplot()
+    names = [t["task"] for t in tasks]
+    fig, ax = plt.subplots(figsize=(7, 0.32 * len(names) + 1.2))
+    y = np.arange(len(names))
+    for key, marker, label in (
+        ("boost_mean", "o", "boost (extra - base)"),
+        ("bias_mean", "s", "bias (test - extra)"),
+        ("leak_mean", "^", "leak (leak - extra)"),
+    ):
+        if all(key in t for t in tasks):
+            ax.scatter([100 * t[key] for t in tasks], y, marker=marker, label=label)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(y, names, fontsize=8)
+    ax.set_xlabel("mean accuracy difference over subsamples (points)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig
+
+
+def record_intervals(records: list[dict], per_task: bool):
+    """From analysis records: the posterior predictive difference with its HDI per (m, n, effect)
+    (eq. 11), or per task within each (eq. 12), with the observed difference."""
+    plt = pyplot()
+    rows = []
+    for r in records:
+        items = r["per_task"] if per_task else [{**r["average_difference"], "task": "all tasks"}]
+        rows += [(f"m{r['m']} n{r['n']} {r['effect']}: {t['task']}", t) for t in items]
+    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.2))
+    y = np.arange(len(rows))
+    means = np.array([100 * t["mean"] for _, t in rows])
+    low = means - np.array([100 * t["hdi"][0] for _, t in rows])
+    high = np.array([100 * t["hdi"][1] for _, t in rows]) - means
+    ax.errorbar(means, y, xerr=[low, high], fmt="o", ms=4, label="posterior predictive mean and HDI")
+    ax.scatter([100 * t["observed"] for _, t in rows], y, marker="x", color="black", label="observed")
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(y, [name for name, _ in rows], fontsize=7)
+    ax.set_xlabel("accuracy difference, treatment - control (points)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig

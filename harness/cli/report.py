@@ -1,0 +1,48 @@
+"""`tapt-bench report`: one self-contained HTML page of a results folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.cli.parsing import command
+from harness.core.errors import UserError
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from harness.results import atomic_write, collect
+    from harness.stats import analysis, report
+    from harness.stats.bayes import cell_data
+
+    root = Path(args.results)
+    df = collect(root)  # a clear error for a folder without results, before anything is written
+    fits = None
+    if args.analysis:
+        try:
+            fits = json.loads(Path(args.analysis).read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise UserError(f"--analysis {args.analysis}: not the JSON of `analyze --out` ({err})") from err
+    elif args.analyze:
+        s = analysis.AnalysisSettings()
+        records = []
+        for m, n, rows in analysis.cells_of(df, s, str(root)):
+            for effect in analysis.effects_of(s):
+                print(f"fitting m={m} n={n} {effect}", file=sys.stderr, flush=True)
+                records.append(analysis.fit_cell(cell_data(rows, effect, f"{root} m={m} n={n}"), s)["record"])
+        fits = {"results": str(root), "fits": records}
+    out = Path(args.out or root / "report.html")
+    page = report.build(root, fits).encode()
+    atomic_write(out, page)
+    print(f"report: {out} ({len(page) / 1024:.0f} KiB)")
+
+
+def register(sub) -> None:
+    p = command(sub, "report", cmd_report, "one self-contained HTML page of a results folder")
+    p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
+    p.add_argument("--out", help="the HTML file (default: RESULTS/report.html)")
+    p.add_argument("--analysis", help="the fits of `tapt-bench analyze RESULTS --out FILE`, to include")
+    p.add_argument(
+        "--analyze", action="store_true", help="fit the hierarchical model here (slow on big grids)"
+    )

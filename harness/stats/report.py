@@ -1,0 +1,271 @@
+"""One self-contained HTML page per results folder: for every cell and model, what made the results
+(settings, their hash, library versions, base), the summary table, the share of changed
+predictions, the exposure test, and the hierarchical Bayesian fits where `analyze` has run. Figures
+are inline PNGs and the only script sorts the tables: the file opens with no network."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import results
+from harness.stats import plots, summary
+from harness.stats.analysis import tasks_excluding_zero
+
+STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em}
+table{border-collapse:collapse;margin:.6em 0}
+th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}
+th{cursor:pointer;background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+.pos{color:#a40000}.sig{font-weight:bold}figure{margin:1em 0}
+figcaption{font-size:12px;color:#555;max-width:800px}
+pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:12px}details{margin:.5em 0}
+h2{border-top:2px solid #ccc;padding-top:.6em}caption{caption-side:bottom;font-size:12px;color:#555}"""
+
+SORT = """document.querySelectorAll('table.sortable th').forEach(function(th, col){
+ th.addEventListener('click', function(){
+  var body = th.closest('table').tBodies[0], rows = Array.from(body.rows), up = th.dataset.up !== '1';
+  rows.sort(function(a, b){
+   var x = a.cells[col].dataset.v || a.cells[col].textContent;
+   var y = b.cells[col].dataset.v || b.cells[col].textContent;
+   var nx = parseFloat(x), ny = parseFloat(y);
+   var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+   return up ? c : -c;});
+  th.dataset.up = up ? '1' : '0';
+  rows.forEach(function(r){ body.appendChild(r); });});});"""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def table(headers: list[str], rows: list[list[tuple[str, float | str]]], caption: str) -> str:
+    """A sortable table; each cell is (shown text, sort value)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td data-v="{esc(v)}">{text}</td>' for text, v in row) + "</tr>" for row in rows
+    )
+    return (
+        f'<table class="sortable"><caption>{esc(caption)}</caption>'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def figure(png: bytes, caption: str) -> str:
+    data = base64.b64encode(png).decode()
+    img = f'<img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+    return f"<figure>{img}<figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def points(x: float, significant: bool = False, signed: bool = True) -> tuple[str, float]:
+    """A difference in points (red when positive, bold when significant), with its sort value."""
+    if not np.isfinite(x):
+        return "inf", 1e9
+    if not signed:
+        return f"{100 * x:.2f}", x
+    cls = " ".join(c for c, on in (("pos", x > 0), ("sig", significant)) if on)
+    return f'<span class="{cls}">{100 * x:+.2f}</span>', x
+
+
+def details(summary_text: str, body: str) -> str:
+    return f"<details><summary>{esc(summary_text)}</summary><pre>{esc(body)}</pre></details>"
+
+
+def provenance(mdir: Path) -> str:
+    """The settings and versions of the runs that wrote this folder (its manifests; else its units)."""
+    manifests = [json.loads(p.read_text()) for p in sorted(mdir.glob("manifest-shard*.json"))]
+    units = [json.loads(p.read_text()) for p in sorted(mdir.glob("*/units/*.json"))[:1]]
+    if manifests:
+        m = manifests[0]
+        versions = ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items()))
+        return (
+            f"<p>base <b>{esc(m['config'].get('base'))}</b>, settings "
+            f"hash <code>{esc(m.get('settings_hash'))}</code>, "
+            f"{len(manifests)} run manifest(s), started {esc(m.get('started'))}; {esc(versions)}</p>"
+            + details("settings", json.dumps(m["config"], indent=1))
+        )
+    if units and "settings" in units[0]:
+        return (
+            f"<p>settings hash <code>{esc(units[0].get('settings_hash'))}</code> (no run manifest here)</p>"
+            + details("settings", json.dumps(units[0]["settings"], indent=1))
+        )
+    return "<p>No manifest or unit record here: accuracies only (results made elsewhere).</p>"
+
+
+def summary_section(config: dict, tasks: list[dict]) -> str:
+    leak = "leak_mean" in config
+    headers = ["task", "boost", "bias", "p", "p_BH", "MDE"] + (
+        ["leak", "p (leak)", "p_BH (leak)"] if leak else []
+    )
+    rows = []
+    for t in sorted(tasks, key=lambda t: -t["bias_mean"]):
+        row = [
+            (esc(t["task"]), t["task"]),
+            points(t["boost_mean"]),
+            points(t["bias_mean"], t["p_adjusted"] <= summary.ALPHA),
+        ]
+        row += [
+            (f"{t['p_value']:.4f}", t["p_value"]),
+            (f"{t['p_adjusted']:.4f}", t["p_adjusted"]),
+            points(t["detectable_bias"], signed=False),
+        ]
+        if leak:
+            row += [points(t["leak_mean"], t["leak_p_adjusted"] <= summary.ALPHA)]
+            row += [
+                (f"{t['leak_p_value']:.4f}", t["leak_p_value"]),
+                (f"{t['leak_p_adjusted']:.4f}", t["leak_p_adjusted"]),
+            ]
+        rows.append(row)
+    head = (
+        f"<p>{config['tasks']} tasks, {config['rows']} subsample rows. Boost (extra - base) "
+        f"<b>{100 * config['boost_mean']:+.2f}</b> pts, bias (test "
+        f"- extra) <b>{100 * config['bias_mean']:+.2f}</b> pts"
+        + (f", leak (leak - extra) <b>{100 * config['leak_mean']:+.2f}</b> pts" if leak else "")
+        + f"; tasks with bias &gt; 0: {config['tasks_positive_bias']}, "
+        f"&lt; 0: {config['tasks_negative_bias']}; "
+        f"median MDE {100 * config['detectable_bias_median']:.2f} pts.</p>"
+    )
+    caption = (
+        "Per task, in accuracy points: means over subsamples, one-sided paired permutation p-values "
+        "(H1: the effect is > 0) with Benjamini-Hochberg adjustment; bold: p_BH <= 0.05. Ordered by bias; "
+        "click a header to sort. " + summary.DETECTABLE_METHOD
+    )
+    fig = figure(
+        plots.png(plots.task_effects(sorted(tasks, key=lambda t: t["bias_mean"]))),
+        "Per task: the mean boost, bias and (where run) planted leak over subsamples, in accuracy points. "
+        "A bias near 0 beside a clearly positive leak is the study's message: seen unlabeled, not inflated.",
+    )
+    return head + table(headers, rows, caption) + fig
+
+
+def changes_section(mdir: Path) -> str:
+    changes = summary.prediction_changes(mdir)
+    if changes.empty:
+        return ""
+    pairs = [c for c in changes.columns if "/" in c]
+    rows = [
+        [(esc(r["task"]), r["task"]), (str(r["docs"]), r["docs"])] + [(f"{r[p]:.1%}", r[p]) for p in pairs]
+        for r in changes.to_dict("records")
+    ]
+    return "<h3>Changed predictions</h3>" + table(
+        ["task", "docs", *pairs],
+        rows,
+        "Share of test predictions that differ between two conditions: a TAPT "
+        "model that changes no prediction cannot change an accuracy.",
+    )
+
+
+def exposure_section(mdir: Path, tasks: list[dict]) -> str:
+    shares = summary.exposure_shares(results.exposure_tests(mdir))
+    if not shares:
+        return ""
+    effects = {t["task"]: t for t in tasks}
+    conds = [c for c in ("extra", "test", "leak") if any(c in s for s in shares)]
+    headers = ["task", "bias", "leak"] + [f"{c}: {w}" for c in conds for w in ("text", "labels")]
+    rows = []
+    for s in shares:
+        t = effects.get(s["task"], {})
+        row = [
+            (esc(s["task"]), s["task"]),
+            points(t.get("bias_mean", np.nan)),
+            points(t.get("leak_mean", np.nan)),
+        ]
+        row += [
+            (f"{s[c][w]:.0%}", s[c][w]) if c in s else ("-", -1) for c in conds for w in ("text", "label")
+        ]
+        rows.append(row)
+    caption = (
+        "Exposure test: the share of units whose model the two-sample test (test vs extra documents, "
+        "each model against base, one-sided permutation p <= 0.05) finds to have seen the test split's "
+        "text and its labels, beside the task's bias and leak."
+    )
+    return "<h3>Exposure test</h3>" + table(headers, rows, caption)
+
+
+def bayes_section(analysis: dict) -> str:
+    records = analysis.get("fits", [])
+    if not records:
+        return ""
+    headers = ["cell", "effect", "beta", "HDI", "r-hat", "div", "ESS", "eq.11 pts", "eq.11 HDI", "observed"]
+    rows = [
+        [
+            (f"m={r['m']} n={r['n']}", r["m"] * 10000 + r["n"]),
+            (esc(r["effect"]), r["effect"]),
+            (f"{r['beta_mean']:+.3f}", r["beta_mean"]),
+            (f"[{r['beta_hdi'][0]:+.3f}, {r['beta_hdi'][1]:+.3f}]", r["beta_hdi"][0]),
+            (f"{r['rhat_max']:.3f}", r["rhat_max"]),
+            (str(r["divergences"]), r["divergences"]),
+            (f"{r['beta_ess_bulk']:.0f}", r["beta_ess_bulk"]),
+            points(r["average_difference"]["mean"]),
+            (
+                f"[{100 * r['average_difference']['hdi'][0]:+.2f}, "
+                f"{100 * r['average_difference']['hdi'][1]:+.2f}]",
+                r["average_difference"]["hdi"][0],
+            ),
+            points(r["average_difference"]["observed"]),
+        ]
+        for r in records
+    ]
+    prob = f"{100 * records[0]['hdi_prob']:.0f}%"
+    out = "<h2>Hierarchical Bayesian analysis</h2>" + table(
+        headers,
+        rows,
+        f"Per (m, n) cell and effect: beta with its {prob} HDI and diagnostics, and the eq. "
+        "11 average accuracy difference (posterior predictive) against the observed one.",
+    )
+    out += "<pre>" + esc("\n".join(tasks_excluding_zero(r) for r in records)) + "</pre>"
+    out += figure(
+        plots.png(plots.record_intervals(records, per_task=False)),
+        "Eq. 11: per cell and effect, the posterior predictive average accuracy "
+        f"difference (dot, {prob} HDI) and the observed one (x).",
+    )
+    out += figure(
+        plots.png(plots.record_intervals(records, per_task=True)),
+        "Eq. 12: the same per task; a task whose HDI excludes 0 is listed above.",
+    )
+    if analysis.get("checks"):
+        from harness.stats.checks import format_checks
+
+        out += (
+            "<h3>Model checks</h3><pre>"
+            + esc("\n".join(format_checks(c) for c in analysis["checks"]))
+            + "</pre>"
+        )
+    return out
+
+
+def build(root: str | Path, analysis: dict | None = None) -> str:
+    """The report of every cell and model under `root` (and the analysis records, where given)."""
+    root = Path(root)
+    s = summary.summarize(results.collect(root))
+    parts = [
+        f"<h1>tapt-bench report: {esc(root.resolve().name)}</h1>",
+        f"<p>{esc(root.resolve())}, made {time.strftime('%Y-%m-%d %H:%M')}. "
+        "For each task and seeded subsample, "
+        "<i>base</i> (no TAPT), <i>extra</i> (TAPT on unlabeled independent text), <i>test</i> (TAPT on the "
+        "unlabeled test text) and, where run, <i>leak</i> (TAPT "
+        "on test with its answers: the positive control) "
+        "are scored on the same test docs. Boost = extra - base; bias = test - extra.</p>",
+    ]
+    for c in s["configs"]:
+        mdir = results.model_dir(root, c["m"], c["n"], c["model"])
+        tasks = [t for t in s["tasks"] if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"])]
+        parts += [f"<h2>m={c['m']} n={c['n']} model {esc(c['model'])}</h2>", provenance(mdir)]
+        parts += [summary_section(c, tasks), changes_section(mdir), exposure_section(mdir, tasks)]
+    if analysis:
+        parts.append(bayes_section(analysis))
+    else:
+        parts.append(
+            "<h2>Hierarchical Bayesian analysis</h2><p>Not run for this report: pass <code>--analyze</code>, "
+            "or <code>--analysis FILE</code> from <code>tapt-bench analyze RESULTS --out FILE</code>.</p>"
+        )
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>tapt-bench '
+        f"report: {esc(root.name)}</title>"
+        f"<style>{STYLE}</style></head><body>{''.join(parts)}<script>{SORT}</script></body></html>"
+    )

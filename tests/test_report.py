@@ -1,0 +1,87 @@
+"""`tapt-bench report`: one self-contained HTML page, opened in a real browser (headless Chromium)."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from harness.cli.main import main
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        message = "headless Chromium not found (Debian: apt-get install chromium); .ci/run installs it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def rendered(page) -> tuple[str, str]:
+    """The DOM after the page's scripts ran, and what the browser logged (console messages included)."""
+    run = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout, run.stderr
+
+
+def test_the_report_of_a_run_opens_in_a_browser_with_its_tables_and_figures(tiny_grid, tmp_path, capsys):
+    page = tmp_path / "report.html"
+    main(["report", str(tiny_grid), "--out", str(page)])
+    assert f"report: {page}" in capsys.readouterr().out
+    dom, log = rendered(page)
+    assert "CONSOLE" not in log  # no script error, no console message
+    assert "<h2>m=4 n=6 model tiny</h2>" in dom and "settings hash <code>" in dom  # provenance
+    summary = re.search(r"<caption>Per task, in accuracy points.*?</table>", dom, re.S).group(0)
+    assert summary.count("<tr>") == 2 and ">ag_news<" in summary  # the header and the task's row
+    headers = re.findall(r"<th>([^<]*)</th>", summary)
+    assert headers == ["task", "boost", "bias", "p", "p_BH", "MDE", "leak", "p (leak)", "p_BH (leak)"]
+    assert "<h3>Changed predictions</h3>" in dom and "<h3>Exposure test</h3>" in dom
+    figures = re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}">', dom)
+    assert len(figures) == 1 and dom.count("<figcaption>") == 1  # every figure inline, with its caption
+    assert "http://" not in dom.replace("http://www.w3.org", "") and "https://" not in dom  # no network
+
+
+def test_the_bayesian_section_where_analyze_has_run(tiny_grid, tmp_path):
+    from harness.stats import report
+
+    record = {
+        "m": 4,
+        "n": 6,
+        "effect": "bias",
+        "hdi_prob": 0.89,
+        "beta_mean": 0.1,
+        "beta_hdi": [-0.2, 0.4],
+        "rhat_max": 1.001,
+        "divergences": 0,
+        "beta_ess_bulk": 900.0,
+        "average_difference": {"mean": 0.01, "hdi": [-0.02, 0.04], "observed": 0.012},
+        "per_task": [{"task": "ag_news", "mean": 0.05, "hdi": [0.01, 0.09], "observed": 0.06}],
+    }
+    page = tmp_path / "r.html"
+    page.write_text(report.build(tiny_grid, {"fits": [record]}))
+    dom, log = rendered(page)
+    assert "CONSOLE" not in log and "<h2>Hierarchical Bayesian analysis</h2>" in dom
+    assert "tasks whose eq.12 89% HDI excludes 0 (1 of 1):" in dom and dom.count("<figcaption>") == 3
+
+
+def test_a_folder_without_results_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(SystemExit, match="no accuracies.csv found"):
+        main(["report", str(tmp_path), "--out", str(tmp_path / "r.html")])
+    assert not (tmp_path / "r.html").exists()
