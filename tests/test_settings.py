@@ -127,3 +127,27 @@ def test_the_lm_eval_hook_changes_nothing_in_the_process_that_imports_it():
     before = sys.excepthook
     importlib.reload(importlib.import_module("tasks_yaml.utils"))
     assert sys.excepthook is before  # lm-eval's own error handling stays as lm-eval has it
+
+
+def test_every_commands_help_renders_its_percent_signs_and_defaults(capsys):
+    """argparse %-formats help: a literal '%' (Min-K%++, 95% intervals) must not break --help."""
+    import argparse
+
+    from harness.cli.main import main, parser
+
+    def commands(p, prefix=()):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield prefix
+        for sub in subs:
+            for name, child in sub.choices.items():
+                yield from commands(child, (*prefix, name))
+
+    found = list(commands(parser()))
+    assert ("contamination", "exposure") in found and ("report",) in found and ("simulate", "pca") in found
+    for cmd in found:
+        with pytest.raises(SystemExit) as done:
+            main([*cmd, "--help"])
+        assert done.value.code == 0, cmd
+    shown = " ".join(capsys.readouterr().out.split())  # the formatter wraps lines
+    assert "Min-K%++" in shown and "95% intervals" in shown and "(default: None) (default" not in shown

@@ -9,9 +9,10 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
     """Defaults after each flag's help (unless the help already says its default); epilogs kept as written."""
 
     def _get_help_string(self, action):
-        if "(default" in (action.help or ""):
-            return action.help
-        return super()._get_help_string(action)
+        text = (action.help or "").replace("%", "%%")  # a literal percent ("95% intervals"), not a format
+        if "(default" in text:
+            return text
+        return super()._get_help_string(argparse.Namespace(**{**vars(action), "help": text}))
 
 
 def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None):
