@@ -149,7 +149,10 @@ def write_plain_tasks(folder: Path, data_dir: Path, rows: int = 240) -> Path:
     from harness.tasks.spec import load_spec
 
     folder.mkdir(parents=True, exist_ok=True)
-    reviews = pd.read_parquet(data_dir / "rotten_tomatoes" / "data.parquet").iloc[:rows]
+    pool = pd.read_parquet(data_dir / "rotten_tomatoes" / "data.parquet")  # sorted by label: take both
+    reviews = pd.concat([pool[pool["label"] == y].iloc[: rows // 2] for y in (0, 1)]).sample(
+        frac=1, random_state=0
+    )
     reviews.assign(sentiment=reviews["label"].map({0: "negative", 1: "positive"})).drop(
         columns="label"
     ).to_json(folder / "reviews.jsonl", orient="records", lines=True)

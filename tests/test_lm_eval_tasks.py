@@ -46,7 +46,7 @@ def test_the_pool_is_the_tasks_eval_docs_and_the_draws_are_disjoint_and_stratifi
         assert len(extra) == len(test) == N and not set(extra) & set(test)
         assert (docs["test"]["label"].to_numpy() == gold[test]).all()  # the string gold as its index
         counts = [np.bincount(gold[r], minlength=2).tolist() for r in (extra, test)]
-        assert counts[0] == counts[1]  # stratified by the gold index: the same classes in both
+        assert counts[0] == counts[1] == [N // 2, N // 2]  # stratified by the gold index, as the pool (1:1)
     _, other = docs_of(plain, "my_reviews", 1)
     assert set(other["test"]["row"]) != set(docs_of(plain, "my_reviews", 0)[1]["test"]["row"])
 

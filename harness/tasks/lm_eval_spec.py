@@ -108,12 +108,17 @@ class LmEvalSpec:
 
     def training_pool(self) -> pd.DataFrame | None:
         """The training split's docs, where the task has one."""
-        return self.frame(self.task.training_docs()) if self.task.has_training_docs() else None
+        return _training_pool(self)
 
 
 @cache
 def _pool(spec: LmEvalSpec) -> pd.DataFrame:
     return spec.frame(spec.task.eval_docs)
+
+
+@cache
+def _training_pool(spec: LmEvalSpec) -> pd.DataFrame | None:
+    return spec.frame(spec.task.training_docs()) if spec.task.has_training_docs() else None
 
 
 @cache

@@ -63,11 +63,7 @@ def draw_rows(spec: Spec, sample: SampleSettings, subsample: int) -> Subsample:
         )
     pool = spec.pool()
     labels = pool["label"].to_numpy() if spec.classes is not None else None
-    rows = (
-        draw_eval(labels, subsample, sample.n, sample.seed)
-        if labels is not None
-        else draw_eval(None, subsample, sample.n, sample.seed, size=len(pool))
-    )
+    rows = draw_eval(labels, subsample, sample.n, sample.seed, size=len(pool))
     train = spec.training_pool()
     if train is None:
         return rows
@@ -76,10 +72,11 @@ def draw_rows(spec: Spec, sample: SampleSettings, subsample: int) -> Subsample:
             f"task {spec.task_name}: m = {sample.m} exceeds its {len(train)} training docs; lower m"
         )
     rng = np.random.default_rng([sample.seed, subsample, 2])
-    if spec.classes is None:
-        picked = rng.choice(len(train), size=sample.m, replace=False)
+    per_class = np.bincount(train["label"], minlength=len(spec.classes or ()))
+    if spec.classes is None or sample.m < len(per_class) or not per_class.all():
+        picked = rng.choice(len(train), size=sample.m, replace=False)  # too few to stratify: uniform
     else:
-        counts = stratified_counts(np.bincount(train["label"], minlength=len(spec.classes)), sample.m)
+        counts = stratified_counts(per_class, sample.m)
         picked = np.concatenate(
             [
                 rng.choice(np.flatnonzero(train["label"] == c), size=k, replace=False)
