@@ -151,3 +151,16 @@ def test_every_commands_help_renders_its_percent_signs_and_defaults(capsys):
         assert done.value.code == 0, cmd
     shown = " ".join(capsys.readouterr().out.split())  # the formatter wraps lines
     assert "Min-K%++" in shown and "95% intervals" in shown and "(default: None) (default" not in shown
+
+
+def test_no_command_prints_bitsandbytes_optional_kernel_hint(capsys):
+    """bitsandbytes logs at import, on CPUs with AVX512-BF16, that a hub kernel is missing: silenced."""
+    import logging
+
+    from harness.cli.main import main
+
+    main(["tasks", "path"])
+    import bitsandbytes  # noqa: F401  (what PEFT imports in the commands that train or score)
+
+    assert logging.getLogger("bitsandbytes.backends.cpu.ops").getEffectiveLevel() >= logging.ERROR
+    assert "kernels-community" not in capsys.readouterr().err
