@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from harness.cli.parsing import command
@@ -21,23 +20,16 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         raise UserError(f"analyze takes one results dir (or `meta RESULTS`), got {args.what}")
     from harness.results import collect
     from harness.stats import analysis, checks, plots
-    from harness.stats.bayes import cell_data
 
     s = from_namespace(analysis.AnalysisSettings, args)
     source = args.what[0]
     fits, found = [], []
-    for m, n, rows in analysis.cells_of(collect(source), s, source):
-        for effect in analysis.effects_of(s):
-            d = cell_data(rows, effect, f"{source} m={m} n={n}")
-            if not s.json:
-                print(f"fitting m={m} n={n} {effect}: {d.shape}", file=sys.stderr, flush=True)
-            fit = analysis.fit_cell(d, s)
-            fits.append(fit)
-            label = f"m{m}_n{n}_{effect}"
-            if s.plots:
-                plots.diagnostics(fit["idata"], label, Path(s.plots))
-            if s.checks:
-                found.append(checks.model_checks(d, fit, s, label, s.plots))
+    for label, d, fit in analysis.fits_of(collect(source), s, source, progress=not s.json):
+        fits.append(fit)
+        if s.plots:
+            plots.diagnostics(fit["idata"], label, Path(s.plots))
+        if s.checks:
+            found.append(checks.model_checks(d, fit, s, label, s.plots))
     if s.plots:
         title = Path(source).name
         plots.average_differences(fits, title, Path(s.plots) / "eq11_average_difference.png")

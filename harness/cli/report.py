@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from harness.cli.parsing import command
@@ -14,7 +13,6 @@ from harness.core.errors import UserError
 def cmd_report(args: argparse.Namespace) -> None:
     from harness.results import atomic_write, collect
     from harness.stats import analysis, report
-    from harness.stats.bayes import cell_data
 
     root = Path(args.results)
     df = collect(root)  # a clear error for a folder without results, before anything is written
@@ -25,15 +23,10 @@ def cmd_report(args: argparse.Namespace) -> None:
         except (OSError, json.JSONDecodeError) as err:
             raise UserError(f"--analysis {args.analysis}: not the JSON of `analyze --out` ({err})") from err
     elif args.analyze:
-        s = analysis.AnalysisSettings()
-        records = []
-        for m, n, rows in analysis.cells_of(df, s, str(root)):
-            for effect in analysis.effects_of(s):
-                print(f"fitting m={m} n={n} {effect}", file=sys.stderr, flush=True)
-                records.append(analysis.fit_cell(cell_data(rows, effect, f"{root} m={m} n={n}"), s)["record"])
-        fits = {"results": str(root), "fits": records}
+        fitted = analysis.fits_of(df, analysis.AnalysisSettings(), str(root), progress=True)
+        fits = {"results": str(root), "fits": [fit["record"] for _, _, fit in fitted]}
     out = Path(args.out or root / "report.html")
-    page = report.build(root, fits).encode()
+    page = report.build(root, fits, df).encode()
     atomic_write(out, page)
     print(f"report: {out} ({len(page) / 1024:.0f} KiB)")
 

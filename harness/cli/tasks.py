@@ -42,16 +42,16 @@ def cmd_tasks_path(args: argparse.Namespace) -> None:
 
 
 def cmd_tasks_show(args: argparse.Namespace) -> None:
+    from harness.tasks.lm_eval_spec import LmEvalSpec
     from harness.tasks.spec import task_path
-    from harness.tasks.splits import SplitSettings, find_spec, subsample_docs
+    from harness.tasks.splits import SplitSettings, draw_rows, find_spec
     from harness.tasks.validate import build_task, render_first
 
     chosen = from_namespace(SplitSettings, args)
-    if show_lm_eval_task(chosen):
-        return
-    subsample_docs(
-        find_spec(chosen.task, chosen.include_path), chosen, chosen.subsample
-    )  # tapt-bench's errors
+    spec = find_spec(chosen.task, chosen.include_path)
+    if isinstance(spec, LmEvalSpec):
+        return show_lm_eval_task(spec, chosen)
+    draw_rows(spec, chosen, chosen.subsample)  # a design the pool cannot hold: tapt-bench's own error
     metadata = {k: v for k, v in pick(chosen, SplitSettings).items() if k != "task"}
     shown = render_first(
         build_task(task_path(chosen.task, chosen.include_path), metadata, chosen.include_path)
@@ -62,16 +62,11 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
         print(f"{shown['delimiter'] + c!r}" + ("   <- target" if c == shown["target"] else ""))
 
 
-def show_lm_eval_task(chosen) -> bool:
-    """`tasks show` of a task that is not a tapt_* task: the design on lm-eval's own definition of it
-    (False for a tapt_* task)."""
+def show_lm_eval_task(spec, chosen) -> None:
+    """`tasks show` of a task that is not a tapt_* task: the design on lm-eval's own definition of it."""
     from harness.cli.train import lm_eval_command
-    from harness.tasks.lm_eval_spec import LmEvalSpec
-    from harness.tasks.splits import find_spec, subsample_docs
+    from harness.tasks.splits import subsample_docs
 
-    spec = find_spec(chosen.task, chosen.include_path)
-    if not isinstance(spec, LmEvalSpec):
-        return False
     docs = subsample_docs(spec, chosen, chosen.subsample)
     metrics = [m["metric"] for m in spec.task.config.metric_list or []]
     train = spec.training_pool()
@@ -98,7 +93,6 @@ def show_lm_eval_task(chosen) -> bool:
     print(
         "\n--- this subsample's test docs through lm_eval:\n  " + lm_eval_command(chosen, "pretrained=BASE")
     )
-    return True
 
 
 def cmd_tasks_validate(args: argparse.Namespace) -> None:

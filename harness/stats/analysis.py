@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.core.errors import UserError
 from harness.core.settings import Settings, option, pick
-from harness.stats.bayes import CellData, data_of, model_of, slopes_are_informed
+from harness.stats.bayes import CellData, cell_data, data_of, model_of, slopes_are_informed
 
 
 @dataclass(kw_only=True)
@@ -238,6 +238,18 @@ def cells_of(df: pd.DataFrame, s: AnalysisSettings, source: str) -> list[tuple[i
 
 def effects_of(s: AnalysisSettings) -> list[str]:
     return ["boost", "bias"] if s.effect == "both" else [s.effect]
+
+
+def fits_of(df: pd.DataFrame, s: AnalysisSettings, source: str, progress: bool = False):
+    """Each selected cell and effect in turn: its label, its data and its fit (compiled once per layout)."""
+    import sys
+
+    for m, n, rows in cells_of(df, s, source):
+        for effect in effects_of(s):
+            d = cell_data(rows, effect, f"{source} m={m} n={n}")
+            if progress:
+                print(f"fitting m={m} n={n} {effect}: {d.shape}", file=sys.stderr, flush=True)
+            yield f"m{m}_n{n}_{effect}", d, fit_cell(d, s)
 
 
 def tasks_excluding_zero(r: dict) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from harness import results
 from harness.stats import plots, summary
@@ -239,10 +240,11 @@ def bayes_section(analysis: dict) -> str:
     return out
 
 
-def build(root: str | Path, analysis: dict | None = None) -> str:
-    """The report of every cell and model under `root` (and the analysis records, where given)."""
+def build(root: str | Path, analysis: dict | None = None, accuracies: pd.DataFrame | None = None) -> str:
+    """The report of every cell and model under `root` (and the analysis records, where given);
+    `accuracies`: root's, where the caller has already collected them."""
     root = Path(root)
-    s = summary.summarize(results.collect(root))
+    s = summary.summarize(results.collect(root) if accuracies is None else accuracies)
     parts = [
         f"<h1>tapt-bench report: {esc(root.resolve().name)}</h1>",
         f"<p>{esc(root.resolve())}, made {time.strftime('%Y-%m-%d %H:%M')}. "

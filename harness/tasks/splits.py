@@ -54,13 +54,16 @@ def find_spec(task: str, include_path: Sequence[str] = ()) -> Spec:
         return spec
 
 
+def draw_pool(pool: pd.DataFrame, sample: SampleSettings, subsample: int) -> Subsample:
+    """A tapt_* task's subsample of its pool (labels 0..K-1)."""
+    return draw(pool["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed)
+
+
 def draw_rows(spec: Spec, sample: SampleSettings, subsample: int) -> Subsample:
     """The pool rows of one subsample's splits (for an lm-eval task, train's rows are its training
     split's): a TaskError where the pool is too small for the design."""
     if isinstance(spec, TaskSpec):
-        return draw(
-            load_pool(spec, sample.data_dir)["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed
-        )
+        return draw_pool(load_pool(spec, sample.data_dir), sample, subsample)
     pool = spec.pool()
     labels = pool["label"].to_numpy() if spec.classes is not None else None
     rows = draw_eval(labels, subsample, sample.n, sample.seed, size=len(pool))
@@ -89,8 +92,8 @@ def draw_rows(spec: Spec, sample: SampleSettings, subsample: int) -> Subsample:
 def subsample_docs(spec: Spec, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
     """train/extra/test docs: columns `text`, `label`, `row` (pool position), `prompt` (no answer),
     `choices` (what lm-eval scores after the prompt, each after the task's target delimiter)."""
-    sub = draw_rows(spec, sample, subsample)
     if isinstance(spec, LmEvalSpec):
+        sub = draw_rows(spec, sample, subsample)
         train = spec.training_pool()
         pools = {
             "train": train if train is not None else spec.pool().iloc[:0],
@@ -98,7 +101,8 @@ def subsample_docs(spec: Spec, sample: SampleSettings, subsample: int) -> dict[s
             "test": spec.pool(),
         }
         return {s: pools[s].iloc[sub.rows(s)].reset_index(drop=True) for s in SPLITS}
-    pool = load_pool(spec, sample.data_dir)
+    pool = load_pool(spec, sample.data_dir)  # read once: drawn from, then indexed
+    sub = draw_pool(pool, sample, subsample)
     out = {}
     for split in SPLITS:
         rows = sub.rows(split)

@@ -88,22 +88,20 @@ def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int) -> Subsa
     return Subsample(train=np.sort(train), extra=rest[:n], test=rest[n : 2 * n])
 
 
-def draw_eval(
-    labels: np.ndarray | None, subsample: int, n: int, seed: int, size: int | None = None
-) -> Subsample:
-    """extra and test of an lm-eval task's evaluation pool: two disjoint draws of n docs, stratified by
-    gold index where `labels` are given (the choices are the same for every doc), else uniform. Its
-    own stream of the seed (seed, subsample, 1); `train` is drawn from the training split apart."""
-    size = len(labels) if labels is not None else size
+def draw_eval(labels: np.ndarray | None, subsample: int, n: int, seed: int, size: int) -> Subsample:
+    """extra and test of an lm-eval task's evaluation pool of `size` docs: two disjoint draws of n docs,
+    stratified by gold index where `labels` are given (the choices are the same for every doc), else
+    uniform. Its own stream of the seed (seed, subsample, 1); `train` is drawn from the training split
+    apart."""
+    if 2 * n > size:
+        raise TaskError(f"2n = {2 * n} exceeds the {size} evaluation docs of the task; lower n")
     rng = np.random.default_rng([seed, subsample, 1])
+    no_train = np.array([], dtype=int)
     if labels is None or len(np.unique(labels)) < 2:
-        if size is None:
-            raise TaskError("draw_eval needs labels (stratified) or a pool size")
-        return _split_uniform(rng.permutation(size), n, size)
+        order = rng.permutation(size)
+        return Subsample(train=no_train, extra=order[:n], test=order[n : 2 * n])
     labels = np.asarray(labels)
     class_counts = np.bincount(labels)
-    if 2 * n > len(labels):
-        raise TaskError(f"2n = {2 * n} exceeds the {len(labels)} evaluation docs of the task; lower n")
     counts = stratified_counts(class_counts, n)
     short = [c for c in range(len(counts)) if 2 * counts[c] > class_counts[c]]
     if short:
@@ -114,10 +112,4 @@ def draw_eval(
     shuffled = [rng.permutation(np.flatnonzero(labels == c)) for c in range(len(counts))]
     extra = np.concatenate([s[: counts[c]] for c, s in enumerate(shuffled)])
     test = np.concatenate([s[counts[c] : 2 * counts[c]] for c, s in enumerate(shuffled)])
-    return Subsample(train=np.array([], dtype=int), extra=rng.permutation(extra), test=rng.permutation(test))
-
-
-def _split_uniform(order: np.ndarray, n: int, size: int) -> Subsample:
-    if 2 * n > size:
-        raise TaskError(f"2n = {2 * n} exceeds the {size} evaluation docs of the task; lower n")
-    return Subsample(train=np.array([], dtype=int), extra=order[:n], test=order[n : 2 * n])
+    return Subsample(train=no_train, extra=rng.permutation(extra), test=rng.permutation(test))
