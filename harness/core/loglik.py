@@ -11,6 +11,8 @@ continuation is scored exactly as HFLM scores `context_enc + continuation_enc`.
 
 from __future__ import annotations
 
+import copy
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +49,12 @@ def _distribution_stats(logp: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return mean.numpy(), var.clamp_min(0).sqrt().numpy()
 
 
+# The continuations of one context batch run in passes of at most this many rows per context row: each
+# row holds a copy of its context's KV cache, and 4 of them take less memory than the full-vocabulary
+# log-probs of one row that a plain forward of context + continuation keeps.
+ROWS_PER_CONTEXT = 4
+
+
 @torch.inference_mode()
 def score(
     model,
@@ -54,66 +62,101 @@ def score(
     continuations: Sequence[Sequence[Sequence[int]]] | None = None,
     batch_size: int = 8,
     token_stats: bool = False,
+    context_logprobs: bool = True,
+    softmax_dtype: torch.dtype | None = torch.float32,
 ) -> list[Scored]:
     """Score each context (right-padded, `batch_size` at a time, longest first) and then all of its
-    continuations in one batched pass from the batch's KV cache. Contexts hold at least one token,
-    continuations at least one each. The model is put in eval mode."""
+    continuations from the batch's KV cache. Contexts hold at least one token, continuations at least
+    one each. Without `context_logprobs` only each context's last position is projected on the
+    vocabulary (`token_logprobs` is then empty). Log-softmax runs in `softmax_dtype` (None: the
+    logits' dtype). The model is put in eval mode."""
     model.eval()
     continuations = continuations or [[] for _ in contexts]
-    device = model.device
     out: list[Scored | None] = [None] * len(contexts)
     order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
+    last_only = not context_logprobs and not token_stats and _keeps_logits(model)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         lengths = [len(contexts[i]) for i in idx]
-        width = max(lengths)
-        ids = torch.zeros((len(idx), width), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, i in enumerate(idx):
-            ids[row, : lengths[row]] = torch.tensor(contexts[i])
-            mask[row, : lengths[row]] = 1
+        ids, mask = _right_padded([contexts[i] for i in idx])
         pairs = [(row, cont) for row, i in enumerate(idx) for cont in continuations[i]]
-        longest = max((len(c) for _, c in pairs), default=0)
-        run = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=longest > 1)
-        logp = torch.log_softmax(run.logits.float(), dim=-1).cpu()
-        cont_logp = None
-        if longest > 1:  # the continuations' tokens after the first, from the cache of their context
-            cont_logp = _continuations(model, run.past_key_values, pairs, mask, lengths, longest - 1)
+        needs_cache = any(len(c) > 1 for _, c in pairs)
+        kwargs = {}
+        if last_only:  # the distinct last positions of the batch's contexts
+            keep = sorted({n - 1 for n in lengths})
+            kwargs["logits_to_keep"] = torch.tensor(keep, device=model.device)
+        run = model(
+            input_ids=ids.to(model.device),
+            attention_mask=mask.to(model.device),
+            use_cache=needs_cache,
+            **kwargs,
+        )
+        if needs_cache and run.past_key_values is None:
+            raise NoCacheError(f"{type(model).__name__} returned no KV cache")
+        logp = torch.log_softmax(run.logits, dim=-1, dtype=softmax_dtype).cpu()
+        at = [keep.index(n - 1) for n in lengths] if last_only else [n - 1 for n in lengths]
+        last = logp[torch.arange(len(idx)), torch.tensor(at)]  # each row's prediction of its first token
         for row, i in enumerate(idx):
-            n = lengths[row]
+            n = lengths[row] if context_logprobs else 1  # only the first token: no log-probs
             own = logp[row, : n - 1]
             picked = own.gather(1, ids[row, 1:n, None])[:, 0].numpy()
-            stats = _distribution_stats(own) if token_stats else (None, None)
+            stats = _distribution_stats(own.float()) if token_stats else (None, None)
             out[i] = Scored(picked, [], *stats)
-        last = logp[torch.arange(len(idx)), torch.tensor(lengths) - 1]  # each predicts its first token
+        rest = {}
+        if needs_cache:  # the continuations' tokens after the first, from the cache of their context
+            rest = _continuations(model, run.past_key_values, pairs, mask, batch_size, softmax_dtype)
         for r, (row, cont) in enumerate(pairs):
-            first = last[row]
-            total, greedy = float(first[cont[0]]), int(first.argmax()) == cont[0]
-            if len(cont) > 1:
-                rest = cont_logp[r, : len(cont) - 1]
-                target = torch.tensor(cont[1:])
-                total += float(rest.gather(1, target[:, None]).sum())
-                greedy = greedy and bool((rest.argmax(-1) == target).all())
+            total, greedy = float(last[row, cont[0]]), int(last[row].argmax()) == cont[0]
+            if r in rest:
+                total, greedy = total + rest[r][0], greedy and rest[r][1]
             out[idx[row]].choices.append((total, greedy))
     return out
 
 
-def _continuations(model, cache, pairs, mask, lengths, width) -> torch.Tensor:
-    """Log-probs [pairs, width, vocab] of every continuation but its last token, run in one batch on
-    its context's cache (one cache row per pair); padding of contexts and continuations is masked."""
-    rows = torch.tensor([row for row, _ in pairs])
-    cache.reorder_cache(rows.to(model.device))
-    ids = torch.zeros((len(pairs), width), dtype=torch.long)
-    cont_mask = torch.zeros_like(ids)
-    for r, (_, cont) in enumerate(pairs):
-        ids[r, : len(cont) - 1] = torch.tensor(cont[:-1])
-        cont_mask[r, : len(cont) - 1] = 1
-    positions = torch.tensor(lengths)[rows, None] + torch.arange(width)[None]
-    run = model(
-        input_ids=ids.to(model.device),
-        attention_mask=torch.cat([mask[rows], cont_mask], dim=1).to(model.device),
-        position_ids=positions.to(model.device),
-        past_key_values=cache,
-        use_cache=False,
-    )
-    return torch.log_softmax(run.logits.float(), dim=-1).cpu()
+class NoCacheError(RuntimeError):
+    """The model returns no KV cache to score continuations from."""
+
+
+def _keeps_logits(model) -> bool:
+    """Whether the model (under its PEFT wrapper, if any) projects only the positions it is asked for."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
+
+
+def _right_padded(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.zeros((len(seqs), max(map(len, seqs))), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, seq in enumerate(seqs):
+        ids[row, : len(seq)] = torch.tensor(seq)
+        mask[row, : len(seq)] = 1
+    return ids, mask
+
+
+def _continuations(model, cache, pairs, mask, batch_size, softmax_dtype) -> dict[int, tuple[float, bool]]:
+    """(summed log p, all greedy) of every continuation's tokens after its first, keyed by the pair's
+    index; run in passes of `ROWS_PER_CONTEXT * batch_size` rows, each row on a copy of its context's
+    cache (the last pass reuses the cache itself), context and continuation padding masked."""
+    lengths = mask.sum(1)
+    todo = [r for r, (_, cont) in enumerate(pairs) if len(cont) > 1]
+    step = ROWS_PER_CONTEXT * batch_size
+    out = {}
+    for start in range(0, len(todo), step):
+        part = todo[start : start + step]
+        rows = torch.tensor([pairs[r][0] for r in part])
+        own = cache if start + step >= len(todo) else copy.deepcopy(cache)
+        own.reorder_cache(rows.to(model.device))
+        ids, cont_mask = _right_padded([pairs[r][1][:-1] for r in part])
+        positions = lengths[rows, None] + torch.arange(ids.shape[1])[None]
+        run = model(
+            input_ids=ids.to(model.device),
+            attention_mask=torch.cat([mask[rows], cont_mask], dim=1).to(model.device),
+            position_ids=positions.to(model.device),
+            past_key_values=own,
+            use_cache=False,
+        )
+        logp = torch.log_softmax(run.logits, dim=-1, dtype=softmax_dtype).cpu()
+        for k, r in enumerate(part):
+            target = torch.tensor(pairs[r][1][1:])
+            rest = logp[k, : len(target)]
+            out[r] = (float(rest.gather(1, target[:, None]).sum()), bool((rest.argmax(-1) == target).all()))
+    return out
