@@ -7,7 +7,8 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 PTH = "tapt_bench_lm_eval.pth"
-LINE = "import harness.scoring.lm_eval_registration as _tapt_bench; _tapt_bench.install()\n"
+# a .pth runs lines that start with `import`; the try keeps a start-up quiet where another `harness` shadows ours
+LINE = 'import sys; exec("try:\\n from harness.scoring.lm_eval_registration import install\\n install()\\nexcept ImportError:\\n pass")\n'
 
 
 class BuildPy(build_py):

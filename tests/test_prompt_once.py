@@ -171,3 +171,29 @@ def test_lm_eval_finds_the_model_by_name_in_a_fresh_process():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[0] == "PromptOnceLM" and "HFLM" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_lm_eval_command_logs_the_same_samples_as_hf(tiny_llama, data_dir, tmp_path):
+    """`lm_eval --model hf-prompt-once` against `--model hf`, with --log_samples: every sample's
+    log-likelihoods and acc."""
+    import json
+
+    from harness.tasks.spec import TASKS_DIR
+
+    logged = {}
+    for model in ("hf", NAME):
+        out = tmp_path / model
+        argv = [
+            *f"-m lm_eval --model {model} --tasks tapt_trec --include_path {TASKS_DIR} --device cpu".split(),
+            *["--model_args", f"pretrained={tiny_llama}", "--batch_size", "4", "--log_samples"],
+            *["--metadata", json.dumps({"data_dir": str(data_dir), "n": 10}), "--output_path", str(out)],
+        ]
+        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = next(out.rglob("samples_tapt_trec_*.jsonl")).read_text().splitlines()
+        logged[model] = sorted((json.loads(line) for line in lines), key=lambda s: s["doc_id"])
+    assert len(logged["hf"]) == len(logged[NAME]) == 10
+    for theirs, ours in zip(logged["hf"], logged[NAME]):
+        assert_same([tuple(r[0]) for r in theirs["resps"]], [tuple(r[0]) for r in ours["resps"]])
+        assert theirs["acc"] == ours["acc"]

@@ -38,11 +38,12 @@ def lm_eval_task(
 
 
 def scorer(model, tokenizer, batch_size: int):
-    """lm-eval's HF model around an already loaded model (a PEFT-wrapped one included)."""
-    from lm_eval.models.huggingface import HFLM
+    """lm-eval's HF model around an already loaded model (a PEFT-wrapped one included), as `hf-prompt-once`:
+    each test prompt read once, every class scored from its cache."""
+    from harness.scoring.prompt_once import PromptOnceLM
 
     logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)  # the model-object warning
-    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    return PromptOnceLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
 
 
 def score(lm, task: EvalTask) -> pd.DataFrame:
