@@ -194,6 +194,8 @@ def test_the_lm_eval_command_logs_the_same_samples_as_hf(tiny_llama, data_dir, t
         lines = next(out.rglob("samples_tapt_trec_*.jsonl")).read_text().splitlines()
         logged[model] = sorted((json.loads(line) for line in lines), key=lambda s: s["doc_id"])
     assert len(logged["hf"]) == len(logged[NAME]) == 10
-    for theirs, ours in zip(logged["hf"], logged[NAME]):
-        assert_same([tuple(r[0]) for r in theirs["resps"]], [tuple(r[0]) for r in ours["resps"]])
+    for theirs, ours in zip(logged["hf"], logged[NAME]):  # resps as lm-eval writes them: strings
+        assert_same(
+            *([(float(ll), greedy == "True") for ((ll, greedy),) in s["resps"]] for s in (theirs, ours))
+        )
         assert theirs["acc"] == ours["acc"]

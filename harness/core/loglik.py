@@ -74,7 +74,8 @@ def score(
     continuations = continuations or [[] for _ in contexts]
     out: list[Scored | None] = [None] * len(contexts)
     order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
-    last_only = not context_logprobs and not token_stats and _keeps_logits(model)
+    assert context_logprobs or not token_stats, "token_stats are statistics of the context log-probs"
+    last_only = not context_logprobs and _keeps_logits(model)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         lengths = [len(contexts[i]) for i in idx]
@@ -93,14 +94,20 @@ def score(
         )
         if needs_cache and run.past_key_values is None:
             raise NoCacheError(f"{type(model).__name__} returned no KV cache")
-        logp = torch.log_softmax(run.logits, dim=-1, dtype=softmax_dtype).cpu()
-        at = [keep.index(n - 1) for n in lengths] if last_only else [n - 1 for n in lengths]
-        last = logp[torch.arange(len(idx)), torch.tensor(at)]  # each row's prediction of its first token
+        at = torch.tensor([keep.index(n - 1) for n in lengths] if last_only else [n - 1 for n in lengths])
+        rows = torch.arange(len(idx))
+        if context_logprobs:
+            logp = torch.log_softmax(run.logits, dim=-1, dtype=softmax_dtype).cpu()
+            last = logp[rows, at]  # each row's prediction of its first continuation token
+        else:
+            dev = run.logits.device
+            last = torch.log_softmax(run.logits[rows.to(dev), at.to(dev)], -1, dtype=softmax_dtype).cpu()
         for row, i in enumerate(idx):
-            n = lengths[row] if context_logprobs else 1  # only the first token: no log-probs
-            own = logp[row, : n - 1]
-            picked = own.gather(1, ids[row, 1:n, None])[:, 0].numpy()
-            stats = _distribution_stats(own.float()) if token_stats else (None, None)
+            picked, stats = np.empty(0, dtype=np.float32), (None, None)
+            if context_logprobs:
+                own = logp[row, : lengths[row] - 1]
+                picked = own.gather(1, ids[row, 1 : lengths[row], None])[:, 0].numpy()
+                stats = _distribution_stats(own.float()) if token_stats else stats
             out[i] = Scored(picked, [], *stats)
         rest = {}
         if needs_cache:  # the continuations' tokens after the first, from the cache of their context
