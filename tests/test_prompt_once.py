@@ -109,6 +109,23 @@ def test_a_peft_adapter_is_read_as_hf_reads_it(tiny_llama, tmp_path):
     assert max(abs(a[0] - p[0]) for a, p in zip(adapted, plain_ll)) > 100 * TOL  # the adapter is read
 
 
+def test_a_4bit_base_with_an_adapter_is_scored_as_hf_scores_it(tiny_llama):
+    """The grid's case: a base loaded in 4-bit NF4 (bitsandbytes) with a LoRA adapter on top, passed
+    to both models as a loaded model."""
+    from peft import LoraConfig, get_peft_model
+
+    base = models.load_causal_lm(str(tiny_llama), "4bit")
+    assert base.is_loaded_in_4bit
+    torch.manual_seed(0)
+    model = get_peft_model(
+        base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
+    tok = models.tokenizer(str(tiny_llama))
+    reqs = requests(PAIRS)
+    hf = HFLM(pretrained=model, tokenizer=tok, batch_size=4).loglikelihood(reqs)
+    assert_same(hf, PromptOnceLM(pretrained=model, tokenizer=tok, batch_size=4).loglikelihood(reqs))
+
+
 class NoCacheLlama(LlamaForCausalLM):
     def forward(self, *args, **kwargs):
         out = super().forward(*args, **kwargs)
