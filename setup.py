@@ -7,8 +7,12 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 PTH = "tapt_bench_lm_eval.pth"
-# a .pth runs lines that start with `import`; the try keeps a start-up quiet where another `harness` shadows ours
-LINE = 'import sys; exec("try:\\n from harness.scoring.lm_eval_registration import install\\n install()\\nexcept ImportError:\\n pass")\n'
+# A .pth runs a line that starts with `import`; the try keeps start-up quiet where another `harness`
+# shadows ours (then the model is simply not registered).
+TRY = (
+    "try:\n from harness.scoring.lm_eval_registration import install\n install()\nexcept ImportError:\n pass"
+)
+LINE = f"import sys; exec({TRY!r})\n"
 
 
 class BuildPy(build_py):
