@@ -55,8 +55,9 @@ PAIRS = [  # contexts of different lengths, shared by one-token and multi-token 
 ]
 
 
-def test_one_token_and_multi_token_continuations_match_hf_in_lm_evals_order(tiny_llama):
-    hf, once = both(tiny_llama)
+@pytest.mark.parametrize("batch", [{"batch_size": 4}, {"batch_size": "auto", "max_batch_size": 8}])
+def test_one_token_and_multi_token_continuations_match_hf_in_lm_evals_order(tiny_llama, batch):
+    hf, once = both(tiny_llama, **batch)
     reqs = requests(PAIRS)
     assert_same(hf.loglikelihood(reqs), once.loglikelihood(reqs))
     lengths = {len(once.tok_encode(cont)) for _, cont in PAIRS}
