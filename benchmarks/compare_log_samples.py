@@ -21,6 +21,24 @@ def samples(folder: str, task: str) -> list[dict]:
     return sorted((json.loads(line) for line in lines), key=lambda s: s["doc_id"])
 
 
+def agreement(one: list[dict], two: list[dict]) -> dict:
+    """Two runs' samples of the same docs, in doc order, compared: the largest |log-likelihood
+    difference| over every (doc, choice), and the is_greedy flags, predictions and accs that agree.
+    A response is [log-likelihood, is_greedy], as objects in memory or as strings in the JSON file."""
+    resps = [[[(float(r[0][0]), str(r[0][1])) for r in s["resps"]] for s in run] for run in (one, two)]
+    pairs = [(x, y) for d1, d2 in zip(*resps) for x, y in zip(d1, d2)]
+    return {
+        "docs": len(one),
+        "pairs": len(pairs),
+        "max_diff": max(abs(x[0] - y[0]) for x, y in pairs),
+        "same_greedy": sum(x[1] == y[1] for x, y in pairs),
+        "same_pred": sum(
+            int(np.argmax([x[0] for x in d1]) == np.argmax([y[0] for y in d2])) for d1, d2 in zip(*resps)
+        ),
+        "same_acc": sum(s["acc"] == t["acc"] for s, t in zip(one, two)),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -32,16 +50,12 @@ def main() -> None:
     one, two = samples(a.first, a.task), samples(a.second, a.task)
     if [s["doc_id"] for s in one] != [s["doc_id"] for s in two]:
         raise SystemExit("the two runs scored different docs")
-    # lm-eval writes each response as [log-likelihood, is_greedy], both as strings
-    resps = [[[(float(r[0][0]), r[0][1]) for r in s["resps"]] for s in run] for run in (one, two)]
-    diff = max(abs(x[0] - y[0]) for d1, d2 in zip(*resps) for x, y in zip(d1, d2))
-    greedy = sum(x[1] == y[1] for d1, d2 in zip(*resps) for x, y in zip(d1, d2))
-    pairs = sum(len(d) for d in resps[0])
-    pred = sum(int(np.argmax([x[0] for x in d1]) == np.argmax([y[0] for y in d2])) for d1, d2 in zip(*resps))
-    acc = sum(s["acc"] == t["acc"] for s, t in zip(one, two))
+    g = agreement(one, two)
     print(
-        f"{a.task}: {len(one)} docs, {pairs} (doc, choice) pairs; max |ll difference| {diff:.2e}; "
-        f"same is_greedy {greedy}/{pairs}, same prediction {pred}/{len(one)}, same acc {acc}/{len(one)}; "
+        f"{a.task}: {g['docs']} docs, {g['pairs']} (doc, choice) pairs; "
+        f"max |ll difference| {g['max_diff']:.2e}; "
+        f"same is_greedy {g['same_greedy']}/{g['pairs']}, same prediction {g['same_pred']}/{g['docs']}, "
+        f"same acc {g['same_acc']}/{g['docs']}; "
         f"acc {np.mean([s['acc'] for s in one]):.4f} vs {np.mean([s['acc'] for s in two]):.4f}"
     )
 

@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-import numpy as np
+from compare_log_samples import agreement  # the sibling script (benchmarks/ is on sys.path)
 
 from harness.core import models
 from harness.core.settings import option, parse_script, pick
@@ -74,19 +74,12 @@ def main() -> None:
             for name in list(lms)[:: 1 if r % 2 == 0 else -1]:
                 samples[name], seconds = run(lms[name], task)
                 times[name].append(seconds)
-        hf, once = samples["hf"], samples["hf-prompt-once"]
-        ll = [
-            np.array([[float(x[0][0]), float(y[0][0])] for x, y in zip(s["resps"], t["resps"])])
-            for s, t in zip(hf, once)
-        ]
-        diff = max(float(np.abs(d[:, 0] - d[:, 1]).max()) for d in ll)
-        pred = sum(int(d[:, 0].argmax() == d[:, 1].argmax()) for d in ll)
-        acc = sum(s["acc"] == t["acc"] for s, t in zip(hf, once))
+        g = agreement(samples["hf"], samples["hf-prompt-once"])
         tokens = max(len(tok(answer_delimiter(spec) + c)["input_ids"]) for c in spec.classes)
         t_hf, t_once = statistics.median(times["hf"]), statistics.median(times["hf-prompt-once"])
         print(
             f"{slug:<26}{len(spec.classes):>8}{tokens:>8}{t_hf:>8.2f}{t_once:>8.2f}{t_hf / t_once:>7.2f}"
-            f"{diff:>11.1e}  {pred}/{len(ll)} {acc}/{len(ll)}",
+            f"{g['max_diff']:>11.1e}  {g['same_pred']}/{g['docs']} {g['same_acc']}/{g['docs']}",
             flush=True,
         )
 

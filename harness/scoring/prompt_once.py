@@ -29,23 +29,20 @@ log = logging.getLogger(__name__)
 class PromptOnceLM(HFLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         reason = self._unshareable()
+        if reason:
+            log.warning("%s: every request scored with hf's path: %s", NAME, reason)
+            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
         # HFLM cuts a pair longer than the model's window from the left, changing the context it reads;
         # a continuation the tokenizer merged whole into the context has no token to score (HFLM refuses it)
         long = [i for i, (_, c, x) in enumerate(requests) if not x or len(c) + len(x) > self.max_length + 1]
-        if reason:
-            log.warning("%s: every request scored with hf's path: %s", NAME, reason)
-        elif long:
+        answers: list = [None] * len(requests)
+        if long:
             why = "longer than the window, or no continuation token"
             log.warning(
                 "%s: %d of %d requests (%s) scored with hf's path", NAME, len(long), len(requests), why
             )
-        if reason:
-            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
-        answers: list = [None] * len(requests)
-        if long:
-            for i, answer in zip(
-                long, super()._loglikelihood_tokens([requests[i] for i in long], True, override_bs)
-            ):
+            theirs = super()._loglikelihood_tokens([requests[i] for i in long], True, override_bs)
+            for i, answer in zip(long, theirs):
                 answers[i] = answer
         try:
             self._from_shared_contexts(requests, set(long), answers, disable_tqdm, override_bs)
