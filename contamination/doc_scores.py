@@ -116,7 +116,7 @@ def masked_log_probs(model, ids: list[int], positions: list[int], mask_id: int):
     originals = x[0, positions].clone()
     x[0, positions] = mask_id
     logp = torch.log_softmax(model(input_ids=x.to(model.device)).logits[0, positions].float().cpu(), -1)
-    mean, std = loglik._distribution_stats(logp)
+    mean, std = loglik.distribution_stats(logp)
     return logp.gather(1, originals[:, None])[:, 0].numpy(), mean, std
 
 

@@ -41,7 +41,7 @@ def encode_pair(tokenizer, context: str, continuation: str) -> tuple[list[int], 
     return ctx, whole[len(ctx) :]
 
 
-def _distribution_stats(logp: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+def distribution_stats(logp: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """Per position: mean and standard deviation of log p(z) for z drawn from the model."""
     p = logp.exp()
     mean = (p * logp).sum(-1)
@@ -107,7 +107,7 @@ def score(
             if context_logprobs:
                 own = logp[row, : lengths[row] - 1]
                 picked = own.gather(1, ids[row, 1 : lengths[row], None])[:, 0].numpy()
-                stats = _distribution_stats(own.float()) if token_stats else stats
+                stats = distribution_stats(own.float()) if token_stats else stats
             out[i] = Scored(picked, [], *stats)
         rest = {}
         if needs_cache:  # the continuations' tokens after the first, from the cache of their context
