@@ -1,5 +1,6 @@
-"""Run the exposure test on one subsample of a task: a checkpoint (+ adapter) against its base, on
-every document of the subsample's test and extra splits."""
+"""Run the exposure test: a checkpoint (+ adapter) against its base, on the suspect documents (a
+subsample's test split, or a whole split of the task) and the reference documents (the subsample's
+extra split, another split of the task, or a file of the user's)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from harness.core import models
 from harness.core.errors import UserError
 from harness.core.models import ModelSettings
 from harness.core.settings import Settings, option
+from harness.tasks import documents
 from harness.tasks.splits import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 
@@ -34,12 +36,27 @@ class ExposureSettings(Settings):
 class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
     """One `tapt-bench contamination exposure`: a checkpoint (+ adapter) against --base on a subsample."""
 
-    MINIMUM = {"subsample": 0, "batch_size": 1}
+    MINIMUM = {"subsample": 0, "batch_size": 1, "suspect_n": 1, "reference_n": 1}
 
     task: str = option(
         help="task slug (ag_news), task name (tapt_ag_news), a task YAML path, or any lm-eval "
         "multiple-choice task"
     )
+    suspect_split: str | None = option(
+        None,
+        "test a whole split of the task instead of the subsample's test split: test, validation or train "
+        "for an lm-eval task, a tapt_* task's one split (train); needs --reference-split or --reference-file",
+    )
+    suspect_n: int | None = option(None, "a seeded sample of this many suspect documents (default: all)")
+    reference_split: str | None = option(
+        None, "the reference documents: another split of the task, one the model cannot have seen"
+    )
+    reference_file: str | None = option(
+        None,
+        "the reference documents: a csv/jsonl/parquet file in the task's format (a tapt_* task's text and "
+        "label columns, an lm-eval task's dataset columns), rendered by the task's prompt",
+    )
+    reference_n: int | None = option(None, "a seeded sample of this many reference documents (default: all)")
     subsample: int = option(0, "index of the seeded subsample")
     peft: str | None = option(None, "a PEFT adapter dir, trained on --checkpoint if given, else on --base")
     checkpoint: str | None = option(
@@ -57,13 +74,55 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
     out: str | None = option(None, "write the result JSON (with every document's scores) here")
     json: bool = option(False, "print the result as JSON")
 
-    def documents(self) -> tuple[Spec, pd.DataFrame]:
-        """The task and the docs of test and extra (column `split`), checked big enough to test."""
+    def check(self) -> None:
+        super().check()
+        if self.reference_split and self.reference_file:
+            raise UserError("--reference-split and --reference-file both given; name one reference")
+        if self.suspect_split and not (self.reference_split or self.reference_file):
+            raise UserError(
+                f"--suspect-split {self.suspect_split} needs a reference the model cannot have seen: "
+                "--reference-split (another split of the task) or --reference-file (your own documents)"
+            )
+        if self.suspect_split and self.suspect_split == self.reference_split:
+            raise UserError(f"--suspect-split and --reference-split both name {self.suspect_split!r}")
+
+    def whole_split(self) -> bool:
+        return bool(self.suspect_split or self.reference_split or self.reference_file)
+
+    def documents(self) -> tuple[Spec, pd.DataFrame, dict[str, str]]:
+        """The task, the suspect (split `test`) and reference (split `extra`) docs, checked big enough
+        to test, and what each set is, in words."""
         spec = find_spec(self.task, self.include_path)
-        split_docs = subsample_docs(spec, self, self.subsample)
-        check_sizes(len(split_docs["test"]), len(split_docs["extra"]))
-        docs = pd.concat([split_docs[s].assign(split=s) for s in SPLITS], ignore_index=True)
-        return spec, docs
+        if self.whole_split():
+            sets, names = self.sources(spec)
+        else:
+            sets = subsample_docs(spec, self, self.subsample)
+            names = {s: s for s in SPLITS}
+        check_sizes(len(sets["test"]), len(sets["extra"]))
+        docs = pd.concat([sets[s].assign(split=s) for s in SPLITS], ignore_index=True)
+        return spec, docs, names
+
+    def sources(self, spec: Spec) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+        sub = None if self.suspect_split else subsample_docs(spec, self, self.subsample)
+        if self.suspect_split:
+            suspect = documents.split_docs(spec, self.suspect_split, self.data_dir)
+            suspect_name = f"the {self.suspect_split} split"
+        else:
+            suspect, suspect_name = sub["test"], f"test (subsample {self.subsample}, n {self.n})"
+        suspect = documents.sample(suspect, self.suspect_n, self.seed, f"--suspect-n ({suspect_name})")
+        if self.reference_file:
+            reference, reference_name = documents.file_docs(spec, self.reference_file), self.reference_file
+        elif self.reference_split:
+            reference = documents.split_docs(spec, self.reference_split, self.data_dir)
+            reference_name = f"the {self.reference_split} split"
+        reference = documents.sample(
+            reference, self.reference_n, self.seed, f"--reference-n ({reference_name})"
+        )
+        names = {
+            "test": f"{suspect_name} ({len(suspect)} docs)",
+            "extra": f"{reference_name} ({len(reference)} docs)",
+        }
+        return {"test": suspect, "extra": reference}, names
 
 
 def scores_of(path: str, peft: str | None, spec: Spec, docs: pd.DataFrame, args: ExposureArgs):
@@ -95,12 +154,12 @@ def check(args: ExposureArgs) -> None:
 def run(args: ExposureArgs) -> dict[str, Any]:
     """The test for the suspect (checkpoint or base, + adapter) against the base, with every
     document's scores, the settings and the wall time in the result."""
-    spec, docs = args.documents()
+    spec, docs, names = args.documents()
     check(args)
     start = time.perf_counter()
     suspect = scores_of(args.checkpoint or args.base, args.peft, spec, docs, args)
     reference = None if args.uncalibrated else scores_of(args.base, None, spec, docs, args)
-    result = exposure_test(suspect, reference, args.text_score, args.seed)
+    result = exposure_test(suspect, reference, args.text_score, args.seed, names)
     per_doc = {"suspect": suspect.to_dict("list")}
     if reference is not None:
         per_doc["reference"] = reference.to_dict("list")

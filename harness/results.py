@@ -232,7 +232,8 @@ def exposure_tests(root: str | Path) -> pd.DataFrame:
             m, n, model, task, k = match.groups()
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "subsample": int(k)}
             row |= {"condition": cond, "calibrated": test["calibrated"], "alpha": test["alpha"]}
-            for stat in ("text", "label"):
-                row |= {f"{stat}_{key}": test[stat][key] for key in ("effect", "p_test", "p_extra")}
+            for stat, r in test.items():  # every statistic the unit recorded (a dict with its p-values)
+                if isinstance(r, dict) and "p_test" in r:
+                    row |= {f"{stat}_{key}": r[key] for key in ("effect", "p_test", "p_extra")}
             rows.append(row)
     return pd.DataFrame(rows)

@@ -60,7 +60,7 @@ class Planted(LlamaForCausalLM):
 
 @pytest.fixture(scope="module")
 def docs(data_dir):
-    spec, docs = ExposureArgs(task="rotten_tomatoes", n=N, m=4, data_dir=str(data_dir)).documents()
+    spec, docs, _ = ExposureArgs(task="rotten_tomatoes", n=N, m=4, data_dir=str(data_dir)).documents()
     return spec, docs
 
 

@@ -61,15 +61,36 @@ def cmd_contamination_exposure(args: argparse.Namespace) -> None:
         return
     suspect = " + ".join(filter(None, [test.checkpoint or test.base, test.peft]))
     reference = "none (uncalibrated)" if test.uncalibrated else test.base
+    names = result["names"]
     print(
-        f"exposure of {suspect} to {test.task} subsample {test.subsample} (n {test.n}, {test.format} "
-        f"format), reference {reference}, {result['seconds']:.1f} s:\n{format_result(result)}"
+        f"exposure of {suspect} to {test.task}: suspect {names['test']}, reference {names['extra']}"
+        + ("" if test.whole_split() else f" of subsample {test.subsample} (n {test.n})")
+        + " "
+        f"({test.format} format), calibrated by {reference}, {result['seconds']:.1f} s:\n"
+        + format_result(result)
     )
+
+
+def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
+    from contamination.detectors import format_rates
+    from harness.core.settings import field_names
+    from harness.grid import config
+    from harness.grid.calibrate import CALIBRATION, CalibrateOptions, calibrate
+
+    opts = from_namespace(CalibrateOptions, args)
+    overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}
+    cfg = config.load_config(opts.config, overrides)
+    result = calibrate(cfg, opts)
+    print(format_rates(result["rates"]))
+    print(f"per task and condition: {Path(cfg.out) / CALIBRATION}; {result['seconds']:.0f} s")
 
 
 def register(sub) -> None:
     from contamination.exposure_run import ExposureArgs
     from contamination.sharded_test import ContaminationArgs
+    from harness.core.settings import field_names, key_table
+    from harness.grid.calibrate import CalibrateOptions
+    from harness.grid.config import GridConfig
 
     cont = sub.add_parser(
         "contamination", help="contamination checks: the exposure test and the exchangeability test"
@@ -82,6 +103,19 @@ def register(sub) -> None:
         "did a model see the test split's text, or its labels? (test vs extra, against the base)",
         ExposureArgs,
     )
+    p = command(
+        cont,
+        "calibrate",
+        cmd_contamination_calibrate,
+        "every detector's false-positive rate and power on models of known exposure (trains a grid per "
+        "TAPT mode)",
+        CalibrateOptions,
+        GridConfig,
+        epilog="config keys (each also a flag, which overrides the file's value):\n" + key_table(GridConfig),
+    )
+    for action in p._actions:  # a config key's flag counts only when given; else the file's value stays
+        if action.dest in field_names(GridConfig):
+            action.default = argparse.SUPPRESS
     command(
         cont,
         "test",

@@ -11,9 +11,8 @@ from scipy import stats
 
 from harness import results
 from harness.core import conditions
+from harness.core.power import ALPHA, POWER, RESAMPLES, detectable
 
-RESAMPLES = 10_000
-ALPHA, POWER = 0.05, 0.80
 # the fewest subsamples whose sign-flip test can reject at ALPHA: its smallest p-value is 2^-K
 MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA)))
 DETECTABLE_METHOD = (
@@ -47,9 +46,7 @@ def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: floa
     k = len(differences)
     if k < 2 or 0.5**k > alpha:  # the sign-flip test's smallest p-value is 2^-K: it can never reject
         return float("inf")
-    return float(
-        (stats.t.ppf(1 - alpha, k - 1) + stats.t.ppf(power, k - 1)) * np.std(differences, ddof=1) / np.sqrt(k)
-    )
+    return detectable(float(np.std(differences, ddof=1) / np.sqrt(k)), k - 1, alpha, power)
 
 
 def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
@@ -194,11 +191,12 @@ def exposure_shares(tests: pd.DataFrame) -> list[dict[str, Any]]:
         for cond in tapt:
             t = group[group["condition"] == cond]
             if len(t):
+                stats_ = [c.removesuffix("_p_test") for c in t.columns if c.endswith("_p_test")]
                 row[cond] = {
-                    "text": float((t["text_p_test"] <= t["alpha"]).mean()),
-                    "label": float((t["label_p_test"] <= t["alpha"]).mean()),
-                    "extra_text": float((t["text_p_extra"] <= t["alpha"]).mean()),
-                }
+                    s: float((t[f"{s}_p_test"] <= t["alpha"]).mean())
+                    for s in stats_
+                    if t[f"{s}_p_test"].notna().any()
+                } | {"extra_text": float((t["text_p_extra"] <= t["alpha"]).mean())}
         out.append(row)
     return out
 

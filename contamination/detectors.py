@@ -1,0 +1,151 @@
+"""Every membership detector as a p-value read from a grid unit's exposure record, with what a flag
+claims the model saw of the test split, and their error rates on models of known exposure.
+
+A unit's record holds every test and extra document's scores under each condition's model (base,
+extra, test, leak); which of those models saw the test split's text (test, leak) and its labels (leak)
+is known by design (conditions.TAPT), so a detector's flag rate on the others is its false-positive
+rate and on those its power. Each detector is a two-sample test of test against extra documents:
+- `exposure text` / `exposure label`: the exposure test (calibrated by base);
+- `exposure label (twin)`: the label statistic of each model on the text it saw (exposure.twin_label_test);
+- `loss` / `Min-K%++` (uncalibrated): the suspect's own scores, no base subtracted;
+- `zlib ratio`: log-perplexity over the zlib-compressed length of the text (Carlini et al. 2021), negated
+  so that higher reads as member-like.
+A new detector is one entry of DETECTORS.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from contamination.exposure import two_sample
+from harness.core import conditions
+from harness.core.power import ALPHA, wilson
+
+TEXT, LABELS = "text", "labels"
+
+
+@dataclass(frozen=True)
+class Detector:
+    """`pvalue(record, condition, texts)`: the one-sided p-value that the test documents were seen by the
+    condition's model (None where the detector does not apply to it); `sees`: what a flag claims."""
+
+    sees: str
+    pvalue: Callable[[dict, str, list[str]], float | None]
+
+
+def saw(cond: str, what: str) -> bool:
+    """Whether the condition's model saw the test split's text, or its labels (by design)."""
+    split, answers = conditions.TAPT.get(cond, (None, False))
+    return split == conditions.TEST and (what == TEXT or answers)
+
+
+def recorded(statistic: str) -> Callable[[dict, str, list[str]], float | None]:
+    """A statistic the unit's exposure test already computed against base (base itself: not applicable)."""
+
+    def pvalue(record: dict, cond: str, texts: list[str]) -> float | None:
+        test = record["tests"][cond]
+        return test[statistic]["p_test"] if test["calibrated"] and statistic in test else None
+
+    return pvalue
+
+
+def uncalibrated(score: Callable[[pd.DataFrame, list[str]], np.ndarray]) -> Callable:
+    """A per-document score of the condition's model alone, test documents against extra documents."""
+
+    def pvalue(record: dict, cond: str, texts: list[str]) -> float:
+        scores = pd.DataFrame(record["scores"][cond]).assign(split=record["docs"]["split"])
+        values = np.asarray(score(scores, texts), float)
+        on = scores["split"].to_numpy()
+        return two_sample(values[on == conditions.TEST], values[on == conditions.EXTRA])["p_test"]
+
+    return pvalue
+
+
+def zlib_ratio(scores: pd.DataFrame, texts: list[str]) -> np.ndarray:
+    """Minus log-perplexity (the `text` score) over the zlib entropy of the text, in bytes."""
+    zipped = np.array([len(zlib.compress(t.encode())) for t in texts], float)
+    return scores["text"].to_numpy() / zipped
+
+
+DETECTORS: dict[str, Detector] = {
+    "exposure text": Detector(TEXT, recorded("text")),
+    "exposure label": Detector(LABELS, recorded("label")),
+    "exposure label (twin)": Detector(LABELS, recorded("label_twin")),
+    "loss (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["text"])),
+    "Min-K%++ (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["mink"])),
+    "zlib ratio": Detector(TEXT, uncalibrated(zlib_ratio)),
+}
+
+
+def unit_pvalues(record: dict, texts: list[str]) -> list[dict]:
+    """Every detector's p-value for every condition of one unit's exposure record."""
+    rows = []
+    for name, det in DETECTORS.items():
+        for cond in record["tests"]:
+            p = det.pvalue(record, cond, texts)
+            if p is not None:
+                rows.append({"detector": name, "condition": cond, "p": float(p)})
+    return rows
+
+
+def rate(flagged: int, total: int) -> dict:
+    low, high = wilson(flagged, total)
+    return {
+        "flagged": flagged,
+        "models": total,
+        "rate": flagged / total if total else float("nan"),
+        "low": low,
+        "high": high,
+    }
+
+
+def error_rates(
+    pvalues: pd.DataFrame,
+    sees: dict[str, str],
+    by: tuple[str, ...] = ("mode", "detector"),
+    alpha: float = ALPHA,
+) -> list[dict]:
+    """Per group of `by` (a detector within a mode, say): its flag rate on models that did not see what
+    the detector claims to see (false positives) and on those that did (power), with 95% Wilson
+    intervals, and per condition."""
+    keys = list(by)
+    out = []
+    for group, df in pvalues.groupby(keys, sort=False):
+        row = dict(zip(keys, group if isinstance(group, tuple) else (group,)))
+        truth = df["condition"].map(lambda c, what=sees[row["detector"]]: saw(c, what))
+        flagged = df["p"] <= alpha
+        row["sees"] = sees[row["detector"]]
+        row["false_positive"] = rate(int(flagged[~truth].sum()), int((~truth).sum()))
+        row["power"] = rate(int(flagged[truth].sum()), int(truth.sum()))
+        row["by_condition"] = {
+            c: rate(int(flagged[df["condition"] == c].sum()), int((df["condition"] == c).sum()))
+            for c in df["condition"].unique()
+        }
+        out.append(row)
+    return out
+
+
+def format_rates(rates: list[dict], alpha: float = ALPHA) -> str:
+    """The error-rate table: one line per mode and detector."""
+    lines = [
+        f"detector error rates at alpha {alpha} on models of known exposure (flagged/models, rate "
+        "[95% Wilson interval]); false positives: models that did not see what the detector claims to "
+        "see; power: models that did",
+        f"  {'mode':8} {'detector':26} {'sees':6} {'false positives':>30} {'power':>30}",
+    ]
+    for r in rates:
+        cells = [
+            f"{c['flagged']:>3}/{c['models']:<3} {c['rate']:6.1%} [{c['low']:5.1%}, {c['high']:5.1%}]"
+            if c["models"]
+            else f"{'-':>30}"
+            for c in (r["false_positive"], r["power"])
+        ]
+        lines.append(
+            f"  {r.get('mode', ''):8} {r['detector']:26} {r['sees']:6} {cells[0]:>30} {cells[1]:>30}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,29 @@
+"""The error rates every test of the project is read at, and the formulas built on them: one source for
+the grid's bias tests (harness.stats.summary), the exposure test and the detectors' calibration
+(contamination)."""
+
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+ALPHA, POWER = 0.05, 0.80  # the one-sided level of every test, and the power its detectable effect is read at
+RESAMPLES = 10_000  # permutation and bootstrap resamples
+
+
+def detectable(spread: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest true effect a one-sided test at `alpha` finds with probability `power`, for an
+    estimate of standard error `spread` on `df` degrees of freedom: (t_{1-alpha} + t_{power}) * spread
+    (the normal approximation with t quantiles)."""
+    if not math.isfinite(spread) or df < 1:
+        return float("inf")
+    return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * spread)
+
+
+def wilson(flagged: int, total: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a rate of `flagged` out of `total` (nan, nan where total is 0)."""
+    if total == 0:
+        return float("nan"), float("nan")
+    ci = stats.binomtest(flagged, total).proportion_ci(confidence, method="wilson")
+    return float(ci.low), float(ci.high)

@@ -1,0 +1,146 @@
+"""`tapt-bench contamination calibrate`: every detector's error rates on models of known exposure.
+
+For each TAPT mode (padding, packing) a grid of the config's tasks and subsamples trains, per unit, the
+extra, test and leak models with the exposure setting on; every detector of contamination.detectors
+reads each model's scores, and (optionally) the exchangeability test of Oren et al. runs on each
+model in both formats. The flag rates on the models that did not see the test split (or its labels)
+are the false positives; on those that did, the power. Resumable: the grids skip finished units and
+the exchangeability p-values are cached in <out>/exchangeability.json; the table is written to
+<out>/calibration.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from contamination import detectors
+from contamination.sharded_test import examples, sharded_test
+from harness import results
+from harness.core import conditions
+from harness.core.models import load_scoring_model, resolve
+from harness.core.settings import Settings, option
+from harness.grid import run as grid_run
+from harness.grid.config import GridConfig
+from harness.tasks.splits import find_spec, subsample_docs
+
+FORMATS = {"labeled": detectors.LABELS, "text-only": detectors.TEXT}  # what each exchangeability test sees
+CALIBRATION = "calibration.json"
+
+
+@dataclass(kw_only=True)
+class CalibrateOptions(Settings):
+    """How `contamination calibrate` runs (what it trains is the grid config's)."""
+
+    MINIMUM = {"shards": 2, "permutations": 1}
+
+    config: str = option(help="grid config YAML, or a shipped config's name (calibrate, demo, ...)")
+    modes: list[Literal["padding", "packing"]] = option(["padding", "packing"], "the TAPT modes to calibrate")
+    exchangeability: bool = option(
+        False, "also run the exchangeability test (both formats) on every model: the slow part"
+    )
+    shards: int = option(4, "exchangeability test: shards")
+    permutations: int = option(10, "exchangeability test: random orders per shard")
+
+
+def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
+    """The grid of one mode: every condition, the exposure setting on, in <out>/<mode>."""
+    return dataclasses.replace(
+        cfg,
+        packing=mode == "packing",
+        conditions=list(conditions.ALL),
+        exposure=True,
+        out=str(Path(cfg.out) / mode),
+    )
+
+
+def unit_rows(cfg: GridConfig, mode: str) -> list[dict]:
+    """Every detector's p-value for every finished unit and condition of one mode's grid."""
+    rows = []
+    for slug in cfg.slugs():
+        spec = find_spec(slug, cfg.include_path)
+        for k, unit in sorted(results.finished(grid_run.task_dir(cfg, spec.slug)).items()):
+            record = unit["exposure"]
+            docs = subsample_docs(spec, cfg, k)
+            text = {
+                (s, r): t
+                for s in (conditions.TEST, conditions.EXTRA)
+                for r, t in zip(docs[s]["row"], docs[s]["text"])
+            }
+            texts = [text[(s, r)] for s, r in zip(record["docs"]["split"], record["docs"]["row"])]
+            for row in detectors.unit_pvalues(record, texts):
+                rows.append({"mode": mode, "task": spec.slug, "subsample": k, **row})
+    return rows
+
+
+def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cache_path: Path) -> list[dict]:
+    """The exchangeability test's p-value of both formats for every unit's models (kept adapters),
+    cached by (mode, task, subsample, condition, format)."""
+    from peft import PeftModel
+
+    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    base, tokenizer = load_scoring_model(resolve(cfg.base))
+    rows = []
+    for slug in cfg.slugs():
+        spec = find_spec(slug, cfg.include_path)
+        tdir = grid_run.task_dir(cfg, spec.slug)
+        for k in sorted(results.finished(tdir)):
+            test_docs = subsample_docs(spec, cfg, k)[conditions.TEST]
+            for cond in cfg.conditions:
+                model = base
+                if cond != conditions.BASE:
+                    model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}")
+                for fmt in FORMATS:
+                    key = f"{mode}/{spec.slug}/{k}/{cond}/{fmt}"
+                    if key not in cache:
+                        items = examples(spec, test_docs, fmt)
+                        res = sharded_test(
+                            model.eval(), tokenizer, items, opts.shards, opts.permutations, 1024, 512, 0, 16
+                        )
+                        cache[key] = res["pval"]
+                        results.write_json(cache_path, cache)
+                    rows.append(
+                        {
+                            "mode": mode,
+                            "task": spec.slug,
+                            "subsample": k,
+                            "condition": cond,
+                            "detector": f"exchangeability ({fmt})",
+                            "p": cache[key],
+                        }
+                    )
+                if cond != conditions.BASE:
+                    base = model.unload()
+    return rows
+
+
+def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
+    """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json."""
+    started = time.perf_counter()
+    rows = []
+    for cell in cfg.cell_configs():
+        for mode in opts.modes:
+            grid = mode_config(cell, mode)
+            grid_run.run(grid, keep_adapters=opts.exchangeability)
+            rows += unit_rows(grid, mode)
+            if opts.exchangeability:
+                rows += exchangeability_rows(grid, mode, opts, Path(cfg.out) / "exchangeability.json")
+    sees = {name: d.sees for name, d in detectors.DETECTORS.items()}
+    sees |= {f"exchangeability ({fmt})": what for fmt, what in FORMATS.items()}
+    pvalues = pd.DataFrame(rows)
+    out = {
+        "settings": cfg.result_settings() | {"tasks": cfg.tasks, "subsamples": cfg.subsamples},
+        "options": dataclasses.asdict(opts),
+        "rates": detectors.error_rates(pvalues, sees),
+        "rates_by_task": detectors.error_rates(pvalues, sees, ("mode", "task", "detector")),
+        "pvalues": pvalues.to_dict("records"),
+        "seconds": time.perf_counter() - started,
+    }
+    results.write_json(Path(cfg.out) / CALIBRATION, out)
+    return out
