@@ -33,6 +33,7 @@ OPTIONAL = [
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 UNITS = "m*/n*/*/*/units/*.json"
 UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")
+CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, beside its per-mode grids
 
 
 # ---- writing -----------------------------------------------------------------------------------------
@@ -237,3 +238,12 @@ def exposure_tests(root: str | Path) -> pd.DataFrame:
                     row |= {f"{stat}_{key}": r[key] for key in ("effect", "p_test", "p_extra")}
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def calibration(root: str | Path) -> dict | None:
+    """The detectors' error rates of `contamination calibrate` in root or its parent (root being one
+    mode's grid), None where there are none."""
+    for folder in (Path(root), Path(root).parent):
+        if (folder / CALIBRATION).is_file():
+            return json.loads((folder / CALIBRATION).read_text())
+    return None

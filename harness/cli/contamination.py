@@ -75,7 +75,8 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     from contamination.detectors import format_rates
     from harness.core.settings import field_names
     from harness.grid import config
-    from harness.grid.calibrate import CALIBRATION, CalibrateOptions, calibrate
+    from harness.grid.calibrate import CalibrateOptions, calibrate
+    from harness.results import CALIBRATION
 
     opts = from_namespace(CalibrateOptions, args)
     overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}

@@ -6,7 +6,7 @@ reads each model's scores, and (optionally) the exchangeability test of Oren et 
 model in both formats. The flag rates on the models that did not see the test split (or its labels)
 are the false positives; on those that did, the power. Resumable: the grids skip finished units and
 the exchangeability p-values are cached in <out>/exchangeability.json; the table is written to
-<out>/calibration.json.
+<out>/calibration.json (results.CALIBRATION).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
 
@@ -24,6 +23,7 @@ from contamination import detectors
 from contamination.sharded_test import examples, sharded_test
 from harness import results
 from harness.core import conditions
+from harness.core.errors import SettingsError
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, option
 from harness.grid import run as grid_run
@@ -31,7 +31,7 @@ from harness.grid.config import GridConfig
 from harness.tasks.splits import find_spec, subsample_docs
 
 FORMATS = {"labeled": detectors.LABELS, "text-only": detectors.TEXT}  # what each exchangeability test sees
-CALIBRATION = "calibration.json"
+MODES = ("padding", "packing")  # the TAPT modes: the adapter setting `packing` off and on
 
 
 @dataclass(kw_only=True)
@@ -41,12 +41,20 @@ class CalibrateOptions(Settings):
     MINIMUM = {"shards": 2, "permutations": 1}
 
     config: str = option(help="grid config YAML, or a shipped config's name (calibrate, demo, ...)")
-    modes: list[Literal["padding", "packing"]] = option(["padding", "packing"], "the TAPT modes to calibrate")
+    modes: list[str] = option(list(MODES), f"the TAPT modes to calibrate, of {list(MODES)}")
     exchangeability: bool = option(
         False, "also run the exchangeability test (both formats) on every model: the slow part"
     )
     shards: int = option(4, "exchangeability test: shards")
     permutations: int = option(10, "exchangeability test: random orders per shard")
+    keep_adapters: bool = option(False, "keep every adapter (the exchangeability test keeps them anyway)")
+
+    def check(self) -> None:
+        super().check()
+        unknown = [m for m in self.modes if m not in MODES]
+        if unknown or not self.modes:
+            problem = f"must be some of {list(MODES)}, got {self.modes}"
+            raise SettingsError(f"modes {problem}", "modes", problem)
 
 
 def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
@@ -63,7 +71,7 @@ def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
 def unit_rows(cfg: GridConfig, mode: str) -> list[dict]:
     """Every detector's p-value for every finished unit and condition of one mode's grid."""
     rows = []
-    for slug in cfg.slugs():
+    for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
         for k, unit in sorted(results.finished(grid_run.task_dir(cfg, spec.slug)).items()):
             record = unit["exposure"]
@@ -87,7 +95,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
     base, tokenizer = load_scoring_model(resolve(cfg.base))
     rows = []
-    for slug in cfg.slugs():
+    for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
         tdir = grid_run.task_dir(cfg, spec.slug)
         for k in sorted(results.finished(tdir)):
@@ -127,7 +135,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
     for cell in cfg.cell_configs():
         for mode in opts.modes:
             grid = mode_config(cell, mode)
-            grid_run.run(grid, keep_adapters=opts.exchangeability)
+            grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
             rows += unit_rows(grid, mode)
             if opts.exchangeability:
                 rows += exchangeability_rows(grid, mode, opts, Path(cfg.out) / "exchangeability.json")
@@ -142,5 +150,5 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
         "pvalues": pvalues.to_dict("records"),
         "seconds": time.perf_counter() - started,
     }
-    results.write_json(Path(cfg.out) / CALIBRATION, out)
+    results.write_json(Path(cfg.out) / results.CALIBRATION, out)
     return out

@@ -188,6 +188,37 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
     return "<h3>Exposure test</h3>" + table(headers, rows, caption)
 
 
+def calibration_section(root: Path) -> str:
+    """The detectors' error rates on models of known exposure, where `contamination calibrate` wrote them."""
+    cal = results.calibration(root)
+    if not cal:
+        return ""
+
+    def cell(r: dict) -> tuple[str, float]:
+        if not r["models"]:
+            return "-", -1
+        return f"{r['flagged']}/{r['models']} {r['rate']:.0%} [{r['low']:.0%}, {r['high']:.0%}]", r["rate"]
+
+    rows = [
+        [
+            (esc(r["mode"]), r["mode"]),
+            (esc(r["detector"]), r["detector"]),
+            (r["sees"], r["sees"]),
+            cell(r["false_positive"]),
+            cell(r["power"]),
+        ]
+        for r in cal["rates"]
+    ]
+    caption = (
+        f"Each detector's flag rate (p <= {summary.ALPHA}, 95% Wilson interval) on models of known exposure: "
+        "false positives on the models that did not see what it claims to see (the test split's text, or its "
+        "labels), power on those that did. A 'not seen' from a detector means only as much as its power."
+    )
+    return "<h2>Detector error rates</h2>" + table(
+        ["mode", "detector", "sees", "false positives", "power"], rows, caption
+    )
+
+
 def bayes_section(analysis: dict) -> str:
     records = analysis.get("fits", [])
     if not records:
@@ -259,6 +290,7 @@ def build(root: str | Path, analysis: dict | None = None, accuracies: pd.DataFra
         tasks = [t for t in s["tasks"] if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"])]
         parts += [f"<h2>m={c['m']} n={c['n']} model {esc(c['model'])}</h2>", provenance(mdir)]
         parts += [summary_section(c, tasks), changes_section(mdir), exposure_section(mdir, tasks)]
+    parts.append(calibration_section(root))
     if analysis:
         parts.append(bayes_section(analysis))
     else:

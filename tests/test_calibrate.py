@@ -1,0 +1,119 @@
+"""`contamination calibrate`: every detector's false-positive rate and power on models of known exposure,
+from grids it trains (tiny Llama), and the error-rate arithmetic on planted p-values."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import tiny_grid_config
+
+from contamination import detectors
+from contamination.exposure import condition_tests
+from harness.cli.main import main
+
+
+def test_error_rates_count_flags_on_models_that_did_and_did_not_see_the_test_split():
+    rows = [
+        # a text detector: flags test and leak models (seen), never extra; base not applicable
+        *(
+            {"detector": "exposure text", "condition": c, "p": p}
+            for c, p in [("extra", 0.5), ("test", 0.01), ("leak", 0.02)] * 4
+        ),
+        # a label detector that flags the text-only test model too: a false positive
+        *(
+            {"detector": "exposure label", "condition": c, "p": p}
+            for c, p in [("extra", 0.9), ("test", 0.01), ("leak", 0.001)] * 4
+        ),
+    ]
+    df = pd.DataFrame(rows).assign(mode="padding")
+    rates = {
+        r["detector"]: r
+        for r in detectors.error_rates(df, {"exposure text": "text", "exposure label": "labels"})
+    }
+    text, label = rates["exposure text"], rates["exposure label"]
+    assert (text["false_positive"]["flagged"], text["false_positive"]["models"]) == (0, 4)
+    assert (text["power"]["flagged"], text["power"]["models"]) == (8, 8)
+    assert (label["false_positive"]["flagged"], label["false_positive"]["models"]) == (
+        4,
+        8,
+    )  # the test models
+    assert (label["power"]["flagged"], label["power"]["models"]) == (4, 4)
+    assert 0 < text["false_positive"]["high"] < 0.6 and text["power"]["low"] > 0.6  # Wilson, not [0, 0]
+    shown = detectors.format_rates(list(rates.values()))
+    assert "exposure label" in shown and "4/8" in shown and "50.0%" in shown
+
+
+def planted_record(seed: int = 0, text_gain: float = 2.0, label_gain: float = 3.0, seen_margin: float = -1.0):
+    """A unit's exposure record with planted models: test and leak gained `text_gain` on the test
+    documents' text (extra on extra's); reading a text moves its margins by `seen_margin` whatever the
+    labels (extra's on extra, test's and leak's on test); leak gained `label_gain` on test's true class."""
+    rng = np.random.default_rng(seed)
+    n = 10
+    split = np.array(["test"] * n + ["extra"] * n)
+    base = {c: rng.normal(size=2 * n) for c in ("text", "mink", "margin")}
+    scores = {"base": base}
+    for cond, seen, labels in (("extra", "extra", 0.0), ("test", "test", 0.0), ("leak", "test", label_gain)):
+        on = split == seen
+        noise = {c: rng.normal(scale=0.3, size=2 * n) for c in base}
+        scores[cond] = {
+            "text": base["text"] + noise["text"] + text_gain * on,
+            "mink": base["mink"] + noise["mink"] + text_gain * on,
+            "margin": base["margin"] + noise["margin"] + (seen_margin + labels) * on,
+        }
+    docs = {"split": split.tolist(), "row": list(range(2 * n)), "label": [0] * (2 * n)}
+    frames = {c: pd.DataFrame(s).assign(**docs) for c, s in scores.items()}
+    return condition_tests(frames, "base", "loss")
+
+
+def test_every_detector_reads_planted_models_and_the_twin_label_statistic_ignores_text_exposure():
+    texts = [f"document {i} " * (1 + i % 3) for i in range(20)]
+    flagged = {}
+    for row in detectors.unit_pvalues(planted_record(), texts):
+        flagged[row["detector"], row["condition"]] = row["p"] <= 0.05
+    for det in ("exposure text", "loss (uncalibrated)", "Min-K%++ (uncalibrated)"):
+        assert flagged[det, "test"] and flagged[det, "leak"] and not flagged[det, "extra"], det
+    assert ("exposure text", "base") not in flagged  # a calibrated statistic of base against itself
+    # today's label statistic: reading extra's text lowered extra's margins, so test's labels look seen
+    assert flagged["exposure label", "extra"] and flagged["exposure label", "leak"]
+    # the twin statistic: test's margins on the text it read against extra's on the text it read
+    assert not flagged["exposure label (twin)", "test"] and flagged["exposure label (twin)", "leak"]
+    assert ("exposure label (twin)", "extra") not in flagged
+
+
+def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
+    tmp_path, tiny_llama, data_dir, capsys
+):
+    out = tmp_path / "cal"
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, subsamples=2)
+    main(f"contamination calibrate --config {config} --modes padding".split())
+    shown = capsys.readouterr().out
+    result = json.loads((out / "calibration.json").read_text())
+    rates = {r["detector"]: r for r in result["rates"]}
+    assert set(rates) == set(detectors.DETECTORS)
+    # not seen: base and extra (2 units each; calibrated statistics skip base); seen: test and leak
+    assert rates["loss (uncalibrated)"]["false_positive"]["models"] == 4
+    fp, power = rates["exposure text"]["false_positive"], rates["exposure text"]["power"]
+    assert (fp["models"], power["models"]) == (2, 4)
+    assert rates["exposure label"]["false_positive"]["models"] == 4  # extra and test saw no labels
+    assert rates["exposure label (twin)"]["false_positive"]["models"] == 2  # the test models
+    assert rates["exposure label (twin)"]["power"]["models"] == 2  # the leak models
+    assert {r["task"] for r in result["rates_by_task"]} == {"ag_news"}
+    assert len(result["pvalues"]) == sum(
+        r["false_positive"]["models"] + r["power"]["models"] for r in rates.values()
+    )
+    assert "exposure text" in shown and "false positives" in shown and "calibration.json" in shown
+    assert (out / "padding" / "m4" / "n6" / "tiny" / "ag_news" / "accuracies.csv").is_file()
+    main(["report", str(out / "padding")])  # one mode's grid: its page carries the detectors' table
+    page = (out / "padding" / "report.html").read_text()
+    assert "<h2>Detector error rates</h2>" in page and "exposure label (twin)" in page
+
+
+def test_calibrate_refuses_an_unknown_mode_before_anything_is_written(tmp_path, tiny_llama, data_dir):
+    out = tmp_path / "cal"
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
+    with pytest.raises(
+        SystemExit, match=r"--modes must be some of \['padding', 'packing'\], got \['sideways'\]"
+    ):
+        main(f"contamination calibrate --config {config} --modes sideways".split())
+    assert not out.exists()

@@ -1,0 +1,158 @@
+"""The exposure test on a whole released split against a reference of the user's choosing (another
+split of the task, or a file of documents in the task's format), the shift check, and their input
+errors, all before any model is scored."""
+
+import json
+
+import pandas as pd
+import pytest
+from test_exposure import planted
+
+from contamination import doc_scores
+from contamination.exposure import exposure_test, flags, shifted, verdict
+from contamination.exposure_run import ExposureArgs
+from harness.cli.main import main
+from harness.core import models
+
+ROWS = 24  # documents per split of the fixture task
+
+
+@pytest.fixture(scope="module")
+def split_task(tmp_path_factory, data_dir):
+    """`my_splits`: an lm-eval task of rotten_tomatoes reviews with a test and a validation split, and
+    two files in its format: more reviews (the same distribution) and trec questions (shifted)."""
+    folder = tmp_path_factory.mktemp("split_task")
+    pool = pd.read_parquet(data_dir / "rotten_tomatoes" / "data.parquet")
+    reviews = pd.concat([pool[pool["label"] == y].iloc[:60] for y in (0, 1)]).sample(frac=1, random_state=0)
+    reviews = reviews.assign(sentiment=reviews["label"].map({0: "negative", 1: "positive"}))[
+        ["text", "sentiment"]
+    ]
+    for name, part in (
+        ("test", reviews[:ROWS]),
+        ("validation", reviews[ROWS : 2 * ROWS]),
+        ("more", reviews[60:]),
+    ):
+        part.to_json(folder / f"{name}.jsonl", orient="records", lines=True)
+    questions = pd.read_parquet(data_dir / "trec" / "data.parquet").iloc[:ROWS]
+    questions.assign(sentiment="positive")[["text", "sentiment"]].to_csv(
+        folder / "questions.csv", index=False
+    )
+    (folder / "my_splits.yaml").write_text(
+        "task: my_splits\ndataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {folder / 'test.jsonl'}\n"
+        f"    validation: {folder / 'validation.jsonl'}\n"
+        "output_type: multiple_choice\ntest_split: test\nvalidation_split: validation\n"
+        'doc_to_text: "Review: {{text}}\\nSentiment:"\ndoc_to_choice: [negative, positive]\n'
+        'doc_to_target: "{{sentiment}}"\nmetric_list:\n  - metric: acc\n'
+    )
+    return folder
+
+
+def args(folder, **kw):
+    return ExposureArgs(task="my_splits", include_path=[str(folder)], **kw)
+
+
+def test_the_suspect_is_the_whole_split_and_the_reference_another_split_or_a_file(split_task):
+    _, docs, names = args(split_task, suspect_split="test", reference_split="validation").documents()
+    assert (docs["split"] == "test").sum() == ROWS and (docs["split"] == "extra").sum() == ROWS
+    assert names == {"test": f"the test split ({ROWS} docs)", "extra": f"the validation split ({ROWS} docs)"}
+    file = split_task / "more.jsonl"
+    _, docs, names = args(
+        split_task, suspect_split="test", reference_file=str(file), reference_n=10
+    ).documents()
+    extra = docs[docs["split"] == "extra"]
+    assert (
+        len(extra) == 10
+        and extra["prompt"].iloc[0].startswith("Review: ")
+        and names["extra"].startswith(str(file))
+    )
+    assert set(extra["label"]) <= {0, 1} and all(c == ["negative", "positive"] for c in extra["choices"])
+    _, again, _ = args(split_task, suspect_split="test", reference_file=str(file), reference_n=10).documents()
+    pd.testing.assert_frame_equal(docs, again)  # the seeded sample is the same every time
+
+
+def test_a_model_adapted_on_the_whole_split_is_flagged_and_the_base_is_not(split_task, tiny_llama):
+    spec, docs, names = args(split_task, suspect_split="test", reference_split="validation").documents()
+    tokenizer = models.tokenizer(str(tiny_llama))
+    base = doc_scores.prompt_scores(models.load_scoring_model(str(tiny_llama))[0], tokenizer, spec, docs)
+    memorised = doc_scores.prompt_scores(
+        planted(tiny_llama, tokenizer, spec, docs, False), tokenizer, spec, docs
+    )
+    result = exposure_test(memorised, base, names=names)
+    assert flags(result)["text"] and result["text"]["p_test"] < 0.001
+    assert "text of the test split (24 docs): SEEN" in "\n".join(verdict(result))
+    itself = exposure_test(base, base, names=names)
+    assert not any(flags(itself).values()) and itself["text"]["p_test"] == 1.0
+
+
+def test_the_shift_check_fires_where_the_base_alone_separates_suspect_and_reference(split_task, tiny_llama):
+    spec, docs, names = args(split_task, suspect_split="test", reference_split="validation").documents()
+    base = doc_scores.prompt_scores(
+        *reversed([models.tokenizer(str(tiny_llama)), models.load_scoring_model(str(tiny_llama))[0]]),
+        spec,
+        docs,
+    )
+    same = exposure_test(base, base, names=names)
+    assert shifted(same) == [] and "REFERENCE SHIFTED" not in "\n".join(verdict(same))
+    easier = base.assign(
+        text=base["text"] + 2.0 * (base["split"] == "extra")
+    )  # a reference any model finds easier
+    result = exposure_test(easier, easier, names=names)
+    assert shifted(result) == ["text"] and result["shift"]["text"]["p_two_sided"] < 0.001
+    assert (
+        "REFERENCE SHIFTED: the base alone separates the test split (24 docs) from the validation split"
+        in ("\n".join(verdict(result)))
+    )
+
+
+def test_the_command_writes_the_shift_check_beside_the_verdict(split_task, tiny_llama, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    main(
+        f"contamination exposure --task my_splits --include-path {split_task} --suspect-split test "
+        f"--reference-file {split_task / 'questions.csv'} --base {tiny_llama} --out {out}".split()
+    )
+    shown = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert set(result["shift"]) == {"text", "label"} and "p_two_sided" in result["shift"]["text"]
+    assert (
+        f"suspect the test split ({ROWS} docs), reference {split_task / 'questions.csv'} ({ROWS} docs)"
+        in shown
+    )
+    assert "shift text" in shown and "text of the test split" in shown
+
+
+@pytest.mark.parametrize(
+    "flags_, message",
+    [
+        ("--suspect-split test", "--suspect-split test needs a reference the model cannot have seen"),
+        (
+            "--suspect-split test --reference-split test",
+            "--suspect-split and --reference-split both name 'test'",
+        ),
+        (
+            "--suspect-split dev --reference-split test",
+            "task my_splits has no split 'dev': its splits are \\['test', 'validation'\\]",
+        ),
+        (
+            "--suspect-split test --reference-split validation --suspect-n 999",
+            "--suspect-n \\(the test split\\): n = 999 exceeds its 24 documents",
+        ),
+        (
+            "--suspect-split test --reference-split validation --reference-file x.csv",
+            "--reference-split and --reference-file both given",
+        ),
+        (
+            "--suspect-split test --reference-file {folder}/nothing.csv",
+            "nothing.csv: not a .csv/.jsonl/.parquet file",
+        ),
+        (
+            "--suspect-split test --reference-file {folder}/bad.csv",
+            "bad.csv: missing column\\(s\\) \\['sentiment'\\] of task my_splits",
+        ),
+    ],
+)
+def test_bad_sources_are_refused_before_any_model_is_loaded(split_task, flags_, message, tmp_path):
+    pd.DataFrame({"text": ["a review"]}).to_csv(split_task / "bad.csv", index=False)
+    command = f"contamination exposure --task my_splits --include-path {split_task} --base no/such-model "
+    with pytest.raises(SystemExit, match=message):
+        main((command + flags_.format(folder=split_task)).split())
