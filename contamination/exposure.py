@@ -177,7 +177,8 @@ def verdict(result: dict) -> list[str]:
             "UNCALIBRATED: no base model was scored to subtract; a suspect set that is easier for any "
             "model reads as exposure"
         )
-    for name in shifted(result):
+    shift = shifted(result)
+    for name in shift:
         lines.append(
             f"REFERENCE SHIFTED: the base alone separates {suspect} from {reference} on the {name} "
             f"statistic (two-sided p {result['shift'][name]['p_two_sided']:.4g} <= {a}): they are not "
@@ -186,29 +187,30 @@ def verdict(result: dict) -> list[str]:
         )
     for name, stat in STATISTICS.items():
         r, what = result[name], f"{stat.seen} of {suspect}"
+        caveat = " (UNRELIABLE: the reference is shifted on this statistic)" if name in shift else ""
         if seen[name]:
-            lines.append(f"{what}: SEEN (p {r['p_test']:.4g} <= {a})")
+            lines.append(f"{what}: SEEN (p {r['p_test']:.4g} <= {a}){caveat}")
         elif r["p_extra"] <= a:
             lines.append(
                 f"{what}: not seen; the {stat.seen} of the reference {reference} WERE "
-                f"(p {r['p_extra']:.4g} <= {a}): the model saw the reference"
+                f"(p {r['p_extra']:.4g} <= {a}): the model saw the reference{caveat}"
             )
         else:
             lines.append(
                 f"{what}: no evidence of it (p {r['p_test']:.4g}); a gain above {r['detectable']:.4g} "
-                f"would have been seen with {POWER:.0%} power"
+                f"would have been seen with {POWER:.0%} power{caveat}"
             )
     return lines
 
 
 def format_result(result: dict) -> str:
-    lines = [f"  {'statistic':10} {'effect':>9} {'95% interval':>21} {'p(test)':>9} {'p(extra)':>9}"]
+    lines = [f"  {'statistic':11} {'effect':>9} {'95% interval':>21} {'p(test)':>9} {'p(extra)':>9}"]
     rows = [(name, result[name], "") for name in STATISTICS]
     rows += [(name, r, "base alone, ") for name, r in result.get("shift", {}).items()]
     for name, r, shift in rows:
         unit = STATISTICS[name].unit(result["text_score"])
         lines.append(
-            f"  {(shift and 'shift ') + name:10} {r['effect']:+9.4f} "
+            f"  {(shift and 'shift ') + name:11} {r['effect']:+9.4f} "
             f"[{r['ci_low']:+9.4f}, {r['ci_high']:+9.4f}] "
             f"{r['p_test']:9.4g} {r['p_extra']:9.4g}  ({shift}{unit}, suspect - reference)"
         )

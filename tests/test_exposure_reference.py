@@ -99,10 +99,13 @@ def test_the_shift_check_fires_where_the_base_alone_separates_suspect_and_refere
     )  # a reference any model finds easier
     result = exposure_test(easier, easier, names=names)
     assert shifted(result) == ["text"] and result["shift"]["text"]["p_two_sided"] < 0.001
+    shown = "\n".join(verdict(result))
     assert (
         "REFERENCE SHIFTED: the base alone separates the test split (24 docs) from the validation split"
-        in ("\n".join(verdict(result)))
+        in shown
     )
+    text_line = next(line for line in shown.splitlines() if line.startswith("text of"))
+    assert text_line.endswith("(UNRELIABLE: the reference is shifted on this statistic)")
 
 
 def test_the_command_writes_the_shift_check_beside_the_verdict(split_task, tiny_llama, tmp_path, capsys):
