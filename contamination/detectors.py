@@ -131,21 +131,26 @@ def error_rates(
 
 
 def format_rates(rates: list[dict], alpha: float = ALPHA) -> str:
-    """The error-rate table: one line per mode and detector."""
+    """The error-rate table: one line per group (mode, task where grouped by it) and detector."""
+    task = any("task" in r for r in rates)
     lines = [
         f"detector error rates at alpha {alpha} on models of known exposure (flagged/models, rate "
         "[95% Wilson interval]); false positives: models that did not see what the detector claims to "
         "see; power: models that did",
-        f"  {'mode':8} {'detector':26} {'sees':6} {'false positives':>30} {'power':>30}",
+        f"  {'mode':8} "
+        + (f"{'task':16} " if task else "")
+        + f"{'detector':24} {'sees':6} {'false positives':>29} {'power':>29}",
     ]
     for r in rates:
         cells = [
-            f"{c['flagged']:>3}/{c['models']:<3} {c['rate']:6.1%} [{c['low']:5.1%}, {c['high']:5.1%}]"
+            f"{c['flagged']:>3}/{c['models']:<3} {c['rate']:5.1%} [{c['low']:5.1%}, {c['high']:5.1%}]"
             if c["models"]
-            else f"{'-':>30}"
+            else f"{'-':>29}"
             for c in (r["false_positive"], r["power"])
         ]
         lines.append(
-            f"  {r.get('mode', ''):8} {r['detector']:26} {r['sees']:6} {cells[0]:>30} {cells[1]:>30}"
+            f"  {r.get('mode', ''):8} "
+            + (f"{r.get('task', ''):16} " if task else "")
+            + f"{r['detector']:24} {r['sees']:6} {cells[0]:>29} {cells[1]:>29}"
         )
     return "\n".join(lines)

@@ -83,6 +83,8 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     cfg = config.load_config(opts.config, overrides)
     result = calibrate(cfg, opts)
     print(format_rates(result["rates"]))
+    if len({r["task"] for r in result["rates_by_task"]}) > 1:
+        print("\nper task:\n" + format_rates(result["rates_by_task"]))
     print(f"per task and condition: {Path(cfg.out) / CALIBRATION}; {result['seconds']:.0f} s")
 
 
