@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contamination.exchangeability import ContaminationArgs, examples, result_of, shard_texts
 from contamination.logprobs import logprob_one, logprobs_batched
-from contamination.sharded_test import ContaminationArgs, examples, load_model, result_of, shard_texts
-from harness.core.models import resolve
+from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import option, parse_script
 
 
@@ -34,7 +34,7 @@ def main() -> None:
     a = parse_script(SpeedArgs, __doc__)
     spec, docs = a.docs()
     items = examples(spec, docs, "labeled")
-    model, tok = load_model(resolve(a.base), None)
+    model, tok = load_scoring_model(resolve(a.base))
     ids = tok(shard_texts(items, a.shards, a.permutations, a.seed))["input_ids"]
     print(
         f"{a.task}: {a.n} examples, {a.shards} shards, {a.permutations} permutations -> {len(ids)} sequences "

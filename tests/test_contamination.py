@@ -5,8 +5,8 @@ import math
 
 import pytest
 
+from contamination.exchangeability import ContaminationArgs, examples, run, sharded_test
 from contamination.logprobs import logprob_one, logprobs_batched, windows
-from contamination.sharded_test import ContaminationArgs, examples, run, sharded_test
 from contamination.stat import pvalue_from_log, shard_sizes, split_shards, t_statistic
 from harness.cli.main import main
 from harness.core.errors import UserError

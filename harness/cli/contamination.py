@@ -26,7 +26,7 @@ def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
 
 
 def cmd_contamination_test(args: argparse.Namespace) -> None:
-    from contamination.sharded_test import ContaminationArgs, run
+    from contamination.exchangeability import ContaminationArgs, run
 
     test, result = run_test(ContaminationArgs, run, args)
     print(
@@ -89,8 +89,8 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
 
 
 def register(sub) -> None:
+    from contamination.exchangeability import ContaminationArgs
     from contamination.exposure_run import ExposureArgs
-    from contamination.sharded_test import ContaminationArgs
     from harness.core.settings import field_names, key_table
     from harness.grid.calibrate import CalibrateOptions
     from harness.grid.config import GridConfig

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from contamination import detectors
-from contamination.sharded_test import examples, sharded_test
+from contamination.exchangeability import examples, sharded_test
 from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError
