@@ -159,3 +159,28 @@ def test_bad_sources_are_refused_before_any_model_is_loaded(split_task, flags_, 
     command = f"contamination exposure --task my_splits --include-path {split_task} --base no/such-model "
     with pytest.raises(SystemExit, match=message):
         main((command + flags_.format(folder=split_task)).split())
+
+
+def test_a_tapt_task_offers_its_pool_as_the_suspect_split_and_reads_a_file_of_class_names(data_dir, tmp_path):
+    file = tmp_path / "mine.csv"
+    pd.DataFrame(
+        {"text": ["a fine film", "a dull film", "  "], "label": ["positive", "negative", "positive"]}
+    ).iloc[:2].to_csv(file, index=False)
+    sample = dict(task="rotten_tomatoes", data_dir=str(data_dir), suspect_split="train", suspect_n=12)
+    spec, docs, names = ExposureArgs(**sample, reference_file=str(file)).documents()
+    extra = docs[docs["split"] == "extra"]
+    assert list(extra["label"]) == [1, 0] and "a fine film" in extra["prompt"].iloc[0]
+    assert (docs["split"] == "test").sum() == 12 and names["test"] == "the train split (12 docs)"
+    with pytest.raises(
+        SystemExit, match="task tapt_rotten_tomatoes has no split 'test': its splits are \\['train'\\]"
+    ):
+        main(
+            f"contamination exposure --task rotten_tomatoes --data-dir {data_dir} --suspect-split test "
+            f"--reference-file {file}".split()
+        )
+    pd.DataFrame({"text": ["a film"], "label": ["great"]}).to_csv(file, index=False)
+    with pytest.raises(SystemExit, match="label 'great' is not one of \\['negative', 'positive'\\]"):
+        main(
+            f"contamination exposure --task rotten_tomatoes --data-dir {data_dir} --suspect-split train "
+            f"--reference-file {file}".split()
+        )
