@@ -12,7 +12,7 @@ import pandas as pd
 from harness.core import models, training
 from harness.core.settings import Settings, option
 from harness.tasks.prompts import PACK_SIZE
-from harness.tasks.spec import TaskSpec
+from harness.tasks.splits import Spec
 from tapt import output
 from tapt.corpus import TaptInput, prompt_sequences
 
@@ -105,7 +105,7 @@ class Prepared:
 
 
 def prepare(
-    spec: TaskSpec,
+    spec: Spec,
     docs: pd.DataFrame,
     settings: AdapterSettings,
     answers: bool,

@@ -104,7 +104,7 @@ def apply_filters(spec: TaskSpec, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
-    """Every violation of the TASKS.md invariants: columns, empty texts, labels 0..K-1 all present."""
+    """Every violation of a pool's invariants: columns, empty texts, labels 0..K-1 all present."""
     missing = [c for c in ("text", "label") if c not in df.columns]
     if missing:
         fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)

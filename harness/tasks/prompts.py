@@ -1,4 +1,5 @@
-"""The prompt layouts of PROMPTS.md; every stage (scoring, TAPT, contamination) uses these."""
+"""The zero-shot prompt layout of the tapt_* tasks (the study's): an instruction naming the classes and the
+question, the text, then "### Answer:"; every stage (scoring, TAPT, contamination) uses these."""
 
 from __future__ import annotations
 
@@ -27,11 +28,6 @@ def text_block(text: str) -> str:
 def zero_shot(spec: TaskSpec, text: str) -> str:
     """The zero-shot prompt without an answer; the answer is scored as ' <class name>'."""
     return f"{instruction(spec)}{text_block(text)}\n ### Answer:"
-
-
-def answered(spec: TaskSpec, text: str, label: int) -> str:
-    """The zero-shot prompt followed by its answer, exactly the continuation lm-eval scores for it."""
-    return zero_shot(spec, text) + ANSWER_DELIMITER + spec.classes[label]
 
 
 def packed(spec: TaskSpec, texts: list[str], labels: list[int] | None = None) -> str:

@@ -1,5 +1,5 @@
 """The documents of one subsample's splits, with the zero-shot prompt and the choices every stage
-reads: of a tapt_* task (its pool from its data, the prompt of PROMPTS.md) or of any lm-eval
+reads: of a tapt_* task (its pool from its data, the prompt of harness/tasks/prompts.py) or of any lm-eval
 multiple-choice task (its own docs and prompt)."""
 
 from __future__ import annotations
