@@ -135,10 +135,10 @@ def scores_of(path: str, peft: str | None, spec: Spec, docs: pd.DataFrame, args:
 
 def check(args: ExposureArgs) -> None:
     """Every input checked before any scoring: the models, the adapter's base, the tokenizers."""
-    models.check_base(args.base)
+    models.check_base(args.base, "--base")
     suspect = args.checkpoint or args.base
     if args.checkpoint:
-        models.check_base(args.checkpoint)
+        models.check_base(args.checkpoint, "--checkpoint")
         models.check_same_tokenizer(args.checkpoint, args.base)
     if args.peft:
         models.check_adapter_base(suspect, args.peft)

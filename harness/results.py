@@ -180,7 +180,15 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
                 "number; fix or delete that row"
             )
         df[col] = numbers
-    counts = df[[*conditions.PAIRED, *optional]].to_numpy(dtype=float) * n
+    accs = df[[*conditions.PAIRED, *optional]]
+    outside = (accs < 0) | (accs > 1)
+    if outside.any().any():
+        row, col = next((r, c) for c in accs.columns for r in range(len(accs)) if outside[c].iloc[r])
+        raise UserError(
+            f"{path}: row {row} (line {row + 2}), column {col!r}: accuracy {accs[col].iloc[row]} is outside "
+            "[0, 1]; fix or delete that row"
+        )
+    counts = accs.to_numpy(dtype=float) * n
     off = np.abs(counts - np.round(counts)) > 1e-6
     if off.any():
         row = int(np.argwhere(off)[0][0])

@@ -149,7 +149,7 @@ def record_of(run: Prepared) -> dict:
 def train_adapter(args: AdapterArgs) -> dict:
     """Train and save the adapter to args.out with its tapt.json; returns the record."""
     spec, docs = args.docs()
-    models.check_base(args.base)
+    models.check_base(args.base, "--base")
     with output.staged(Path(args.out), args.overwrite) as tmp:
         model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
         run = prepare(spec, docs, args, args.answers, args.seed, model, models.tokenizer(args.base), tmp)

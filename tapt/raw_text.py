@@ -125,7 +125,7 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
 def pretrain_text(args: TextArgs) -> dict:
     """Pretrain args.base on a split's raw texts and save a model dir (with tokenizer and tapt.json)."""
     spec, docs = args.docs()
-    models.check_base(args.base)
+    models.check_base(args.base, "--base")
     with output.staged(Path(args.out), args.overwrite) as tmp:
         trained = pretrain(args.base, raw_texts(docs, args.answers), args, args.seed, tmp)
         settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}

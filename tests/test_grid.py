@@ -180,6 +180,22 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
     assert not (tmp_path / "z").exists()  # refused before anything is written
 
 
+def test_a_config_that_cannot_run_is_refused_naming_the_key_or_flag_before_anything_is_written(
+    tmp_path, tiny_llama, tiny_bert, data_dir
+):
+    with pytest.raises(SettingsError, match="e.yaml: key 'tasks' is empty: name at least one task"):
+        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "e", tasks=[]))
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(SettingsError, match="file.yaml: key 'out' .*file is a file, not a folder"):
+        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "file"))
+    with pytest.raises(SettingsError, match="g.yaml: key 'base': .* is an encoder, and the zero_shot flow"):
+        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "g", base=str(tiny_bert)))
+    cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "h")
+    with pytest.raises(SystemExit, match="--base: base model 'no/such-model' not found"):
+        main(["run", "--config", str(cfg), "--base", "no/such-model"])
+    assert not any((tmp_path / d).exists() for d in "egh")
+
+
 def test_a_shipped_config_without_data_offline_names_the_data_dir_fix(monkeypatch, tmp_path):
     import datasets
 

@@ -85,3 +85,22 @@ def test_a_folder_without_results_is_refused_before_anything_is_written(tmp_path
     with pytest.raises(SystemExit, match="no accuracies.csv found"):
         main(["report", str(tmp_path), "--out", str(tmp_path / "r.html")])
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"foo": 1}', "expected an object with a non-empty list `fits`"),
+        ("[]", "expected an object with a non-empty list `fits`"),
+        ('{"fits": [{"m": 2}]}', "fits\\[0\\] lacks \\['n', 'effect', "),
+        ("{not json", "not the JSON of `analyze --out`"),
+    ],
+)
+def test_an_analysis_file_of_the_wrong_shape_is_refused_before_the_page_is_written(
+    tiny_grid, tmp_path, content, message
+):
+    (tmp_path / "fits.json").write_text(content)
+    page = tmp_path / "r.html"
+    with pytest.raises(SystemExit, match=f"--analysis {tmp_path / 'fits.json'}: .*{message}"):
+        main(["report", str(tiny_grid), "--analysis", str(tmp_path / "fits.json"), "--out", str(page)])
+    assert not page.exists()

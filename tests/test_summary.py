@@ -168,6 +168,11 @@ def test_bad_input(tmp_path):
     )
     with pytest.raises(UserError, match="row 1 \\(line 3\\), column 'extra': 'abc' is not a number"):
         collect(tmp_path)
+    (d / "accuracies.csv").write_text(  # a multiple of 1/10 that no accuracy can be
+        "base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.1,0.2,1.5,0,2,0.5\n"
+    )
+    with pytest.raises(UserError, match="row 1 \\(line 3\\), column 'test': accuracy 1.5 is outside \\[0, 1\\]"):
+        collect(tmp_path)
 
 
 def test_prediction_changes_count_documents_whose_class_moved(tmp_path):

@@ -161,7 +161,7 @@ def test_pretrain_text_saves_a_model_dir(which, request, data_dir, tmp_path):
     [
         ({"task": "no_such_task"}, "unknown task 'no_such_task'"),
         ({"split": "train"}, "split must be one of ('extra', 'test')"),
-        ({"base": "/nowhere/model"}, "base model '/nowhere/model' not found"),
+        ({"base": "/nowhere/model"}, "--base '/nowhere/model' not found"),
         ({"lr": 1e30, "quantize": "none"}, "training loss became"),
     ],
 )

@@ -20,8 +20,9 @@ def cmd_report(args: argparse.Namespace) -> None:
     if args.analysis:
         try:
             fits = json.loads(Path(args.analysis).read_text())
-        except (OSError, json.JSONDecodeError) as err:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
             raise UserError(f"--analysis {args.analysis}: not the JSON of `analyze --out` ({err})") from err
+        check_fits(fits, args.analysis)
     elif args.analyze:
         fitted = analysis.fits_of(df, analysis.AnalysisSettings(), str(root), progress=True)
         fits = {"results": str(root), "fits": [fit["record"] for _, _, fit in fitted]}
@@ -29,6 +30,23 @@ def cmd_report(args: argparse.Namespace) -> None:
     page = report.build(root, fits, df).encode()
     atomic_write(out, page)
     print(f"report: {out} ({len(page) / 1024:.0f} KiB)")
+
+
+FIT_KEYS = (  # what the report reads of each fit record of `analyze --out`
+    "m", "n", "effect", "beta_mean", "beta_hdi", "rhat_max", "divergences", "beta_ess_bulk",
+    "average_difference", "hdi_prob", "per_task",
+)  # fmt: skip
+
+
+def check_fits(fits, path: str) -> None:
+    """The shape of `analyze --out`'s JSON, checked before the page is written."""
+    fix = "pass the file written by `tapt-bench analyze RESULTS --out FILE`"
+    if not isinstance(fits, dict) or not isinstance(fits.get("fits"), list) or not fits["fits"]:
+        raise UserError(f"--analysis {path}: expected an object with a non-empty list `fits`; {fix}")
+    for i, fit in enumerate(fits["fits"]):
+        missing = [k for k in FIT_KEYS if k not in fit] if isinstance(fit, dict) else list(FIT_KEYS)
+        if missing:
+            raise UserError(f"--analysis {path}: fits[{i}] lacks {missing}; {fix}")
 
 
 def register(sub) -> None:

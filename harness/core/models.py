@@ -87,15 +87,16 @@ def resolve(model: str) -> str:
     return str(prepare(model)) if model in PACKAGES else model
 
 
-def check_base(base: str) -> None:
-    """A clear error, before any work, when `base` is neither a model dir nor loadable from the hub."""
+def check_base(base: str, what: str = "base model") -> None:
+    """A clear error, before any work, when `base` is neither a model dir nor loadable from the hub;
+    `what` names it as the user gave it (a flag, a key)."""
     from transformers import AutoConfig
 
     try:
         AutoConfig.from_pretrained(base)
     except (OSError, ValueError) as err:
         raise UserError(
-            f"base model {base!r} not found: not a local model dir and not loadable from the hub ({err})"
+            f"{what} {base!r} not found: not a local model dir and not loadable from the hub ({err})"
         ) from err
 
 
@@ -146,7 +147,16 @@ def check_adapter_base(pretrained: str, adapter: str) -> None:
     config = Path(adapter) / "adapter_config.json"
     if not config.is_file():
         raise UserError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
-    trained_on = json.loads(config.read_text()).get("base_model_name_or_path") or ""
+    try:
+        adapter_config = json.loads(config.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(
+            f"--peft {adapter}: {config.name} is not valid JSON ({type(err).__name__}: {err}); "
+            "re-save the adapter with save_pretrained"
+        ) from err
+    if not isinstance(adapter_config, dict):
+        raise UserError(f"--peft {adapter}: {config.name} is not a JSON object; re-save the adapter")
+    trained_on = adapter_config.get("base_model_name_or_path") or ""
     same = Path(trained_on).name == Path(pretrained.rstrip("/")).name or (
         Path(trained_on).exists()
         and Path(pretrained).exists()

@@ -83,6 +83,12 @@ class GridConfig(
             problem = f"must be {allowed}, got {self.conditions}"
             raise SettingsError(f"conditions {problem}", "conditions", problem)
         self.conditions = [c for c in conditions.ALL if c in self.conditions]
+        if not self.tasks:
+            problem = "is empty: name at least one task (see `tapt-bench tasks list`)"
+            raise SettingsError(f"tasks {problem}", "tasks", problem)
+        if Path(self.out).exists() and not Path(self.out).is_dir():
+            problem = f"{self.out} is a file, not a folder: name a folder for the results"
+            raise SettingsError(f"out {problem}", "out", problem)
         fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
         for slug, values in self.task_overrides.items():
             keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
@@ -173,12 +179,16 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         if err.key not in overrides:
             raise
         raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
+    where = flag("base") if "base" in overrides else f"{path}: key 'base'"  # as the user named it
     try:
         models.check_base(models.resolve(cfg.base))
     except UserError as err:
-        raise type(err)(
-            f"{path}: key 'base': {err}; name a local model dir, a hub id, or {SMOLLM2}"
-        ) from None
+        raise type(err)(f"{where}: {err}; name a local model dir, a hub id, or {SMOLLM2}") from None
+    if cfg.flow == "zero_shot" and not models.is_decoder(models.resolve(cfg.base)):
+        raise SettingsError(
+            f"{where}: {cfg.base} is an encoder, and the zero_shot flow scores prompts with a causal LM; "
+            "name a causal LM (e.g. SmolLM2-135M-Instruct) or set flow: classifier"
+        )
     for slug in cfg.slugs:
         try:
             spec = find_spec(slug, cfg.include_path)
