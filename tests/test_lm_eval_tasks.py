@@ -151,3 +151,44 @@ def test_a_copied_task_file_names_the_include_fix_and_tasks_new_writes_one_that_
     assert written["task"] == "tapt_my_task" and written["output_type"] == "multiple_choice"
     with pytest.raises(SystemExit, match="exists"):
         main(["tasks", "new", "my_task", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["my reviews"], "slug 'my reviews' is not valid: use lowercase letters, .* e.g. 'my_reviews'"),
+        (["MyReviews"], "slug 'MyReviews' is not valid: .* e.g. 'myreviews'"),
+        (["x/../../escaped"], "slug 'x/../../escaped' is not valid"),
+        (["ag_news"], "'ag_news' is a shipped task .*tapt_ag_news.yaml"),
+        (["fine", "--out", "{file}"], "--out .*a_file is a file; name a folder"),
+    ],
+)
+def test_tasks_new_refuses_a_bad_slug_a_shipped_task_or_an_out_file_and_writes_nothing(
+    tmp_path, argv, message
+):
+    (tmp_path / "a_file").write_text("")
+    out = tmp_path / "out"
+    argv = [a.format(file=tmp_path / "a_file") for a in argv]
+    with pytest.raises(SystemExit, match=message):
+        main(["tasks", "new", *argv, *([] if "--out" in argv else ["--out", str(out)])])
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_validate_flags_a_bad_slug_and_a_duplicate_of_a_shipped_task(tmp_path, data_dir, capsys):
+    main(["tasks", "new", "fine", "--out", str(tmp_path)])
+    text = (tmp_path / "tapt_fine.yaml").read_text()
+    (tmp_path / "tapt_fine.yaml").write_text(
+        text.replace("slug: fine", "slug: Fine").replace("tapt_fine", "tapt_Fine")
+    )
+    (tmp_path / "tapt_trec.yaml").write_text(text.replace("fine", "trec"))
+    with pytest.raises(SystemExit):
+        main(["tasks", "validate", str(tmp_path), "--data-dir", str(data_dir)])
+    shown = capsys.readouterr().out
+    assert "slug 'Fine' is not valid" in shown and "task tapt_trec is also the shipped" in shown
+
+
+def test_tasks_list_refuses_a_data_dir_that_does_not_exist(tmp_path):
+    with pytest.raises(
+        SystemExit, match="--data-dir .*missing \\(or \\$TAPT_BENCH_DATA_DIR\\): no such folder"
+    ):
+        main(["tasks", "list", "--data-dir", str(tmp_path / "missing")])

@@ -171,7 +171,9 @@ def test_bad_input(tmp_path):
     (d / "accuracies.csv").write_text(  # a multiple of 1/10 that no accuracy can be
         "base,extra,test,majority,num_classes,majority_all\n0.1,0.2,0.3,0,2,0.5\n0.1,0.2,1.5,0,2,0.5\n"
     )
-    with pytest.raises(UserError, match="row 1 \\(line 3\\), column 'test': accuracy 1.5 is outside \\[0, 1\\]"):
+    with pytest.raises(
+        UserError, match="row 1 \\(line 3\\), column 'test': accuracy 1.5 is outside \\[0, 1\\]"
+    ):
         collect(tmp_path)
 
 

@@ -19,12 +19,18 @@ def cmd_models_prepare(args: argparse.Namespace) -> None:
 
 
 def cmd_tasks_list(args: argparse.Namespace) -> None:
+    from harness.core.errors import UserError
     from harness.tasks.data import LOCAL_FILES, resolve_data_dir
     from harness.tasks.spec import load_task_config, spec_from_config, task_files
     from harness.tasks.subsample import DataSettings
 
     source = from_namespace(DataSettings, args)
     root = resolve_data_dir(source.data_dir)
+    if root is not None and not root.is_dir():
+        raise UserError(
+            f"--data-dir {root} (or $TAPT_BENCH_DATA_DIR): no such folder; name the folder that holds "
+            "<slug>/data.parquet files"
+        )
     print(f"{'task':38} {'classes':>7}  {'offline':7}  {'hub id':34} file")
     for slug, path in sorted(task_files(source.include_path).items()):
         spec = spec_from_config(load_task_config(path), str(path))
@@ -130,8 +136,17 @@ doc_to_choice: *classes
 
 def cmd_tasks_new(args: argparse.Namespace) -> None:
     from harness.core.errors import TaskError
-    from harness.tasks.spec import TEMPLATE
+    from harness.tasks.spec import TEMPLATE, check_slug, task_files
 
+    check_slug(args.slug, "tasks new")
+    shipped = task_files(())
+    if args.slug in shipped:
+        raise TaskError(
+            f"tasks new: {args.slug!r} is a shipped task ({shipped[args.slug]}); choose another slug, or "
+            "copy that file to change it under a new slug"
+        )
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise TaskError(f"tasks new: --out {args.out} is a file; name a folder to write the YAML in")
     path = Path(args.out) / f"tapt_{args.slug}.yaml"
     if path.exists():
         raise TaskError(f"{path} exists; choose another slug or --out, or edit that file")

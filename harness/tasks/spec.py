@@ -4,6 +4,7 @@ task YAMLs in the shipped folder and the user's include folders."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from harness.core.errors import TaskError
 TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks_yaml"  # the package shipped beside harness/
 TASK_PREFIX = "tapt_"
 TEMPLATE = "_template_yaml"  # what every tapt_* task includes
+SLUG = re.compile(r"[a-z][a-z0-9_]*")  # names the task (tapt_<slug>), its data folder and its results folder
 TASK_TAG = "tapt_tasks"  # set by _template_yaml: every task that includes it joins the tapt_all group
 
 
@@ -47,6 +49,7 @@ class TaskSpec:
         missing = [f for f in ("slug", "hub_id", "classes", "instruction") if not kwargs.get(f)]
         if missing:
             raise TaskError(f"{source}: dataset_kwargs is missing {missing}")
+        check_slug(str(kwargs["slug"]), source)
         kw = dict(kwargs)
         kw["classes"] = tuple(str(c) for c in kw["classes"])
         if isinstance(kw.get("text_field"), list):
@@ -94,6 +97,19 @@ def load_task_config(path: str | Path) -> dict[str, Any]:
             )
         merged.update(load_task_config(target))
     return merged | cfg
+
+
+def check_slug(slug: str, source: str) -> None:
+    """A slug is lowercase letters, digits and underscores, starting with a letter: it becomes a task
+    name, a file name and a folder name on every system."""
+    if not SLUG.fullmatch(slug):
+        suggestion = re.sub(r"[^a-z0-9_]+", "_", slug.lower()).strip("_") or "my_task"
+        if not suggestion[0].isalpha():
+            suggestion = "t_" + suggestion
+        raise TaskError(
+            f"{source}: slug {slug!r} is not valid: use lowercase letters, digits and underscores, starting "
+            f"with a letter (it names the task tapt_<slug> and its data folder), e.g. {suggestion!r}"
+        )
 
 
 def spec_from_config(cfg: dict[str, Any], source: str) -> TaskSpec:

@@ -9,7 +9,7 @@ from typing import Any
 from harness.core.errors import TaskError
 from harness.core.settings import pick
 from harness.tasks.data import load_pool
-from harness.tasks.spec import is_task, lm_eval_tasks, load_task_config, spec_from_config
+from harness.tasks.spec import is_task, lm_eval_tasks, load_task_config, spec_from_config, task_files
 from harness.tasks.subsample import SampleSettings, draw
 
 EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside TaskConfig
@@ -69,6 +69,11 @@ def problems(path: Path, sample: SampleSettings) -> list[str]:
         spec = spec_from_config(cfg, str(path))
     except TaskError as err:
         return found + [str(err)]
+    shipped = task_files(())
+    if spec.slug in shipped and path.resolve() != shipped[spec.slug].resolve():
+        found.append(
+            f"{path}: task {spec.task_name} is also the shipped {shipped[spec.slug]}; rename its slug"
+        )
     try:
         pool = load_pool(spec, sample.data_dir)
     except TaskError as err:
