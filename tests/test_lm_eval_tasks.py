@@ -192,3 +192,12 @@ def test_tasks_list_refuses_a_data_dir_that_does_not_exist(tmp_path):
         SystemExit, match="--data-dir .*missing \\(or \\$TAPT_BENCH_DATA_DIR\\): no such folder"
     ):
         main(["tasks", "list", "--data-dir", str(tmp_path / "missing")])
+
+
+def test_a_task_whose_yaml_does_not_parse_is_named_with_its_parse_error(tmp_path):
+    (tmp_path / "tapt_mine.yaml").write_text("task: tapt_mine\ndataset_kwargs: [unclosed\n")
+    with pytest.raises(
+        SystemExit,
+        match="unknown task 'mine'.*\n.*unreadable, and it may be the task: .*tapt_mine.yaml: malformed YAML",
+    ):
+        main(["tasks", "show", "--task", "mine", "--include-path", str(tmp_path)])

@@ -169,6 +169,18 @@ def task_files(include_path: Sequence[str] = ()) -> dict[str, Path]:
     return found
 
 
+def unreadable(include_path: Sequence[str] = ()) -> list[TaskError]:
+    """The errors of the YAMLs in the task folders that cannot be read (task_files skips them)."""
+    found = []
+    for folder in task_folders(include_path):
+        for path in sorted(folder.glob("*.yaml")):
+            try:
+                load_task_config(path)
+            except TaskError as err:
+                found.append(err)
+    return found
+
+
 def task_path(task: str, include_path: Sequence[str] = ()) -> Path:
     """YAML path of a task given as slug, task name or path."""
     if task.endswith(".yaml"):
@@ -177,9 +189,10 @@ def task_path(task: str, include_path: Sequence[str] = ()) -> Path:
     slug = task.removeprefix(TASK_PREFIX)
     if slug not in files:
         folders = ", ".join(map(str, task_folders(include_path)))
+        broken = "".join(f"\n  unreadable, and it may be the task: {err}" for err in unreadable(include_path))
         raise TaskError(
             f"unknown task {task!r}: no task YAML with `task: {TASK_PREFIX}{slug}` in {folders}; "
-            f"add its folder with --include-path (known: {', '.join(sorted(files))})"
+            f"add its folder with --include-path (known: {', '.join(sorted(files))}){broken}"
         )
     return files[slug]
 
