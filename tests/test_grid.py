@@ -233,3 +233,24 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(tiny_grid, tmp_path, t
     grid_run.run(load_config(cfg))  # the same command resumes; here in this process, saving a start-up
     for got, want in zip(grid_tables(tmp_path / "killed"), grid_tables(tiny_grid)):
         pd.testing.assert_frame_equal(got, want)
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_run_ends_in_one_line_with_exit_130_and_keeps_the_finished_units(
+    tmp_path, tiny_llama, data_dir
+):
+    cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "interrupted")
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    logs = tmp_path / "interrupted" / MODEL_DIR / "logs"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:  # mid-unit: unit 1's extra adapter trained
+        if any("ag_news subsample 1: train_extra done" in p.read_text() for p in logs.glob("*.log")):
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and err.rstrip().splitlines()[-1].startswith("tapt-bench: interrupted;")
+    done = sorted(p.name for p in (tmp_path / "interrupted" / TINY_GRID_DIR / "units").glob("*.json"))
+    assert done == ["0.json"]

@@ -33,5 +33,12 @@ def main(argv: list[str] | None = None) -> None:
         args.func(args)
     except UserError as err:
         sys.exit(f"tapt-bench: error: {err}")
+    except KeyboardInterrupt:  # Ctrl-C: what finished was written atomically; say so in one line
+        print(
+            "\ntapt-bench: interrupted; everything that finished before it is kept (a grid's finished units, "
+            "a finished adapter), nothing half-written is; the same command resumes",
+            file=sys.stderr,
+        )
+        sys.exit(130)
     except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
