@@ -241,7 +241,8 @@ def test_ctrl_c_mid_run_ends_in_one_line_with_exit_130_and_keeps_the_finished_un
 ):
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "interrupted")
     cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = tmp_path / "stderr.txt"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr.open("w"))
     logs = tmp_path / "interrupted" / MODEL_DIR / "logs"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:  # mid-unit: unit 1's extra adapter trained
@@ -249,7 +250,8 @@ def test_ctrl_c_mid_run_ends_in_one_line_with_exit_130_and_keeps_the_finished_un
             break
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    err = stderr.read_text()
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.rstrip().splitlines()[-1].startswith("tapt-bench: interrupted;")
     done = sorted(p.name for p in (tmp_path / "interrupted" / TINY_GRID_DIR / "units").glob("*.json"))
