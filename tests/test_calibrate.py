@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import tiny_grid_config
+from helpers import tiny_grid_config
 
 from contamination import detectors
 from contamination.exposure import condition_tests

@@ -12,7 +12,7 @@ import warnings
 import pandas as pd
 import pytest
 import torch
-from conftest import grid_tables, write_grid_config
+from helpers import grid_tables, write_grid_config
 
 from harness.core.errors import SettingsError, UserError
 from harness.grid import config as grid_config

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import planted
 from transformers import LlamaForCausalLM
 
 from contamination import doc_scores
@@ -33,47 +34,10 @@ def test_permutation_pvalue_matches_brute_force_enumeration():
     assert result["ci_low"] < observed < result["ci_high"]
 
 
-class Planted(LlamaForCausalLM):
-    """A tiny Llama that memorised some prompts: on a row that is one of them, it raises the logit of
-    each next token of the prompt's own text by `bonus`, and with `answers`, the first token of the
-    prompt's answer where the answer starts. Every other row's logits are the base's, bit for bit."""
-
-    memorised: dict = {}
-    bonus = 4.0
-
-    def forward(self, input_ids=None, attention_mask=None, **kw):
-        out = super().forward(input_ids=input_ids, attention_mask=attention_mask, **kw)
-        if kw.get("past_key_values") is not None:
-            return out  # continuation passes: the answer's first token is boosted in the context pass
-        for b, row in enumerate(input_ids):
-            length = int(attention_mask[b].sum()) if attention_mask is not None else len(row)
-            plan = self.memorised.get(tuple(row[:length].tolist()))
-            if plan is None:
-                continue
-            start, answer = plan
-            for t in range(start, length - 1):
-                out.logits[b, t, row[t + 1]] += self.bonus
-            if answer is not None:
-                out.logits[b, length - 1, answer] += self.bonus
-        return out
-
-
 @pytest.fixture(scope="module")
 def docs(data_dir):
     spec, docs, _ = ExposureArgs(task="rotten_tomatoes", n=N, m=4, data_dir=str(data_dir)).documents()
     return spec, docs
-
-
-def planted(tiny_llama, tokenizer, spec, docs, answers: bool):
-    model = Planted.from_pretrained(tiny_llama).eval()
-    test = docs[docs["split"] == "test"]
-    prompts = [tokenizer(p)["input_ids"] for p in docs["prompt"]]
-    start = doc_scores.shared_prefix(prompts)  # the instruction every prompt shares is not memorised
-    model.memorised = {}
-    for prompt, label in zip(test["prompt"], test["label"]):
-        ctx, cont = loglik.encode_pair(tokenizer, prompt, " " + spec.classes[label])
-        model.memorised[tuple(ctx)] = (start, cont[0] if answers else None)
-    return model
 
 
 @pytest.fixture(scope="module")

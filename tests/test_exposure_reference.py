@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from test_exposure import planted
+from helpers import planted
 
 from contamination import doc_scores
 from contamination.exposure import exposure_test, flags, shifted, verdict

@@ -10,8 +10,8 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import TINY_GRID_DIR, grid_tables
-from conftest import tiny_grid_config as config
+from helpers import TINY_GRID_DIR, grid_tables
+from helpers import tiny_grid_config as config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import write_grid_config, write_plain_tasks
+from helpers import write_grid_config, write_plain_tasks
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError

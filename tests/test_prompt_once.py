@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import write_plain_tasks
 from lm_eval.api.instance import Instance
 from lm_eval.evaluator import evaluate
 from lm_eval.models.huggingface import HFLM
@@ -18,7 +19,6 @@ from harness.scoring.lm_eval_registration import NAME
 from harness.scoring.prompt_once import PromptOnceLM
 from harness.tasks.lm_eval_spec import find_task
 from harness.tasks.spec import lm_eval_tasks
-from tests.conftest import write_plain_tasks
 
 TOL = 1e-4  # the bound on a log-likelihood difference in float32
 

@@ -9,8 +9,8 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import grid_tables
-from conftest import tiny_grid_config as config
+from helpers import grid_tables
+from helpers import tiny_grid_config as config
 
 from harness.cli.main import main
 from harness.grid import config as grid_config

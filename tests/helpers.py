@@ -1,0 +1,146 @@
+"""Helpers the tests share (fixtures are in conftest.py): grid configs on the tiny Llama, the tables a
+grid run leaves, two plain lm-eval tasks, and a tiny Llama that memorised chosen prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from transformers import LlamaForCausalLM
+
+from contamination import doc_scores
+from harness.core import loglik
+
+TINY_GRID_DIR = "m4/n6/tiny/ag_news"  # the task dir of tiny_grid_config's runs
+
+
+def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
+    """A grid config file named after its output dir, for the grid tests of both flows."""
+    path = tmp_path / f"{out.name}.yaml"
+    path.write_text(json.dumps({**cfg, "out": str(out)}))
+    return path
+
+
+def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path, **extra) -> Path:
+    """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples, the four conditions
+    and the exposure test (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
+    cfg = {
+        "base": str(tiny_llama),
+        "model_tag": "tiny",
+        "tasks": ["ag_news"],
+        "m": 4,
+        "n": 6,
+        "subsamples": 3,
+        "conditions": ["base", "extra", "test", "leak"],
+        "exposure": True,
+        "quantize": "none",
+        "lr": 0.01,
+        "batch_size": 4,
+        "eval_batch_size": 8,
+        "data_dir": str(data_dir),
+        **extra,
+    }
+    return write_grid_config(tmp_path, out, cfg)
+
+
+def grid_tables(out: Path, task_dir: str = TINY_GRID_DIR):
+    """The two tables a grid run leaves in a task dir: accuracies.csv and probabilities.parquet."""
+    import pandas as pd
+
+    d = out / task_dir
+    return pd.read_csv(d / "accuracies.csv"), pd.read_parquet(d / "probabilities.parquet")
+
+
+def write_plain_tasks(folder: Path, data_dir: Path, rows: int = 240) -> Path:
+    """Two plain lm-eval multiple-choice tasks over local JSONL files, neither in the tapt_* form:
+    `my_reviews` (rotten_tomatoes: fixed choices, the gold a string) and `my_questions` (trec: three
+    choices per question, drawn per doc, the gold an integer index; with a training split)."""
+    import numpy as np
+    import pandas as pd
+
+    from harness.tasks.spec import load_spec
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pool = pd.read_parquet(data_dir / "rotten_tomatoes" / "data.parquet")  # sorted by label: take both
+    reviews = pd.concat([pool[pool["label"] == y].iloc[: rows // 2] for y in (0, 1)]).sample(
+        frac=1, random_state=0
+    )
+    reviews.assign(sentiment=reviews["label"].map({0: "negative", 1: "positive"})).drop(
+        columns="label"
+    ).to_json(folder / "reviews.jsonl", orient="records", lines=True)
+    classes = load_spec("trec").classes
+    rng = np.random.default_rng(0)
+    questions = []
+    for text, label in (
+        pd.read_parquet(data_dir / "trec" / "data.parquet").iloc[: 2 * rows].itertuples(index=False)
+    ):
+        options = [classes[label], *rng.choice([c for c in classes if c != classes[label]], 2, replace=False)]
+        order = rng.permutation(3)
+        questions.append(
+            {"question": text, "options": [options[i] for i in order], "answer": int(np.argmin(order))}
+        )
+    for name, part in (("questions_test", questions[:rows]), ("questions_train", questions[rows:])):
+        pd.DataFrame(part).to_json(folder / f"{name}.jsonl", orient="records", lines=True)
+    (folder / "my_reviews.yaml").write_text(
+        "task: my_reviews\n"
+        "dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {folder / 'reviews.jsonl'}\n"
+        "output_type: multiple_choice\n"
+        "test_split: test\n"
+        'doc_to_text: "Review: {{text}}\\nSentiment:"\n'
+        "doc_to_choice: [negative, positive]\n"
+        'doc_to_target: "{{sentiment}}"\n'
+        "metric_list:\n  - metric: acc\n  - metric: acc_norm\n"
+    )
+    (folder / "my_questions.yaml").write_text(
+        "task: my_questions\n"
+        "dataset_path: json\n"
+        "dataset_kwargs:\n  data_files:\n"
+        f"    test: {folder / 'questions_test.jsonl'}\n    train: {folder / 'questions_train.jsonl'}\n"
+        "output_type: multiple_choice\n"
+        "training_split: train\n"
+        "test_split: test\n"
+        'description: "Name the type of thing each question asks for.\\n\\n"\n'
+        'doc_to_text: "Question: {{question}}\\nAnswer type:"\n'
+        "doc_to_choice: options\n"
+        "doc_to_target: answer\n"
+        "metric_list:\n  - metric: acc\n"
+    )
+    return folder
+
+
+class Planted(LlamaForCausalLM):
+    """A tiny Llama that memorised some prompts: on a row that is one of them, it raises the logit of
+    each next token of the prompt's own text by `bonus`, and with `answers`, the first token of the
+    prompt's answer where the answer starts. Every other row's logits are the base's, bit for bit."""
+
+    memorised: dict = {}
+    bonus = 4.0
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        out = super().forward(input_ids=input_ids, attention_mask=attention_mask, **kw)
+        if kw.get("past_key_values") is not None:
+            return out  # continuation passes: the answer's first token is boosted in the context pass
+        for b, row in enumerate(input_ids):
+            length = int(attention_mask[b].sum()) if attention_mask is not None else len(row)
+            plan = self.memorised.get(tuple(row[:length].tolist()))
+            if plan is None:
+                continue
+            start, answer = plan
+            for t in range(start, length - 1):
+                out.logits[b, t, row[t + 1]] += self.bonus
+            if answer is not None:
+                out.logits[b, length - 1, answer] += self.bonus
+        return out
+
+
+def planted(tiny_llama, tokenizer, spec, docs, answers: bool):
+    model = Planted.from_pretrained(tiny_llama).eval()
+    test = docs[docs["split"] == "test"]
+    prompts = [tokenizer(p)["input_ids"] for p in docs["prompt"]]
+    start = doc_scores.shared_prefix(prompts)  # the instruction every prompt shares is not memorised
+    model.memorised = {}
+    for prompt, label in zip(test["prompt"], test["label"]):
+        ctx, cont = loglik.encode_pair(tokenizer, prompt, " " + spec.classes[label])
+        model.memorised[tuple(ctx)] = (start, cont[0] if answers else None)
+    return model
