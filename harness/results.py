@@ -140,21 +140,38 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
             f"merge: {empty} hold(s) no finished unit (expected {UNITS}); is it a shard's output dir?"
         )
     check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
-    touched = set()
-    for src in sources:
-        in_place = Path(src).resolve() == Path(dest).resolve()
+    chosen: dict[Path, Path] = {}  # unit (relative) -> the file it is copied from: every clash first
+    for src in [dest, *sources] if Path(dest).exists() else sources:
         for path in sorted(Path(src).glob(UNITS)):
             rel = path.relative_to(src)
-            target = Path(dest) / rel
-            if not in_place:
-                if target.exists() and target.read_bytes() != path.read_bytes():
-                    raise UserError(f"unit {rel} differs between {src} and {dest}; the shards disagree")
-                atomic_write(target.with_suffix(".parquet"), path.with_suffix(".parquet").read_bytes())
-                atomic_write(target, path.read_bytes())
-            touched.add(target.parent.parent)
+            first = chosen.setdefault(rel, path)
+            if not same_unit(first, path):
+                raise UserError(
+                    f"merge: unit {rel} differs between {first} and {path} (not only in its timings): the "
+                    "shards disagree; merge shards of one run, or delete the unit you do not trust"
+                )
+    touched = set()
+    for rel, path in chosen.items():
+        target = Path(dest) / rel
+        if path.resolve() != target.resolve():
+            atomic_write(target.with_suffix(".parquet"), path.with_suffix(".parquet").read_bytes())
+            atomic_write(target, path.read_bytes())
+        touched.add(target.parent.parent)
     for tdir in sorted(touched):
         rebuild(tdir)
     return sorted(touched)
+
+
+def same_unit(a: Path, b: Path) -> bool:
+    """Two records of one unit agree: the same numbers and settings (timings may differ), and the same
+    per-example probabilities."""
+    if a.read_bytes() == b.read_bytes():
+        return True
+    ja, jb = ({k: v for k, v in json.loads(p.read_text()).items() if k != "seconds"} for p in (a, b))
+    if ja != jb:
+        return False
+    pa, pb = (pd.read_parquet(p.with_suffix(".parquet")) for p in (a, b))
+    return pa.equals(pb)
 
 
 # ---- reading -----------------------------------------------------------------------------------------

@@ -122,6 +122,30 @@ def test_merge_refuses_shards_run_with_other_settings_and_missing_folders(tiny_g
         main(["merge", str(tmp_path / "empty"), "--out", str(tmp_path / "merged")])
 
 
+def test_merge_takes_overlapping_units_that_differ_only_in_timings_and_names_the_shards_that_disagree(
+    tiny_grid, tmp_path
+):
+    retimed, odd = tmp_path / "retimed", tmp_path / "odd"
+    for copy in (retimed, odd):
+        shutil.copytree(tiny_grid, copy)
+    unit = retimed / TINY_GRID_DIR / "units" / "1.json"
+    record = json.loads(unit.read_text())
+    record["seconds"] = {k: v + 1.0 for k, v in record["seconds"].items()}  # another run's timings
+    unit.write_text(json.dumps(record))
+    merge([tiny_grid, retimed], tmp_path / "merged")  # the same numbers: accepted
+    for got, want in zip(grid_tables(tmp_path / "merged"), grid_tables(tiny_grid)):
+        pd.testing.assert_frame_equal(got, want)
+    unit = odd / TINY_GRID_DIR / "units" / "2.json"
+    record = json.loads(unit.read_text())
+    record["test"] = 1.0 - record["test"]
+    unit.write_text(json.dumps(record))
+    with pytest.raises(
+        SystemExit, match=f"unit {TINY_GRID_DIR}/units/2.json differs between .*full/.* and {odd}"
+    ):
+        main(["merge", str(tiny_grid), str(odd), "--out", str(tmp_path / "merged2")])
+    assert not (tmp_path / "merged2").exists()  # nothing half-merged is left
+
+
 def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path, tiny_llama, data_dir):
     out = tmp_path / "out"
     grid_run.run(
