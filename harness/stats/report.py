@@ -133,7 +133,7 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
     )
     caption = (
         "Per task, in accuracy points: means over subsamples, one-sided paired permutation p-values "
-        "(H1: the effect is > 0) with Benjamini-Hochberg adjustment; bold: p_BH <= 0.05. Ordered by bias; "
+        f"(H1: the effect is > 0) with Benjamini-Hochberg adjustment; bold: p_BH <= {summary.ALPHA}. Ordered by bias; "
         "click a header to sort. " + summary.DETECTABLE_METHOD
     )
     fig = figure(
@@ -182,7 +182,7 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
         rows.append(row)
     caption = (
         "Exposure test: the share of units whose model the two-sample test (test vs extra documents, "
-        "each model against base, one-sided permutation p <= 0.05) finds to have seen the test split's "
+        f"each model against base, one-sided permutation p <= {summary.ALPHA}) finds to have seen the test split's "
         "text and its labels, beside the task's bias and leak."
     )
     return "<h3>Exposure test</h3>" + table(headers, rows, caption)
