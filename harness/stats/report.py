@@ -133,8 +133,8 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
     )
     caption = (
         "Per task, in accuracy points: means over subsamples, one-sided paired permutation p-values "
-        f"(H1: the effect is > 0) with Benjamini-Hochberg adjustment; bold: p_BH <= {summary.ALPHA}. Ordered by bias; "
-        "click a header to sort. " + summary.DETECTABLE_METHOD
+        f"(H1: the effect is > 0) with Benjamini-Hochberg adjustment; bold: p_BH <= {summary.ALPHA}. "
+        "Ordered by bias; click a header to sort. " + summary.DETECTABLE_METHOD
     )
     fig = figure(
         plots.png(plots.task_effects(sorted(tasks, key=lambda t: t["bias_mean"]))),
@@ -182,8 +182,8 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
         rows.append(row)
     caption = (
         "Exposure test: the share of units whose model the two-sample test (test vs extra documents, "
-        f"each model against base, one-sided permutation p <= {summary.ALPHA}) finds to have seen the test split's "
-        "text and its labels, beside the task's bias and leak."
+        f"each model against base, one-sided permutation p <= {summary.ALPHA}) finds to have seen the test "
+        "split's text and its labels, beside the task's bias and leak."
     )
     return "<h3>Exposure test</h3>" + table(headers, rows, caption)
 
