@@ -176,14 +176,18 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
             points(t.get("bias_mean", np.nan)),
             points(t.get("leak_mean", np.nan)),
         ]
+        shown = {c: {"text": s[c]["text"], "label": summary.label_share(s[c])} for c in conds if c in s}
         row += [
-            (f"{s[c][w]:.0%}", s[c][w]) if c in s else ("-", -1) for c in conds for w in ("text", "label")
+            (f"{shown[c][w]:.0%}", shown[c][w]) if c in s else ("-", -1)
+            for c in conds
+            for w in ("text", "label")
         ]
         rows.append(row)
     caption = (
         "Exposure test: the share of units whose model the two-sample test (test vs extra documents, "
         f"each model against base, one-sided permutation p <= {summary.ALPHA}) finds to have seen the test "
-        "split's text and its labels, beside the task's bias and leak."
+        "split's text and its labels (for test and leak: the twin label statistic, each model's margins on "
+        "the text it read against the extra model's), beside the task's bias and leak."
     )
     return "<h3>Exposure test</h3>" + table(headers, rows, caption)
 

@@ -201,6 +201,12 @@ def exposure_shares(tests: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def label_share(cond_shares: dict[str, float]) -> float:
+    """The labels' share a condition is read by: the twin statistic where the unit had one (a model that
+    read test, against the extra model on the text it read), else the single-model margin."""
+    return cond_shares.get("label_twin", cond_shares["label"])
+
+
 def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     """One line per task: its bias (and leak) beside the share of units whose TAPT models were seen
     to have read the test text and its labels."""
@@ -218,7 +224,7 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
         t = effects.get((s["m"], s["n"], s["model"], s["task"]), {})
         bias, leak = (f"{100 * t[k]:+7.2f}" if k in t else f"{'-':>7}" for k in ("bias_mean", "leak_mean"))
         cells = "".join(
-            f" | {s[c]['text']:11.0%} {s[c]['label']:5.0%}" if c in s else f" | {'-':>11} {'-':>5}"
+            f" | {s[c]['text']:11.0%} {label_share(s[c]):5.0%}" if c in s else f" | {'-':>11} {'-':>5}"
             for c in tapt
         )
         lines.append(f"  {s['task']:34} {bias} {leak}{cells}   ({s['units']} units, m={s['m']} n={s['n']})")
@@ -226,6 +232,7 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
     lines.append(
         "  (extra's own adapter is flagged for extra's text in "
         + (", ".join(extra_seen) if extra_seen else "no task")
-        + ": the test's other side)"
+        + ": the test's other side; labels of test and leak: the twin statistic, each model's margins on "
+        "the text it read against the extra model's)"
     )
     return "\n".join(lines)
