@@ -68,12 +68,17 @@ def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
     )
 
 
+def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
+    """The config's finished units in a task dir (a folder may hold more subsamples than it asks for)."""
+    return {k: u for k, u in sorted(results.finished(tdir).items()) if k < cfg.subsamples}
+
+
 def unit_rows(cfg: GridConfig, mode: str) -> list[dict]:
     """Every detector's p-value for every finished unit and condition of one mode's grid."""
     rows = []
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
-        for k, unit in sorted(results.finished(grid_run.task_dir(cfg, spec.slug)).items()):
+        for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
             record = unit["exposure"]
             docs = subsample_docs(spec, cfg, k)
             text = {
@@ -98,7 +103,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
         tdir = grid_run.task_dir(cfg, spec.slug)
-        for k in sorted(results.finished(tdir)):
+        for k in units_of(cfg, tdir):
             test_docs = subsample_docs(spec, cfg, k)[conditions.TEST]
             for cond in cfg.conditions:
                 model = base
