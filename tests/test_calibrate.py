@@ -104,6 +104,9 @@ def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
     )
     assert "exposure text" in shown and "false positives" in shown and "calibration.json" in shown
     assert (out / "padding" / "m4" / "n6" / "tiny" / "ag_news" / "accuracies.csv").is_file()
+    main(f"contamination calibrate --config {config} --modes padding --subsamples 1".split())  # no training
+    fewer = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
+    assert fewer["loss (uncalibrated)"]["false_positive"]["models"] == 2  # subsample 0's base and extra
     main(["report", str(out / "padding")])  # one mode's grid: its page carries the detectors' table
     page = (out / "padding" / "report.html").read_text()
     assert "<h2>Detector error rates</h2>" in page and "exposure label (twin)" in page
