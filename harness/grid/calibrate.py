@@ -94,7 +94,7 @@ def unit_rows(cfg: GridConfig, mode: str) -> list[dict]:
 
 def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cache_path: Path) -> list[dict]:
     """The exchangeability test's p-value of both formats for every unit's models (kept adapters),
-    cached by (mode, task, subsample, condition, format)."""
+    cached by (mode, task, subsample, condition, format, shards, permutations)."""
     from peft import PeftModel
 
     cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
@@ -110,11 +110,19 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
                 if cond != conditions.BASE:
                     model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}")
                 for fmt in FORMATS:
-                    key = f"{mode}/{spec.slug}/{k}/{cond}/{fmt}"
+                    key = f"{mode}/{spec.slug}/{k}/{cond}/{fmt}/shards{opts.shards}/perms{opts.permutations}"
                     if key not in cache:
                         items = examples(spec, test_docs, fmt)
                         res = sharded_test(
-                            model.eval(), tokenizer, items, opts.shards, opts.permutations, 1024, 512, 0, 16
+                            model.eval(),
+                            tokenizer,
+                            items,
+                            opts.shards,
+                            opts.permutations,
+                            context_len=1024,  # the study's windows, as `contamination test` defaults
+                            stride=512,
+                            seed=0,
+                            batch_size=16,
                         )
                         cache[key] = res["pval"]
                         results.write_json(cache_path, cache)
