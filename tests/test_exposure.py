@@ -129,7 +129,7 @@ def test_bad_inputs_are_refused_before_scoring(tiny_llama, tiny_bert, data_dir, 
     with pytest.raises(SystemExit, match="was trained on 'org/other-model'"):
         exposure_cli(tiny_llama, data_dir, "--peft", str(adapter))
     (adapter / "adapter_config.json").write_text("{not json")
-    with pytest.raises(SystemExit, match="adapter_config.json is not valid JSON .*re-save the adapter"):
+    with pytest.raises(SystemExit, match="adapter_config.json: not valid JSON .*re-save the adapter"):
         exposure_cli(tiny_llama, data_dir, "--peft", str(adapter))
     with pytest.raises(SystemExit, match="is an encoder; pass --format raw"):
         exposure_cli(tiny_bert, data_dir, "--uncalibrated")

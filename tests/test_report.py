@@ -91,9 +91,9 @@ def test_a_folder_without_results_is_refused_before_anything_is_written(tmp_path
     "content, message",
     [
         ('{"foo": 1}', "expected an object with a non-empty list `fits`"),
-        ("[]", "expected an object with a non-empty list `fits`"),
+        ("[]", "a JSON object was expected, got list"),
         ('{"fits": [{"m": 2}]}', "fits\\[0\\] lacks \\['n', 'effect', "),
-        ("{not json", "not the JSON of `analyze --out`"),
+        ("{not json", "not valid JSON .*analyze RESULTS --out FILE"),
     ],
 )
 def test_an_analysis_file_of_the_wrong_shape_is_refused_before_the_page_is_written(

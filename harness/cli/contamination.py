@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.errors import UserError
+from harness.core.errors import read_json_object
 from harness.core.settings import from_namespace
 
 
@@ -38,15 +38,8 @@ def cmd_contamination_test(args: argparse.Namespace) -> None:
 def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
     from contamination.stat import pvalue_from_log
 
-    try:
-        log = json.loads(Path(args.log).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(
-            f"{args.log}: not a JSON test log ({type(err).__name__}: {err}); pass the .json file "
-            "written by `contamination test --out` or a study log"
-        ) from err
-    if not isinstance(log, dict):
-        raise UserError(f"{args.log}: a test log is a JSON object, got {type(log).__name__}")
+    fix = "pass the .json file written by `contamination test --out` or a study log"
+    log = read_json_object(args.log, f"{args.log} (a test log)", fix)
     pval = pvalue_from_log(log, args.log)
     print(json.dumps({"pval": pval}) if args.json else f"pval {pval:.10g}")
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.errors import UserError
+from harness.core.errors import UserError, read_json_object
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -18,10 +17,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     df = collect(root)  # a clear error for a folder without results, before anything is written
     fits = None
     if args.analysis:
-        try:
-            fits = json.loads(Path(args.analysis).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise UserError(f"--analysis {args.analysis}: not the JSON of `analyze --out` ({err})") from err
+        fits = read_json_object(args.analysis, f"--analysis {args.analysis}", FIX_ANALYSIS)
         check_fits(fits, args.analysis)
     elif args.analyze:
         fitted = analysis.fits_of(df, analysis.AnalysisSettings(), str(root), progress=True)
@@ -38,10 +34,13 @@ FIT_KEYS = (  # what the report reads of each fit record of `analyze --out`
 )  # fmt: skip
 
 
-def check_fits(fits, path: str) -> None:
+FIX_ANALYSIS = "pass the file written by `tapt-bench analyze RESULTS --out FILE`"
+
+
+def check_fits(fits: dict, path: str) -> None:
     """The shape of `analyze --out`'s JSON, checked before the page is written."""
-    fix = "pass the file written by `tapt-bench analyze RESULTS --out FILE`"
-    if not isinstance(fits, dict) or not isinstance(fits.get("fits"), list) or not fits["fits"]:
+    fix = FIX_ANALYSIS
+    if not isinstance(fits.get("fits"), list) or not fits["fits"]:
         raise UserError(f"--analysis {path}: expected an object with a non-empty list `fits`; {fix}")
     for i, fit in enumerate(fits["fits"]):
         missing = [k for k in FIT_KEYS if k not in fit] if isinstance(fit, dict) else list(FIT_KEYS)

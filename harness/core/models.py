@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, read_json_object
 from harness.core.settings import Settings, option
 
 CACHE_ENV = "TAPT_BENCH_CACHE"
@@ -142,20 +142,11 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
 
 def check_adapter_base(pretrained: str, adapter: str) -> None:
     """The adapter must have been trained on `pretrained` (same path, or the same model name)."""
-    import json
-
     config = Path(adapter) / "adapter_config.json"
     if not config.is_file():
         raise UserError(f"--peft {adapter}: no adapter_config.json there; is it a PEFT adapter dir?")
-    try:
-        adapter_config = json.loads(config.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(
-            f"--peft {adapter}: {config.name} is not valid JSON ({type(err).__name__}: {err}); "
-            "re-save the adapter with save_pretrained"
-        ) from err
-    if not isinstance(adapter_config, dict):
-        raise UserError(f"--peft {adapter}: {config.name} is not a JSON object; re-save the adapter")
+    what, fix = f"--peft {adapter}: {config.name}", "re-save the adapter with save_pretrained"
+    adapter_config = read_json_object(config, what, fix)
     trained_on = adapter_config.get("base_model_name_or_path") or ""
     same = Path(trained_on).name == Path(pretrained.rstrip("/")).name or (
         Path(trained_on).exists()
