@@ -71,7 +71,7 @@ def test_lm_eval_hook_names_the_metadata_fix_when_the_pool_is_too_small(data_dir
 
 def test_contamination_pvalue_on_a_binary_file(tmp_path):
     (tmp_path / "log.json").write_bytes(bytes(range(256)))
-    with pytest.raises(SystemExit, match="log.json: not a JSON test log"):
+    with pytest.raises(SystemExit, match="log.json \\(a test log\\): not valid JSON"):
         main(["contamination", "pvalue", str(tmp_path / "log.json")])
 
 
