@@ -103,12 +103,12 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         return spec, docs, names
 
     def sources(self, spec: Spec) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
-        sub = None if self.suspect_split else subsample_docs(spec, self, self.subsample)
         if self.suspect_split:
             suspect = documents.split_docs(spec, self.suspect_split, self.data_dir)
             suspect_name = f"the {self.suspect_split} split"
         else:
-            suspect, suspect_name = sub["test"], f"test (subsample {self.subsample}, n {self.n})"
+            suspect = subsample_docs(spec, self, self.subsample)["test"]
+            suspect_name = f"test (subsample {self.subsample}, n {self.n})"
         suspect = documents.sample(suspect, self.suspect_n, self.seed, f"--suspect-n ({suspect_name})")
         if self.reference_file:
             reference, reference_name = documents.file_docs(spec, self.reference_file), self.reference_file

@@ -200,7 +200,8 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
     accs = df[[*conditions.PAIRED, *optional]]
     outside = (accs < 0) | (accs > 1)
     if outside.any().any():
-        row, col = next((r, c) for c in accs.columns for r in range(len(accs)) if outside[c].iloc[r])
+        row, j = np.argwhere(outside.to_numpy())[0]
+        col = accs.columns[j]
         raise UserError(
             f"{path}: row {row} (line {row + 2}), column {col!r}: accuracy {accs[col].iloc[row]} is outside "
             "[0, 1]; fix or delete that row"

@@ -66,14 +66,12 @@ def cmd_contamination_exposure(args: argparse.Namespace) -> None:
 
 def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     from contamination.detectors import format_rates
-    from harness.core.settings import field_names
-    from harness.grid import config
+    from harness.cli.run import grid_config
     from harness.grid.calibrate import CalibrateOptions, calibrate
     from harness.results import CALIBRATION
 
     opts = from_namespace(CalibrateOptions, args)
-    overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}
-    cfg = config.load_config(opts.config, overrides)
+    cfg = grid_config(opts.config, args)
     result = calibrate(cfg, opts)
     print(format_rates(result["rates"]))
     if len({r["task"] for r in result["rates_by_task"]}) > 1:
@@ -84,7 +82,8 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
 def register(sub) -> None:
     from contamination.exchangeability import ContaminationArgs
     from contamination.exposure_run import ExposureArgs
-    from harness.core.settings import field_names, key_table
+    from harness.cli.run import config_key_flags
+    from harness.core.settings import key_table
     from harness.grid.calibrate import CalibrateOptions
     from harness.grid.config import GridConfig
 
@@ -109,9 +108,7 @@ def register(sub) -> None:
         GridConfig,
         epilog="config keys (each also a flag, which overrides the file's value):\n" + key_table(GridConfig),
     )
-    for action in p._actions:  # a config key's flag counts only when given; else the file's value stays
-        if action.dest in field_names(GridConfig):
-            action.default = argparse.SUPPRESS
+    config_key_flags(p)
     command(
         cont,
         "test",

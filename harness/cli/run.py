@@ -59,13 +59,29 @@ class RunOptions(Settings):
         return i, count
 
 
+def grid_config(config_path: str, args: argparse.Namespace):
+    """The grid config of a command that takes --config and every config key as a flag (given flags win)."""
+    from harness.grid import config
+
+    overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}
+    return config.load_config(config_path, overrides)
+
+
+def config_key_flags(p) -> None:
+    """A config key's flag counts only when given; else the file's value stays."""
+    from harness.grid.config import GridConfig
+
+    for action in p._actions:
+        if action.dest in field_names(GridConfig):
+            action.default = argparse.SUPPRESS
+
+
 def cmd_run(args: argparse.Namespace) -> None:
-    from harness.grid import config, run
+    from harness.grid import run
     from harness.grid.workers import run_workers
 
     opts = from_namespace(RunOptions, args)
-    overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}
-    cfg = config.load_config(opts.config, overrides)
+    cfg = grid_config(opts.config, args)
     shard = opts.shard_pair()
     if opts.workers > 1:
         run_workers(args.argv, cfg, shard, opts.workers, opts.overwrite)
@@ -138,9 +154,7 @@ def register(sub) -> None:
         "(input paths in the file resolve against its folder, `out` against the current one):\n"
         + key_table(GridConfig),
     )
-    for action in p._actions:  # a config key's flag counts only when given; else the file's value stays
-        if action.dest in field_names(GridConfig):
-            action.default = argparse.SUPPRESS
+    config_key_flags(p)
 
     p = command(sub, "merge", cmd_merge, "combine the finished units of shard outputs and rebuild the tables")
     p.add_argument("sources", nargs="+", help="output dirs of the shards")

@@ -15,6 +15,7 @@ from harness.core.errors import TaskError
 from harness.core.settings import option
 from harness.tasks import prompts
 from harness.tasks.data import load_pool
+from harness.tasks.documents import rendered
 from harness.tasks.lm_eval_spec import LmEvalSpec, load_lm_eval_spec
 from harness.tasks.spec import TaskSpec, load_spec
 from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw, draw_eval, stratified_counts
@@ -106,11 +107,7 @@ def subsample_docs(spec: Spec, sample: SampleSettings, subsample: int) -> dict[s
     out = {}
     for split in SPLITS:
         rows = sub.rows(split)
-        docs = pool.iloc[rows].assign(row=rows).reset_index(drop=True)
-        out[split] = docs.assign(
-            prompt=[prompts.zero_shot(spec, t) for t in docs["text"]],
-            choices=[list(spec.classes)] * len(docs),
-        )
+        out[split] = rendered(spec, pool.iloc[rows].assign(row=rows).reset_index(drop=True))
     return out
 
 
