@@ -29,6 +29,8 @@ from harness.stats.bayes import cell_data
 class BayesBenchArgs(FitSettings):
     """The cell to fit and the variants to compare (the first is the baseline)."""
 
+    SMOKE = {"chains": 1, "draws": 20, "tune": 20, "variants": ["study/pymc", "fast/nutpie"]}
+
     results: str = option("../shared/reference/accuracies/bert_gpt2", "results dir in the study's layout")
     m: int = option(100, "the cell's m")
     n: int = option(500, "the cell's n")

@@ -31,6 +31,7 @@ class UnitBenchArgs(SplitSettings, TextSettings, ClassifierSettings):
     """One unit's data and the study's training settings."""
 
     MINIMUM = {"repeats": 1}
+    SMOKE = {"m": 8, "n": 8, "repeats": 1, "clf_epochs": 1.0, "pretrain_epochs": 1.0}
 
     task: str = option("ag_news", "task of the unit")
     m: int = option(50, "labeled train size")

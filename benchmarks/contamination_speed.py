@@ -23,6 +23,8 @@ from harness.core.settings import option, parse_script
 class SpeedArgs(ContaminationArgs):
     """The test's settings in the study's shard shape (2 examples per shard, 50 permutations)."""
 
+    SMOKE = {"n": 8, "shards": 4, "permutations": 2}
+
     task: str = option("ag_news", "task whose labeled test subsample is scored")
     m: int = option(4, "train size of the subsample (only sets which rows are test)")
     n: int = option(32, "examples scored")

@@ -31,6 +31,8 @@ TASKS = (
 class SpeedArgs(SampleSettings):
     """The tasks, the scoring batch and the repeats."""
 
+    SMOKE = {"tasks": "trec", "n": 4, "repeats": 1}
+
     base: str = option(models.SMOLLM2, "model dir or embedded default")
     tasks: str = option(TASKS, "comma-separated task slugs (the demo's three first)")
     n: int = option(32, "test docs scored per task (subsample 0)")

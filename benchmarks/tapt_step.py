@@ -30,6 +30,7 @@ class StepBenchArgs(SplitSettings, ModelSettings):
     """Which data and model the step is timed on."""
 
     MINIMUM = {"batch_size": 1, "repeats": 1}
+    SMOKE = {"n": 8, "batch_size": 2, "repeats": 1}
 
     task: str = option("ag_news", "task whose extra split gives the batch")
     batch_size: int = option(8, "training batch size")

@@ -1,11 +1,16 @@
 """lm-eval hooks for the tapt_* tasks: the `custom_dataset` loader.
 
 lm-eval calls it with the task's `metadata` (including `--metadata` and `--model_args`) and its
-`dataset_kwargs` (the task's facts) merged into keyword arguments. Importing it changes nothing in
-the lm-eval process: a bad setting is raised as an error whose message names the fix.
+`dataset_kwargs` (the task's facts) merged into keyword arguments. A bad setting is raised as an
+error whose message names the fix. lm_eval's CLI catches no task error, so importing this module
+changes one thing in its process: an uncaught UserError prints its message alone, without the
+traceback through lm-eval (TAPT_BENCH_TRACEBACK=1 shows it). Code that calls lm-eval and catches
+the error sees it as before.
 """
 
 import dataclasses
+import os
+import sys
 
 import datasets
 
@@ -16,6 +21,21 @@ from harness.tasks.splits import SplitSettings, subsample_docs
 
 FACTS = {f.name for f in dataclasses.fields(TaskSpec)}
 METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
+
+
+def _print_user_errors(previous):
+    def hook(kind, error, traceback):
+        if issubclass(kind, UserError) and not os.environ.get("TAPT_BENCH_TRACEBACK"):
+            print(f"lm_eval: error: {error}", file=sys.stderr)
+        else:
+            previous(kind, error, traceback)
+
+    hook.tapt_bench = True
+    return hook
+
+
+if not getattr(sys.excepthook, "tapt_bench", False):
+    sys.excepthook = _print_user_errors(sys.excepthook)
 
 
 def load_docs(**kwargs) -> datasets.DatasetDict:
@@ -29,8 +49,9 @@ def load_docs(**kwargs) -> datasets.DatasetDict:
         docs = subsample_docs(spec, sample, sample.subsample)
     except UserError as err:
         what = f"--metadata {err.key!r} {err.problem}" if getattr(err, "key", None) else str(err)
+        what = what if what.startswith(f"task {spec.task_name}") else f"task {spec.task_name}: {what}"
         raise type(err)(
-            f"task {spec.task_name}: {what}\n(lm_eval sets the subsample with --metadata, e.g. "
+            f"{what}\n(lm_eval sets the subsample with --metadata, e.g. "
             f'--metadata \'{{"data_dir": "DIR", "m": 50, "n": 50, "subsample": 0}}\'; now {given})'
         ) from None
     return datasets.DatasetDict(

@@ -324,3 +324,16 @@ def test_the_text_output_names_the_tasks_whose_hdi_excludes_zero():
     assert (
         analysis.tasks_excluding_zero(none) == "m=100 n=500 bias: tasks whose eq.12 89% HDI excludes 0: none"
     )
+
+
+def test_analyze_meta_is_a_subcommand_and_analyze_results_is_short_for_analyze_fit(capsys):
+    from harness.cli.analyze import with_subcommand
+    from harness.cli.main import parser
+
+    shortcut = ["analyze", "results/x", "--m", "8"]
+    assert with_subcommand(shortcut) == ["analyze", "fit", "results/x", "--m", "8"]
+    args = parser().parse_args(["analyze", "meta", "results/x", "--slices", "3"])
+    assert (args.func.__name__, args.results, args.slices) == ("analyze_meta", "results/x", 3)
+    with pytest.raises(SystemExit):
+        parser().parse_args(["analyze", "fit", "results/x", "--slices", "3"])  # a meta-analysis key
+    assert "unrecognized arguments: --slices 3" in capsys.readouterr().err

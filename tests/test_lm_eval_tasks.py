@@ -201,3 +201,37 @@ def test_a_task_whose_yaml_does_not_parse_is_named_with_its_parse_error(tmp_path
         match="unknown task 'mine'.*\n.*unreadable, and it may be the task: .*tapt_mine.yaml: malformed YAML",
     ):
         main(["tasks", "show", "--task", "mine", "--include-path", str(tmp_path)])
+
+
+def test_a_group_named_as_a_task_and_a_task_with_empty_texts_are_refused_before_a_run_writes(
+    plain, tmp_path, tiny_llama, data_dir, capsys
+):
+    """A group is not a task (named as one in a run, and validated as a file); a task whose every
+    document's text is empty has nothing for TAPT to read (run and validate alike)."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "group.yaml").write_text("group: my_group\ntask: [my_reviews, my_questions]\n")
+    rows = [json.loads(line) for line in (plain / "reviews.jsonl").read_text().splitlines()]
+    (tasks / "blank.jsonl").write_text("".join(json.dumps({**r, "text": " "}) + "\n" for r in rows))
+    (tasks / "my_blank.yaml").write_text(
+        (plain / "my_reviews.yaml")
+        .read_text()
+        .replace("my_reviews", "my_blank")
+        .replace(str(plain / "reviews.jsonl"), str(tasks / "blank.jsonl"))
+        .replace('"Review: {{text}}\\nSentiment:"', '"{{text}}"')
+    )
+    out = tmp_path / "out"
+    cfg = {"base": str(tiny_llama), "include_path": [str(plain), str(tasks)], "m": 8, "n": 6}
+    for task, message in (
+        ("my_group", "task 'my_group' is an lm-eval group, not a task: .*name each of its subtasks"),
+        ("my_blank", "task my_blank: every evaluation doc's text .* is empty.*point doc_to_text"),
+    ):
+        config = write_grid_config(tmp_path, out, {**cfg, "tasks": [task]})
+        with pytest.raises(SystemExit, match=message):
+            main(["run", "--config", str(config), "--data-dir", str(data_dir)])
+        assert not out.exists()
+    for path in (tasks, tasks / "group.yaml"):  # a folder's groups are skipped; a group named is refused
+        with pytest.raises(SystemExit):
+            main(["tasks", "validate", str(path), "--m", "8", "--n", "6"])
+    shown = capsys.readouterr().out
+    assert "group.yaml: a group YAML (group: my_group)" in shown and "my_blank: every evaluation doc" in shown

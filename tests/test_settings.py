@@ -164,3 +164,26 @@ def test_no_command_prints_bitsandbytes_optional_kernel_hint(capsys):
 
     assert logging.getLogger("bitsandbytes.backends.cpu.ops").getEffectiveLevel() >= logging.ERROR
     assert "kernels-community" not in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_lm_eval_command_prints_a_bad_metadata_setting_alone(data_dir):
+    """lm_eval's CLI catches no task error: the hook prints ours as one message, no traceback."""
+    import subprocess
+    import sys
+
+    from harness.tasks.spec import TASKS_DIR
+
+    for metadata, message in (
+        ({"data_dir": str(data_dir), "split": "dev"}, "--metadata 'split' must be one of"),
+        ({"data_dir": str(data_dir), "n": "8"}, "--metadata 'n' must be an integer, got '8'"),
+    ):
+        argv = [*f"-m lm_eval --model dummy --tasks tapt_trec --include_path {TASKS_DIR}".split()]
+        done = subprocess.run(
+            [sys.executable, *argv, "--metadata", json.dumps(metadata)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert f"lm_eval: error: task tapt_trec: {message}" in done.stderr

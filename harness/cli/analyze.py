@@ -7,22 +7,25 @@ import json
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.errors import UserError
 from harness.core.settings import from_namespace
+
+SUBCOMMANDS = ("fit", "meta")
+
+
+def with_subcommand(argv: list[str]) -> list[str]:
+    """`analyze RESULTS` is short for `analyze fit RESULTS` (the command the study's users know)."""
+    if argv[:1] == ["analyze"] and len(argv) > 1 and argv[1] not in (*SUBCOMMANDS, "-h", "--help"):
+        return ["analyze", "fit", *argv[1:]]
+    return argv
 
 
 def cmd_analyze(args: argparse.Namespace) -> None:
-    """`analyze RESULTS` fits every selected cell and effect; `analyze meta RESULTS` runs the
-    meta-analysis."""
-    if args.what[0] == "meta":
-        return analyze_meta(args)
-    if len(args.what) != 1:
-        raise UserError(f"analyze takes one results dir (or `meta RESULTS`), got {args.what}")
+    """`analyze fit RESULTS` (or `analyze RESULTS`) fits every selected cell and effect."""
     from harness.results import collect
     from harness.stats import analysis, checks, plots
 
     s = from_namespace(analysis.AnalysisSettings, args)
-    source = args.what[0]
+    source = args.results
     fits, found = [], []
     for label, d, fit in analysis.fits_of(collect(source), s, source, progress=not s.json):
         fits.append(fit)
@@ -59,13 +62,9 @@ def analyze_meta(args: argparse.Namespace) -> None:
         meta_analysis,
     )
 
-    if len(args.what) != 2:
-        raise UserError(
-            f"usage: tapt-bench analyze meta RESULTS --m M --n N [--slices S], got {args.what[1:]}"
-        )
     s = from_namespace(MetaAnalysisSettings, args)
     s.check_meta_analysis()
-    source = args.what[1]
+    source = args.results
     df = collect(source)
     ((m, n, rows),) = analysis.cells_of(df, s, source)
     for effect in analysis.effects_of(s):
@@ -95,24 +94,33 @@ def cmd_simulate_pca(args: argparse.Namespace) -> None:
 
 
 def register(sub) -> None:
+    from harness.stats.analysis import AnalysisSettings
     from harness.stats.meta_analysis import MetaAnalysisSettings
     from harness.stats.pca_simulation import PcaSettings
 
-    p = command(
-        sub,
+    analyze = sub.add_parser(
         "analyze",
+        help="the hierarchical Bayesian model (`analyze RESULTS` is `analyze fit RESULTS`)",
+        description="`analyze fit RESULTS` (or `analyze RESULTS`): the model per cell; "
+        "`analyze meta RESULTS`: the meta-analysis",
+    ).add_subparsers(dest="action", required=True)
+    results = "a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv"
+    fit = command(
+        analyze,
+        "fit",
         cmd_analyze,
-        "the hierarchical Bayesian model per (m, n) cell and effect; "
-        "`analyze meta RESULTS --m M --n N` for the meta-analysis of single-subsample slices",
+        "the hierarchical Bayesian model per (m, n) cell and effect",
+        AnalysisSettings,
+    )
+    fit.add_argument("results", metavar="RESULTS", help=results)
+    meta = command(
+        analyze,
+        "meta",
+        analyze_meta,
+        "the meta-analysis of single-subsample slices of one cell (--m, --n)",
         MetaAnalysisSettings,
     )
-    p.add_argument(
-        "what",
-        nargs="+",
-        metavar="[meta] RESULTS",
-        help="a results dir in the layout "
-        "m<m>/n<n>/<model>/<task>/accuracies.csv; `meta RESULTS` for the meta-analysis",
-    )
+    meta.add_argument("results", metavar="RESULTS", help=results)
 
     simulate = sub.add_parser("simulate", help="simulations").add_subparsers(dest="action", required=True)
     command(

@@ -13,11 +13,11 @@ from harness.core.errors import UserError
 def parser() -> argparse.ArgumentParser:
     from transformers import HfArgumentParser
 
-    from harness.cli import analyze, contamination, report, run, tasks, train
+    from harness.cli import analyze, contamination, methods, report, run, tasks, train
 
     top = argparse.ArgumentParser(prog="tapt-bench", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
-    for group in (tasks, train, run, analyze, contamination, report):
+    for group in (tasks, train, run, methods, analyze, contamination, report):
         group.register(sub)
     return top
 
@@ -27,8 +27,11 @@ def main(argv: list[str] | None = None) -> None:
     # hint for 4-bit CPU training that this offline tool cannot act on, and it would open every
     # command's output
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    from harness.cli.analyze import with_subcommand
+
+    argv = with_subcommand(list(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.argv = argv
     try:
         args.func(args)
     except UserError as err:

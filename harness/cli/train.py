@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 from harness.cli.parsing import command
+from harness.core.errors import UserError
 from harness.core.settings import from_namespace
 
 
@@ -17,12 +18,43 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     train = from_namespace(AdapterArgs, args)
     train.base = resolve(train.base)
+    if args.method != "prompt-tapt":
+        return train_method(args, train)
     rec = train_adapter(train)
     print(
         f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
         f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step"
     )
     model_args = f"pretrained={train.base},peft={Path(train.out).resolve()}"
+    print(
+        "evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train, model_args)
+    )
+
+
+def train_method(args: argparse.Namespace, train) -> None:
+    """`train --method NAME`: another method on the same split, its settings from --method-settings."""
+    from harness.core.errors import read_json_object
+    from tapt import methods
+    from tapt.methods.single import adapt_and_save
+
+    method = methods.find(args.method)
+    if "zero_shot" not in method.flows:
+        raise UserError(
+            f"--method {method.name} serves the flow(s) {list(method.flows)}; train runs zero_shot"
+        )
+    given = json.loads(args.method_settings) if args.method_settings.strip().startswith("{") else None
+    if given is None:
+        given = read_json_object(
+            args.method_settings, "--method-settings", "give a JSON object or a file of one"
+        )
+    settings = method.configured(given, "--method-settings")
+    rec, peft = adapt_and_save(train, method, settings)
+    print(
+        f"{method.name}: {train.out}  "
+        + "  ".join(f"{k} {rec[k]}" for k in ("steps", "final_loss") if k in rec)
+    )
+    out = Path(train.out).resolve()
+    model_args = f"pretrained={train.base},peft={out}" if peft else f"pretrained={out}"
     print(
         "evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train, model_args)
     )
@@ -77,13 +109,20 @@ def register(sub) -> None:
     from tapt.adapter import AdapterArgs
     from tapt.raw_text import TextArgs
 
-    command(
+    p = command(
         sub,
         "train",
         cmd_train,
-        "TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts",
+        "TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts (or adapt with --method)",
         AdapterArgs,
     )
+    p.add_argument(
+        "--method",
+        default="prompt-tapt",
+        help="the adaptation method (`tapt-bench methods list`); another than prompt-tapt reads its "
+        "settings from --method-settings, and of the flags above only the split's, the base's and quantize",
+    )
+    p.add_argument("--method-settings", default="{}", help="its settings: a JSON object, or a file of one")
     command(
         sub,
         "pretrain-text",

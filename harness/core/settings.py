@@ -204,13 +204,22 @@ def parser(*classes: type, **kw):
 
 
 def parse_script(cls: type[S], doc: str | None, argv: list[str] | None = None) -> S:
-    """A script's settings from its command line; a bad value exits with the flag named."""
+    """A script's settings from its command line; a bad value exits with the flag named. A class with a
+    `SMOKE` dict gets `--smoke`: those values as defaults, a run that only shows the script works."""
     import argparse
     import sys
 
-    namespace = parser(cls, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(
-        argv
-    )
+    p = parser(cls, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    smoke = getattr(cls, "SMOKE", None)
+    if smoke is not None:
+        p.add_argument(
+            "--smoke",
+            action="store_true",
+            help=f"the smoke size {smoke}: checks the script runs; its figures mean nothing",
+        )
+        if p.parse_known_args(argv)[0].smoke:
+            p.set_defaults(**smoke)  # flags given explicitly still win
+    namespace = p.parse_args(argv)
     try:
         return from_namespace(cls, namespace)
     except UserError as err:

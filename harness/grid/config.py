@@ -15,11 +15,22 @@ from contamination.exposure_run import ExposureSettings
 from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, ModelSettings
-from harness.core.settings import against, field_names, fingerprint, flag, from_mapping, merged, option
+from harness.core.settings import (
+    Settings,
+    against,
+    field_names,
+    fingerprint,
+    flag,
+    from_mapping,
+    merged,
+    option,
+    pick,
+)
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.splits import draw_rows, find_spec
 from harness.tasks.subsample import SampleSettings
+from tapt import methods
 from tapt.adapter import AdapterSettings
 from tapt.raw_text import TextSettings
 
@@ -53,6 +64,15 @@ class GridConfig(
         list(conditions.PAIRED),
         f"conditions scored per unit; add {conditions.LEAK} for TAPT on test's prompts with their answers "
         "(planted labeled contamination: a positive control for the bias)",
+    )
+    method: str | None = option(
+        None,
+        "the adaptation method audited: a built-in (`tapt-bench methods list`), an installed entry point, "
+        "package.module:attr or path/to/file.py:attr (default: the flow's study method, prompt-tapt or "
+        "raw-text, whose settings are this config's own keys); another method's units go to <model>+<method>",
+    )
+    method_settings: dict[str, dict] = option(
+        {}, "settings of another method, {method: {key: value}} (`tapt-bench methods show NAME` lists them)"
     )
     exposure: bool = option(
         False,
@@ -99,6 +119,20 @@ class GridConfig(
                     "such as clf_epochs"
                 )
                 raise SettingsError(f"task_overrides {problem}", "task_overrides", problem)
+        method = self.adaptation()
+        if self.flow not in method.flows:
+            problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
+            raise SettingsError(f"method {problem}", "method", problem)
+        unused = sorted(set(self.method_settings) - {method.name})
+        if unused:
+            problem = f"names {unused}, which this run does not use (method: {method.name})"
+            raise SettingsError(f"method_settings {problem}", "method_settings", problem)
+        if self.is_study_method() and self.method_settings:
+            problem = (
+                f"{method.name}'s settings are this config's own keys (epochs, lr, ...), not method_settings"
+            )
+            raise SettingsError(f"method_settings {problem}", "method_settings", problem)
+        self.settings_of(method)  # checks them
         for cell in self.cell_configs():  # checks the form of each cell
             if self.exposure:
                 try:
@@ -122,9 +156,29 @@ class GridConfig(
         """These settings with the task's overrides applied (checked like any settings)."""
         return dataclasses.replace(self, **self.task_overrides.get(slug, {}))
 
+    def adaptation(self) -> methods.Method:
+        """The method this run audits (the flow's study method by default)."""
+        return methods.find(self.method or methods.for_flow(self.flow))
+
+    def is_study_method(self) -> bool:
+        return self.adaptation().name == methods.for_flow(self.flow)
+
+    def settings_of(self, method: methods.Method, slug: str | None = None) -> Settings:
+        """The method's settings: the study method's from this config's keys (with the task's
+        overrides), another's from method_settings."""
+        if method.name == methods.for_flow(self.flow):
+            return method.settings(**pick(self.for_task(slug) if slug else self, method.settings))
+        try:
+            return method.configured(self.method_settings.get(method.name), method.name)
+        except SettingsError as err:
+            raise SettingsError(f"method_settings {err}", "method_settings", str(err)) from None
+
     @property
     def tag(self) -> str:
-        return self.model_tag or Path(self.base.rstrip("/")).name
+        """The results folder of the model: the base's name, with `+method` for a method other than
+        the flow's study method (the analysis reads it as the LM type)."""
+        name = self.model_tag or Path(self.base.rstrip("/")).name
+        return name if self.is_study_method() else f"{name}+{self.adaptation().name}"
 
     @property
     def slugs(self) -> list[str]:
@@ -143,6 +197,13 @@ class GridConfig(
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
             del out["exposure"], out["text_score"]
+        del out["method"], out["method_settings"]
+        if not self.is_study_method():  # another method: its name and settings, not the study's keys
+            method = self.adaptation()
+            for key in set(field_names(AdapterSettings)) - {"quantize", "fallback_lora"}:  # the base's
+                out.pop(key, None)
+            out["method"] = method.name
+            out["method_settings"] = dataclasses.asdict(self.settings_of(method))
         return out
 
     def settings_hash(self) -> str:
@@ -200,7 +261,8 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
             for cell in cfg.cell_configs():
                 draw_rows(spec, cell, 0)
         except UserError as err:
-            raise type(err)(f"{path}: task {slug!r}: {err}") from err
+            named = slug in str(err)  # most task errors name their task already
+            raise type(err)(f"{path}: {err}" if named else f"{path}: task {slug!r}: {err}") from err
     return cfg
 
 

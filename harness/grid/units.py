@@ -6,6 +6,7 @@ pretraining, then a classification head fine-tuned on train)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -24,9 +25,7 @@ from harness.grid.config import GridConfig
 from harness.scoring import classifier, zero_shot
 from harness.tasks.splits import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
-from tapt import adapter, output
-from tapt.corpus import raw_texts
-from tapt.raw_text import pretrain
+from tapt import methods, output
 
 log = logging.getLogger("tapt_bench.grid")
 
@@ -76,10 +75,19 @@ def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False
         raise
 
 
+def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
+    """The documents a condition adapts on: its split's, with the gold labels only for the leak (the
+    column is absent otherwise, so that a method cannot read it)."""
+    split, answers = conditions.TAPT[cond]
+    return docs[split] if answers else docs[split].drop(columns="label")
+
+
 def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> Unit:
-    """Score base, then train and score one adapter per TAPT condition, detaching each after use."""
+    """Score base, then adapt (the config's method) and score once per condition, restoring the base
+    after each."""
     base, tokenizer = loaded_base(cfg)
-    settings = adapter.AdapterSettings(**pick(cfg, adapter.AdapterSettings))
+    method = cfg.adaptation()
+    settings = cfg.settings_of(method, spec.slug)
     metadata = {**pick(cfg, SampleSettings), "subsample": k, "split": conditions.TEST}
     task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
     tdir = results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, spec.slug)
@@ -101,48 +109,48 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
     scored = {conditions.BASE: zero_shot.score(zero_shot.scorer(base, tokenizer, cfg.eval_batch_size), task)}
     lap(f"score_{conditions.BASE}")
     expose(conditions.BASE, base)
-    for cond in cfg.conditions[1:]:  # extra, test (and leak): each trains an adapter on its split's prompts
+    for cond in cfg.conditions[1:]:  # extra, test (and leak): each adapts on its split's documents
         split, answers = conditions.TAPT[cond]
-        with tempfile.TemporaryDirectory() as work:  # the Trainer's scratch dir
-            run = adapter.prepare(spec, docs[split], settings, answers, cfg.seed, base, tokenizer, Path(work))
-            run.trainer.train()
-        rec = {
-            **pick(settings, adapter.AdapterSettings),
-            "split": split,
-            "answers": answers,
-            **adapter.record_of(run),
-        }
+        with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
+            inputs = methods.Inputs(
+                base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path(work)
+            )
+            adapted = method.run(inputs)
+        rec = {**dataclasses.asdict(settings), "split": split, "answers": answers, **adapted.record}
         training[cond] = {key: v for key, v in rec.items() if key != "rows"}
-        if keep_adapters:
+        if keep_adapters and hasattr(adapted.model, "save_pretrained"):
             with output.staged(tdir / "adapters" / f"{k}_{cond}", overwrite=True) as tmp:
-                run.trainer.model.save_pretrained(tmp)
+                adapted.model.save_pretrained(tmp)
                 output.write_record(tmp, {"kind": "adapter", "task": spec.slug, "subsample": k, **rec})
         lap(f"train_{cond}")
-        scored[cond] = zero_shot.score(
-            zero_shot.scorer(run.trainer.model, tokenizer, cfg.eval_batch_size), task
-        )
+        scored[cond] = zero_shot.score(zero_shot.scorer(adapted.model, tokenizer, cfg.eval_batch_size), task)
         lap(f"score_{cond}")
-        expose(cond, run.trainer.model)
-        base = run.trainer.model.unload()  # detach the adapter: the same base serves the next one
+        expose(cond, adapted.model)
+        base = adapted.base()  # the adaptation undone: the same base serves the next condition
     _LOADED[base_key(cfg)] = base, tokenizer
     return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
 
 
 def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
-    """Fine-tune a classifier on train from the base LM, then from the LM pretrained on the raw texts
-    of extra, then on those of test (then, for leak, on test's texts each followed by its class name)."""
+    """Fine-tune a classifier on train from the base LM, then from the LM the method adapted on extra's
+    texts, then on test's (then, for leak, on test's texts with their class names)."""
     settings = cfg.for_task(spec.slug)
+    method = cfg.adaptation()
+    method_settings = cfg.settings_of(method, spec.slug)
     unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
     seconds, training, scored, exposed = {}, {}, {}, {}
     for cond in cfg.conditions:
         clock = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
             backbone = models.resolve(cfg.base)
-            if cond != conditions.BASE:  # TAPT on the split's texts, never train's; labels only for the leak
-                split, answers = conditions.TAPT[cond]
-                texts = raw_texts(docs[split], answers)
-                training[f"pretrain_{cond}"] = pretrain(backbone, texts, settings, unit_seed, Path(work))
-                backbone = work
+            if (
+                cond != conditions.BASE
+            ):  # adapted on the split's texts, never train's; labels only for the leak
+                inputs = methods.Inputs(
+                    backbone, None, spec, split_docs(docs, cond), method_settings, unit_seed, Path(work)
+                )
+                adapted = method.run(inputs)
+                training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model
             if cfg.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
                 masked = not models.is_decoder(backbone)
                 lm, tok = models.load_scoring_model(backbone, masked=masked)

@@ -39,9 +39,15 @@ def _manager(include_path: tuple[str, ...], defaults: bool):
 
 def find_task(name: str, include_path: Sequence[str] = ()):
     """lm-eval's loaded task `name`: from the include folders first (fast), else lm-eval's own tasks
-    (indexing those takes seconds); None where neither has it."""
+    (indexing those takes seconds); None where neither has it. A group or tag is a TaskError."""
     for defaults in (False, True) if include_path else (True,):
         manager = _manager(tuple(map(str, include_path)), defaults)
+        if name in manager.all_groups or name in manager.all_tags:
+            kind = "group" if name in manager.all_groups else "tag"
+            raise TaskError(
+                f"task {name!r} is an lm-eval {kind}, not a task: the design scores one multiple-choice "
+                f"task at a time; name each of its subtasks instead (`lm_eval ls tasks` lists them)"
+            )
         if name in manager.all_subtasks:
             loaded = manager.load([name])
             return loaded["tasks"][name] if "tasks" in loaded else loaded[name]
@@ -113,7 +119,14 @@ class LmEvalSpec:
 
 @cache
 def _pool(spec: LmEvalSpec) -> pd.DataFrame:
-    return spec.frame(spec.task.eval_docs)
+    pool = spec.frame(spec.task.eval_docs)
+    if not pool["text"].str.strip().any():
+        raise TaskError(
+            f"task {spec.task_name}: every evaluation doc's text (doc_to_text: "
+            f"{spec.task.config.doc_to_text!r}) is empty, so TAPT has nothing to read; point doc_to_text "
+            "at the column that holds the input"
+        )
+    return pool
 
 
 @cache
@@ -138,11 +151,10 @@ def _load(name: str, include_path: tuple[str, ...]) -> LmEvalSpec | None:
     task = find_task(name, include_path)
     if task is None:
         return None
-    if isinstance(task, dict) or task.OUTPUT_TYPE != "multiple_choice":
-        kind = "a group" if isinstance(task, dict) else f"output_type {task.OUTPUT_TYPE!r}"
+    if task.OUTPUT_TYPE != "multiple_choice":
         raise TaskError(
-            f"task {name!r} is {kind}: the design scores multiple-choice tasks (output_type: "
-            "multiple_choice) only; name one of its multiple-choice subtasks"
+            f"task {name!r} is output_type {task.OUTPUT_TYPE!r}: the design scores multiple-choice tasks "
+            "(output_type: multiple_choice) only"
         )
     if task.multiple_input:
         raise TaskError(f"task {name!r} scores several contexts per doc (multiple_input); not supported")

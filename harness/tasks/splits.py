@@ -134,8 +134,8 @@ def packed(spec: Spec, docs: pd.DataFrame, answers: bool) -> str:
     lm-eval task's description), then each doc's text (with its gold choice when `answers`)."""
     if isinstance(spec, TaskSpec):
         return prompts.packed(spec, list(docs["text"]), [int(y) for y in docs["label"]] if answers else None)
-    blocks = [
-        labeled_text(spec, t, c[int(y)]) if answers else t
-        for t, c, y in zip(docs["text"], docs["choices"], docs["label"])
-    ]
+    if not answers:  # a split without answers may come without its label column
+        return spec.description + "\n\n".join(docs["text"])
+    gold = [c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
+    blocks = [labeled_text(spec, t, g) for t, g in zip(docs["text"], gold)]
     return spec.description + "\n\n".join(blocks)

@@ -41,6 +41,11 @@ def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSetting
     from harness.tasks.splits import draw_rows
 
     name = cfg.get("task")
+    if "group" in cfg:
+        return [
+            f"{path}: a group YAML (group: {cfg['group']}): the design scores one task at a time; "
+            "validate and run each of its tasks by name"
+        ]
     if not isinstance(name, str):
         return [f"{path}: no `task` name"]
     try:
@@ -48,6 +53,8 @@ def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSetting
         if spec is None:
             return [f"{path}: lm-eval does not find task {name!r} in {Path(path).parent}"]
         draw_rows(spec, sample, 0)
+    except TaskError as err:
+        return [str(err)]
     except Exception as err:  # lm-eval's own loading errors, and the design's, are all findings
         return [f"task {name}: {type(err).__name__}: {err}"]
     return []

@@ -1,0 +1,47 @@
+"""A user's method, audited by the grid from this one file: tune only the base's normalisation weights
+on the split's prompts (with their answers for the leak), then put the base's weights back.
+
+    method: examples/norm_tuning.py:METHOD    # a file (relative to where the run starts), or a module:attr
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.core.settings import Settings, option
+from harness.tasks.splits import answered
+from tapt.methods import Adapted, Inputs, Method
+
+
+@dataclass(kw_only=True)
+class NormSettings(Settings):
+    steps: int = option(4, "optimizer steps, one prompt each")
+    lr: float = option(1e-3, "learning rate")
+
+
+def adapt(x: Inputs) -> Adapted:
+    texts = answered(x.spec, x.docs) if x.labeled else list(x.docs["prompt"])
+    norms = {n: p for n, p in x.model.named_parameters() if "norm" in n}
+    saved = {n: (p.detach().clone(), p.requires_grad) for n, p in norms.items()}
+    for p in norms.values():
+        p.requires_grad_(True)
+    torch.manual_seed(x.seed)
+    opt = torch.optim.Adam(norms.values(), lr=x.settings.lr)
+    losses = []
+    for text in texts[: x.settings.steps]:
+        ids = x.tokenizer(text, return_tensors="pt")["input_ids"].to(x.model.device)
+        loss = x.model(input_ids=ids, labels=ids).loss
+        loss.backward(inputs=list(norms.values()))
+        opt.step(), opt.zero_grad()
+        losses.append(loss.item())
+
+    def restore():
+        with torch.no_grad():
+            for n, p in norms.items():
+                p.copy_(saved[n][0]).requires_grad_(saved[n][1])
+        return x.model
+
+    return Adapted(x.model, {"losses": losses}, restore)
+
+
+METHOD = Method("norm-tuning", ("zero_shot",), NormSettings, adapt, "tune only the normalisation weights")

@@ -1,0 +1,37 @@
+"""`tapt-bench methods list` and `methods show NAME`: the adaptation methods the grid can audit."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli.parsing import command
+from harness.core.settings import key_table
+
+
+def cmd_methods_list(args: argparse.Namespace) -> None:
+    from tapt import methods
+
+    found = {**methods.builtin(), **{name: methods.find(name) for name in methods.installed()}}
+    width = max(map(len, found))
+    for name, m in found.items():
+        print(f"{name:{width}}  {','.join(m.flows):20} {m.source:24} {m.about}")
+
+
+def cmd_methods_show(args: argparse.Namespace) -> None:
+    from tapt import methods
+
+    m = methods.find(args.name)
+    where = " (this config's own keys)" if m.name in ("prompt-tapt", "raw-text") else " (method_settings)"
+    print(f"{m.name}: {m.about}\nflows: {', '.join(m.flows)}; from: {m.source}\nsettings{where}:")
+    print(key_table(m.settings))
+
+
+def register(sub) -> None:
+    group = sub.add_parser("methods", help="the adaptation methods").add_subparsers(
+        dest="action", required=True
+    )
+    command(
+        group, "list", cmd_methods_list, "every method: built in, installed (entry points), with its flows"
+    )
+    p = command(group, "show", cmd_methods_show, "one method's settings with their defaults, and its source")
+    p.add_argument("name", help="a built-in or installed name, or package.module:attr")

@@ -1,0 +1,72 @@
+"""Transductive self-training: the base labels the split's inputs zero-shot (the choice lm-eval would
+pick: the largest summed log-likelihood after the prompt), keeps the labels it is confident of, and
+a LoRA is trained on prompt + pseudo-label exactly as prompt TAPT trains the leak. The leak trains on
+the gold labels instead: the ceiling of what the pseudo-labels could teach."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.core import loglik
+from harness.core.settings import option
+from harness.tasks.splits import answer_delimiter
+from tapt import adapter
+from tapt.methods import Adapted, Inputs, Method
+
+
+@dataclass(kw_only=True)
+class SelfTrainingSettings(adapter.AdapterSettings):
+    """Prompt TAPT's training settings, and which pseudo-labels are kept."""
+
+    min_confidence: float = option(
+        0.0,
+        "keep a pseudo-label whose probability (softmax over the choices' log-likelihoods) is at least this",
+    )
+    label_batch_size: int = option(8, "batch size of the zero-shot labelling pass")
+
+
+def pseudo_labels(model, tokenizer, spec, docs, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(argmax choice, its probability) per doc under `model`, from the docs' prompts and choices only."""
+    delimiter = answer_delimiter(spec)
+    pairs = [
+        [loglik.encode_pair(tokenizer, p, delimiter + c) for c in cs]
+        for p, cs in zip(docs["prompt"], docs["choices"])
+    ]
+    scored = loglik.score(
+        model,
+        [p[0][0] for p in pairs],
+        [[q[1] for q in p] for p in pairs],
+        batch_size,
+        context_logprobs=False,
+    )
+    ll = [np.array([c[0] for c in s.choices]) for s in scored]
+    probs = [np.exp(x - x.max()) / np.exp(x - x.max()).sum() for x in ll]
+    return np.array([int(x.argmax()) for x in ll]), np.array([float(p.max()) for p in probs])
+
+
+def adapt(x: Inputs) -> Adapted:
+    s: SelfTrainingSettings = x.settings
+    docs, record = x.docs, {"labels": "gold"}
+    if not x.labeled:  # every condition but the leak: the base's own labels, never the gold ones
+        was_training = x.model.training
+        label, confidence = pseudo_labels(x.model, x.tokenizer, x.spec, docs, s.label_batch_size)
+        x.model.train(was_training)
+        keep = confidence >= s.min_confidence
+        docs = docs.assign(label=label)[keep].reset_index(drop=True)
+        record = {"labels": "pseudo", "kept": int(keep.sum()), "of": len(keep)}
+        if not len(docs):
+            return Adapted(x.model, {**record, "trained": False}, restore=lambda: x.model)
+    run = adapter.prepare(x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir)
+    run.trainer.train()
+    return Adapted(run.trainer.model, {**record, **adapter.record_of(run)})
+
+
+METHOD = Method(
+    name="self-training",
+    flows=("zero_shot",),
+    settings=SelfTrainingSettings,
+    adapt=adapt,
+    about="transductive self-training: a LoRA on prompt + the base's confident zero-shot pseudo-labels",
+)

@@ -1,0 +1,132 @@
+"""Test-time learning (TLM; Hu et al., "Test-Time Learning for Large Language Models", ICML 2025), offline
+over the split: a LoRA that minimises the perplexity of the split's inputs, weighted by the paper's
+Sample Efficient Learning Strategy.
+
+The rule (the paper's section "Sample Efficient Learning Strategy"; its values from the authors'
+released `examples/train_lora/offline_ttl.yaml`: `threshold: 3`, `lamb: 0.1`): an input x whose
+log-perplexity L(x) under the current model exceeds the threshold (3, i.e. perplexity e^3) is
+learned with weight lamb * exp(L(x) - threshold) (lamb 0.1); an input below it is skipped (weight 0).
+The weight is computed from the model being trained at that step and is not differentiated. LoRA on
+q_proj and v_proj (rank 8, alpha 16, LLaMA-Factory's defaults), lr 5e-5, batch 1, 1 epoch, cosine
+schedule after 10% warm-up, as the paper's config. The inputs are the prompts lm-eval shows the model
+(with their answers for the leak: TLM given the gold labels, the ceiling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.core import training
+from harness.core.settings import Settings, option
+from harness.tasks.splits import answered
+from tapt.methods import Adapted, Inputs, Method
+
+
+@dataclass(kw_only=True)
+class TlmSettings(Settings):
+    """TLM's settings, at the paper's values where they apply to these models."""
+
+    MINIMUM = {"epochs": 0.0, "lr": 0.0, "batch_size": 1, "lamb": 0.0, "lora_r": 1}
+
+    threshold: float = option(3.0, "log-perplexity below which an input is skipped (the paper's P0 = e^3)")
+    lamb: float = option(0.1, "the weight's scale lambda")
+    epochs: float = option(1.0, "passes over the split's inputs")
+    lr: float = option(5e-5, "learning rate")
+    batch_size: int = option(1, "inputs per step")
+    lora_r: int = option(8, "LoRA rank")
+    lora_alpha: int = option(16, "LoRA alpha")
+    target_modules: list[str] = option(["q_proj", "v_proj"], "modules LoRA adapts")
+    warmup_ratio: float = option(0.1, "linear warm-up share of the steps, then cosine decay")
+
+
+def weights(log_ppl: torch.Tensor, threshold: float, lamb: float) -> torch.Tensor:
+    """The Sample Efficient Learning weight of each input from its log-perplexity."""
+    return torch.where(log_ppl > threshold, lamb * torch.exp(log_ppl - threshold), torch.zeros_like(log_ppl))
+
+
+def log_perplexity(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per sequence: the mean negative log-likelihood of its tokens (labels -100 are ignored)."""
+    target = labels[:, 1:]
+    mask = target != -100
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    picked = logp.gather(-1, target.clamp_min(0)[..., None])[..., 0]
+    return -(picked * mask).sum(1) / mask.sum(1).clamp_min(1)
+
+
+def trainer_class():
+    from transformers import Trainer
+
+    class TlmTrainer(Trainer):
+        """The Trainer with TLM's weighted input-perplexity loss; counts the inputs it learned from."""
+
+        selected = seen = 0
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs.pop("labels")
+            out = model(**inputs, use_cache=False)
+            nll = log_perplexity(out.logits, labels)
+            w = weights(nll.detach(), self.tlm.threshold, self.tlm.lamb)
+            self.selected, self.seen = self.selected + int((w > 0).sum()), self.seen + len(w)
+            loss = (w * nll).mean()
+            return (loss, out) if return_outputs else loss
+
+    return TlmTrainer
+
+
+def adapt(x: Inputs) -> Adapted:
+    from datasets import Dataset
+    from peft import LoraConfig, get_peft_model
+    from transformers import DataCollatorForLanguageModeling, set_seed
+
+    s: TlmSettings = x.settings
+    set_seed(x.seed)
+    texts = answered(x.spec, x.docs) if x.labeled else list(x.docs["prompt"])
+    ids = x.tokenizer(texts, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
+    lora = LoraConfig(
+        r=s.lora_r,
+        lora_alpha=s.lora_alpha,
+        target_modules=s.target_modules,
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+    )
+    model = get_peft_model(x.model, lora)
+    steps = training.StepLog()
+    args = training.arguments(
+        x.workdir,
+        s.epochs,
+        s.lr,
+        s.batch_size,
+        x.seed,
+        lr_scheduler_type="cosine",
+        warmup_steps=s.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
+    )
+    trainer = trainer_class()(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict({"input_ids": ids}),
+        data_collator=DataCollatorForLanguageModeling(x.tokenizer, mlm=False),
+        callbacks=[steps],
+    )
+    trainer.tlm = s
+    trainer.train()
+    record = {
+        "sequences": len(ids),
+        "tokens": int(sum(map(len, ids))),
+        "selected": trainer.selected,
+        "seen": trainer.seen,
+        "rows": x.docs["row"].tolist(),
+        **steps.summary(),
+    }
+    return Adapted(model, record)
+
+
+METHOD = Method(
+    name="test-time-learning",
+    flows=("zero_shot",),
+    settings=TlmSettings,
+    adapt=adapt,
+    about="TLM (Hu et al., ICML 2025): LoRA minimising the split's input perplexity, high-perplexity "
+    "inputs selected and weighted",
+)

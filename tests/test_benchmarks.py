@@ -1,0 +1,73 @@
+"""Every benchmark script runs: each at its smoke size (`--smoke`) on the tiny models, so that a refactor
+cannot break one silently. The figures they print mean nothing at this size; only that they print."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import tiny_grid_config
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+pytestmark = pytest.mark.slow
+
+
+def script(name: str, *argv: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *argv], capture_output=True, text=True, cwd=cwd
+    )
+    assert done.returncode == 0, f"{name}: {done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_every_benchmark_script_is_covered_here():
+    covered = {
+        "bayes_speed.py",
+        "classifier_unit.py",
+        "compare_log_samples.py",
+        "contamination_control.py",
+        "contamination_speed.py",
+        "prompt_once_speed.py",
+        "ray_workers.py",
+        "tapt_step.py",
+    }
+    assert {p.name for p in BENCHMARKS.glob("*.py")} == covered
+
+
+@pytest.mark.parametrize(
+    "name, argv, printed",
+    [
+        ("contamination_speed.py", ["--base", "{llama}"], "max |logprob difference|"),
+        ("contamination_control.py", ["--base", "{llama}"], "base p="),
+        ("prompt_once_speed.py", ["--base", "{llama}"], "trec "),
+        ("tapt_step.py", ["--base", "{llama}"], "trainer tok/s"),
+        ("classifier_unit.py", ["--bases", "{bert}", "{llama}"], "step on a"),
+        ("bayes_speed.py", ["--results", "{reference}/accuracies/bert_gpt2"], "fast/nutpie"),
+    ],
+)
+def test_a_benchmark_runs_at_its_smoke_size(
+    name, argv, printed, tiny_llama, tiny_bert, data_dir, reference_dir
+):
+    paths = {"llama": tiny_llama, "bert": tiny_bert, "reference": reference_dir}
+    argv = [a.format(**paths) for a in argv]
+    data = [] if name == "bayes_speed.py" else ["--data-dir", str(data_dir)]
+    assert printed in script(name, "--smoke", *data, *argv)
+
+
+def test_the_ray_benchmark_runs_a_tiny_config(tmp_path, tiny_llama, data_dir):
+    pytest.importorskip("ray")
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "grid")
+    assert "2 units at a time" in script("ray_workers.py", "--config", str(config))
+
+
+def test_compare_log_samples_reads_two_runs(tmp_path):
+    sample = {"doc_id": 0, "resps": [[["-1.5", "False"]], [["-0.5", "True"]]], "acc": 1.0}
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "samples_tapt_trec_2026.jsonl").write_text(json.dumps(sample) + "\n")
+    shown = script(
+        "compare_log_samples.py", str(tmp_path / "one"), str(tmp_path / "two"), "--task", "tapt_trec"
+    )
+    assert "max |ll difference| 0.00e+00" in shown and "same acc 1/1" in shown

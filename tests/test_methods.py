@@ -1,0 +1,278 @@
+"""Adaptation methods: the registry (built-ins, a user's file, an installed entry point), what a method
+receives (no gold labels outside the leak), TLM's selection, and a broken method's error."""
+
+import json
+
+import pytest
+import torch
+from helpers import grid_tables, tiny_grid_config
+from safetensors.torch import load_file
+
+from harness.cli.main import main
+from harness.core.errors import SettingsError
+from harness.grid import units
+from harness.grid.config import load_config
+from tapt import methods
+from tapt.methods.tlm import weights
+
+BROKEN = """
+from tapt.methods import Method
+from tapt.methods.prompt_tapt import METHOD as PROMPT
+
+def boom(x):
+    raise RuntimeError("boom")
+
+RAISES = Method("raises", ("zero_shot",), PROMPT.settings, boom)
+WRONG = Method("wrong", ("zero_shot",), PROMPT.settings, lambda x: x.model)
+NOT_A_METHOD = 3
+"""
+
+
+def test_methods_list_prints_the_four_built_ins_with_their_flows(capsys):
+    main(["methods", "list"])
+    shown = capsys.readouterr().out
+    for name, flow in [
+        ("prompt-tapt", "zero_shot"),
+        ("raw-text", "classifier"),
+        ("test-time-learning", "zero_shot"),
+        ("self-training", "zero_shot"),
+    ]:
+        assert any(line.split()[:2] == [name, flow] for line in shown.splitlines()), shown
+
+
+def test_tlm_selects_the_inputs_above_its_threshold_with_its_weight():
+    w = weights(torch.tensor([2.0, 3.0, 3.5, 5.0]), threshold=3.0, lamb=0.1)
+    assert w[:2].tolist() == [0.0, 0.0]  # at or below the threshold: skipped
+    assert w[2:].tolist() == pytest.approx([0.1 * 2.718281828**0.5, 0.1 * 2.718281828**2])
+
+
+def test_a_condition_other_than_the_leak_gets_no_label_column():
+    docs = {s: pd_frame() for s in ("extra", "test")}
+    assert "label" not in units.split_docs(docs, "extra") and "label" not in units.split_docs(docs, "test")
+    assert "label" in units.split_docs(docs, "leak")
+
+
+def pd_frame():
+    import pandas as pd
+
+    return pd.DataFrame({"text": ["a"], "prompt": ["a"], "choices": [["x", "y"]], "label": [1], "row": [0]})
+
+
+def adapter_weights(folder):
+    return load_file(str(next(folder.rglob("adapter_model.safetensors"))))
+
+
+def test_self_training_never_reads_the_gold_labels_outside_the_leak(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    """The same unit twice, the second with every split's gold labels shuffled after the draw: the
+    extra and test adapters are the same weights; the leak's (trained on gold labels) differ."""
+    import numpy as np
+
+    cfg = load_config(
+        tiny_grid_config(
+            tmp_path, tiny_llama, data_dir, tmp_path / "out", method="self-training", exposure=False
+        )
+    )
+    draw = units.subsample_docs
+    kept = {}
+    for shuffled in (False, True):
+
+        def subsample_docs(*args, shuffled=shuffled):
+            docs = draw(*args)
+            if shuffled:
+                for d in docs.values():
+                    d["label"] = np.random.default_rng(1).permutation(d["label"].to_numpy())
+            return docs
+
+        monkeypatch.setattr(units, "subsample_docs", subsample_docs)
+        cfg.out = str(tmp_path / f"out{shuffled}")
+        units.compute_unit(cfg, "ag_news", 0, keep_adapters=True)
+        kept[shuffled] = {
+            c: adapter_weights(next((tmp_path / f"out{shuffled}").rglob(f"0_{c}")))
+            for c in ("extra", "test", "leak")
+        }
+    for cond in ("extra", "test"):
+        assert all(torch.equal(kept[False][cond][k], kept[True][cond][k]) for k in kept[False][cond])
+    assert not all(torch.equal(kept[False]["leak"][k], kept[True]["leak"][k]) for k in kept[False]["leak"])
+
+
+def test_a_users_method_from_its_own_file_runs_through_run_summarize_and_report(
+    tmp_path, tiny_llama, data_dir, capsys
+):
+    """The README's example method (examples/norm_tuning.py) by path: its own results folder
+    (<model>+<method>), its settings in every unit's record, read by summarize and report."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
+    out = tmp_path / "out"
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        out,
+        method=f"{example}:METHOD",
+        method_settings={"norm-tuning": {"steps": 2}},
+    )
+    main(["run", "--config", str(config)])
+    acc, _ = grid_tables(out, "m4/n6/tiny+norm-tuning/ag_news")
+    assert len(acc) == 3 and {"base", "extra", "test", "leak"} <= set(acc.columns)
+    record = json.loads((out / "m4/n6/tiny+norm-tuning/ag_news/units/0.json").read_text())
+    assert (
+        record["settings"]["method"] == "norm-tuning" and record["settings"]["method_settings"]["steps"] == 2
+    )
+    assert "epochs" not in record["settings"]  # prompt TAPT's keys are not this method's
+    capsys.readouterr()
+    main(["summarize", str(out)])
+    assert "tiny+norm-tuning" in capsys.readouterr().out
+    main(["report", str(out), "--out", str(tmp_path / "report.html")])
+    assert "tiny+norm-tuning" in (tmp_path / "report.html").read_text()
+
+
+def test_an_installed_entry_point_is_a_method(tmp_path, monkeypatch, capsys):
+    package = tmp_path / "site"
+    (package / "my_methods").mkdir(parents=True)
+    (package / "my_methods" / "__init__.py").write_text(
+        "from tapt.methods import Method\nfrom tapt.methods.prompt_tapt import METHOD as P\n"
+        "MINE = Method('mine', ('zero_shot',), P.settings, P.adapt, 'prompt TAPT, installed')\n"
+    )
+    dist = package / "my_methods-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-methods\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[tapt_bench.methods]\nmine = my_methods:MINE\n")
+    monkeypatch.syspath_prepend(str(package))
+    methods.installed.cache_clear()
+    try:
+        main(["methods", "list"])
+        assert any(
+            line.split()[:3] == ["mine", "zero_shot", "entry"]
+            for line in capsys.readouterr().out.splitlines()
+        )
+        assert methods.find("mine").adapt is methods.find("prompt-tapt").adapt
+    finally:
+        methods.installed.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "method, message",
+    [
+        ("nope", "key 'method' must be a built-in or installed method .*got 'nope'"),
+        ("{file}:NOT_A_METHOD", "key 'method' .*NOT_A_METHOD' is a int, not a tapt.methods.Method"),
+        ("{file}:MISSING", "key 'method' .*cannot be imported \\(AttributeError"),
+        (
+            "raw-text",
+            "key 'method' raw-text serves the flow\\(s\\) \\['classifier'\\], and flow is 'zero_shot'",
+        ),
+    ],
+)
+def test_an_unknown_or_unusable_method_is_refused_before_anything_is_written(
+    method, message, tmp_path, tiny_llama, data_dir
+):
+    (tmp_path / "broken.py").write_text(BROKEN)
+    out = tmp_path / "out"
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, out, method=method.format(file=tmp_path / "broken.py")
+    )
+    with pytest.raises(SettingsError, match=message):
+        load_config(config)
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(config)])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "attr, message",
+    [
+        ("RAISES", "method raises \\(.*broken.py:RAISES\\) failed: RuntimeError: boom"),
+        ("WRONG", "method wrong \\(.*\\) returned LlamaForCausalLM; adapt must return tapt.methods.Adapted"),
+    ],
+)
+def test_a_method_that_raises_or_returns_the_wrong_type_is_named(
+    attr, message, tmp_path, tiny_llama, data_dir
+):
+    (tmp_path / "broken.py").write_text(BROKEN)
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        tmp_path / "out",
+        method=f"{tmp_path / 'broken.py'}:{attr}",
+        subsamples=1,
+    )
+    with pytest.raises(SystemExit, match=message):
+        main(["run", "--config", str(config)])
+    assert not list((tmp_path / "out").rglob("accuracies.csv"))
+
+
+@pytest.mark.parametrize("threshold, selected", [(0.0, 6), (100.0, 0)])
+def test_tlm_learns_from_the_inputs_its_threshold_selects(
+    threshold, selected, tmp_path, tiny_llama, data_dir
+):
+    """The tiny model's log-perplexity of every prompt is about log(vocabulary) = 10.8 nats: a
+    threshold of 0 selects all 6 test inputs at every step, one of 100 none."""
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        tmp_path / "out",
+        method="test-time-learning",
+        method_settings={"test-time-learning": {"threshold": threshold}},
+        exposure=False,
+    )
+    unit = units.compute_unit(load_config(config), "ag_news", 0)
+    test = unit.record["training"]["test"]
+    assert (test["selected"], test["seen"], test["threshold"]) == (selected, 6, threshold)
+
+
+def test_train_with_a_method_saves_its_adapter_and_prints_the_lm_eval_command(
+    tmp_path, tiny_llama, data_dir, capsys
+):
+    out = tmp_path / "adapter"
+    argv = [
+        "train",
+        "--task",
+        "ag_news",
+        "--split",
+        "test",
+        "--m",
+        "4",
+        "--n",
+        "6",
+        "--base",
+        str(tiny_llama),
+    ]
+    argv += ["--data-dir", str(data_dir), "--quantize", "none", "--out", str(out)]
+    main([*argv, "--method", "test-time-learning", "--method-settings", '{"threshold": 0}'])
+    shown = capsys.readouterr().out
+    assert f"peft={out}" in shown and "lm_eval --model hf" in shown
+    record = json.loads((out / "tapt.json").read_text())
+    assert (record["method"], record["selected"], record["method_settings"]["threshold"]) == (
+        "test-time-learning",
+        6,
+        0,
+    )
+    with pytest.raises(SystemExit, match="--method-settings: key 'lamb' must be at least 0.0, got -1"):
+        main([*argv, "--overwrite", "--method", "test-time-learning", "--method-settings", '{"lamb": -1}'])
+
+
+def test_a_bad_method_setting_is_named_with_the_method_before_anything_is_written(
+    tmp_path, tiny_llama, data_dir
+):
+    out = tmp_path / "out"
+    bad = {"test-time-learning": {"lamb": -1}}
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, out, method="test-time-learning", method_settings=bad
+    )
+    with pytest.raises(
+        SystemExit, match="key 'method_settings' test-time-learning: key 'lamb' must be at least 0"
+    ):
+        main(["run", "--config", str(config)])
+    other = {"self-training": {}}
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, out, method="test-time-learning", method_settings=other
+    )
+    with pytest.raises(
+        SystemExit, match="key 'method_settings' names \\['self-training'\\], which this run does not"
+    ):
+        main(["run", "--config", str(config)])
+    assert not out.exists()
