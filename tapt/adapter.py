@@ -26,8 +26,8 @@ PACKED_MAX_LENGTH = 2048  # tokens per packed sequence: the instruction and PACK
 
 
 @dataclass(kw_only=True)
-class AdapterSettings(Settings):
-    """How a prompt-TAPT adapter is trained (the study: QLoRA, 1 epoch, lr 2e-4, batch 8)."""
+class LoraTrainingSettings(Settings):
+    """How a LoRA adapter is trained on prompts (the study: 1 epoch, lr 2e-4, batch 8)."""
 
     MINIMUM = {"epochs": 0.0, "batch_size": 1, "max_length": 8, "lr": 0.0}
 
@@ -35,10 +35,6 @@ class AdapterSettings(Settings):
         False, f"instruction once, then {PACK_SIZE} texts per sequence (default: one prompt per sequence)"
     )
     epochs: float = option(1.0, "training epochs")
-    quantize: Literal["4bit", "none"] = option(
-        "4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA"
-    )
-    fallback_lora: bool = option(False, "train plain LoRA if 4-bit loading fails")
     batch_size: int = option(8, "training batch size")
     max_length: int | None = option(
         None, f"tokens per sequence (default: {training.MAX_LENGTH} padding, {PACKED_MAX_LENGTH} packing)"
@@ -47,6 +43,16 @@ class AdapterSettings(Settings):
 
     def sequence_length(self) -> int:
         return self.max_length or (PACKED_MAX_LENGTH if self.packing else training.MAX_LENGTH)
+
+
+@dataclass(kw_only=True)
+class AdapterSettings(LoraTrainingSettings):
+    """How a prompt-TAPT adapter is trained, on which form of the base (the study: QLoRA)."""
+
+    quantize: Literal["4bit", "none"] = option(
+        "4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA"
+    )
+    fallback_lora: bool = option(False, "train plain LoRA if 4-bit loading fails")
 
 
 @dataclass(kw_only=True)
@@ -107,7 +113,7 @@ class Prepared:
 def prepare(
     spec: Spec,
     docs: pd.DataFrame,
-    settings: AdapterSettings,
+    settings: LoraTrainingSettings,
     answers: bool,
     seed: int,
     model,

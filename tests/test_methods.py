@@ -276,3 +276,27 @@ def test_a_bad_method_setting_is_named_with_the_method_before_anything_is_writte
     ):
         main(["run", "--config", str(config)])
     assert not out.exists()
+
+
+def test_several_methods_run_side_by_side_on_the_same_subsamples(tmp_path, tiny_llama, data_dir, capsys):
+    out = tmp_path / "out"
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        out,
+        methods=["prompt-tapt", "test-time-learning"],
+        method_settings={"test-time-learning": {"threshold": 0}},
+        subsamples=1,
+        exposure=False,
+    )
+    main(["run", "--config", str(config)])
+    study, tlm = (
+        grid_tables(out, "m4/n6/tiny/ag_news")[0],
+        grid_tables(out, "m4/n6/tiny+test-time-learning/ag_news")[0],
+    )
+    assert study["base"].tolist() == tlm["base"].tolist()  # the same subsample, the same base
+    capsys.readouterr()
+    main(["summarize", str(out)])
+    shown = capsys.readouterr().out
+    assert "model=tiny+test-time-learning:" in shown and "model=tiny:" in shown

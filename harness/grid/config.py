@@ -31,7 +31,7 @@ from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.splits import draw_rows, find_spec
 from harness.tasks.subsample import SampleSettings
 from tapt import methods
-from tapt.adapter import AdapterSettings
+from tapt.adapter import AdapterSettings, LoraTrainingSettings
 from tapt.raw_text import TextSettings
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
@@ -70,6 +70,11 @@ class GridConfig(
         "the adaptation method audited: a built-in (`tapt-bench methods list`), an installed entry point, "
         "package.module:attr or path/to/file.py:attr (default: the flow's study method, prompt-tapt or "
         "raw-text, whose settings are this config's own keys); another method's units go to <model>+<method>",
+    )
+    methods: list[str] = option(
+        [],
+        "several methods side by side, each run on the same subsamples into its own model folder "
+        "(empty: the one `method`)",
     )
     method_settings: dict[str, dict] = option(
         {}, "settings of another method, {method: {key: value}} (`tapt-bench methods show NAME` lists them)"
@@ -119,20 +124,29 @@ class GridConfig(
                     "such as clf_epochs"
                 )
                 raise SettingsError(f"task_overrides {problem}", "task_overrides", problem)
-        method = self.adaptation()
-        if self.flow not in method.flows:
-            problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
-            raise SettingsError(f"method {problem}", "method", problem)
-        unused = sorted(set(self.method_settings) - {method.name})
-        if unused:
-            problem = f"names {unused}, which this run does not use (method: {method.name})"
-            raise SettingsError(f"method_settings {problem}", "method_settings", problem)
-        if self.is_study_method() and self.method_settings:
+        if self.methods and self.method:
             problem = (
-                f"{method.name}'s settings are this config's own keys (epochs, lr, ...), not method_settings"
+                f"and methods are both set ({self.method!r}, {self.methods}); name every method in methods"
             )
+            raise SettingsError(f"method {problem}", "method", problem)
+        key = "methods" if self.methods else "method"
+        used = set()
+        for config in self.per_method():
+            method = config.adaptation()
+            if self.flow not in method.flows:
+                problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
+                raise SettingsError(f"{key} {problem}", key, problem)
+            used.add(method.name)
+        unused = sorted(set(self.method_settings) - used)
+        if unused:
+            problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
             raise SettingsError(f"method_settings {problem}", "method_settings", problem)
-        self.settings_of(method)  # checks them
+        study = methods.for_flow(self.flow)
+        if study in self.method_settings:
+            problem = f"{study}'s settings are this config's own keys (epochs, lr, ...), not method_settings"
+            raise SettingsError(f"method_settings {problem}", "method_settings", problem)
+        for config in self.per_method():
+            config.settings_of(config.adaptation())  # checks them
         for cell in self.cell_configs():  # checks the form of each cell
             if self.exposure:
                 try:
@@ -150,7 +164,17 @@ class GridConfig(
                 problem = f"entries look like 'm/n/subsamples' (e.g. 50/500/20), got {cell!r}"
                 raise SettingsError(f"cells {problem}", "cells", problem) from None
             out.append(dataclasses.replace(self, m=m, n=n, subsamples=subsamples, cells=[]))
-        return out or [self]
+        return [c for cell in out or [self] for c in cell.per_method()]
+
+    def per_method(self) -> list[GridConfig]:
+        """One config per method of `methods` (each into its own model folder), or this one."""
+        if not self.methods:
+            return [self]
+        out = []
+        for name in self.methods:
+            own = {k: v for k, v in self.method_settings.items() if k == methods.find(name).name}
+            out.append(dataclasses.replace(self, method=name, methods=[], method_settings=own))
+        return out
 
     def for_task(self, slug: str) -> GridConfig:
         """These settings with the task's overrides applied (checked like any settings)."""
@@ -197,10 +221,10 @@ class GridConfig(
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
             del out["exposure"], out["text_score"]
-        del out["method"], out["method_settings"]
+        del out["method"], out["methods"], out["method_settings"]
         if not self.is_study_method():  # another method: its name and settings, not the study's keys
             method = self.adaptation()
-            for key in set(field_names(AdapterSettings)) - {"quantize", "fallback_lora"}:  # the base's
+            for key in field_names(LoraTrainingSettings):  # prompt TAPT's; quantize stays: the base's form
                 out.pop(key, None)
             out["method"] = method.name
             out["method_settings"] = dataclasses.asdict(self.settings_of(method))

@@ -138,10 +138,14 @@ def find(name: str) -> Method:
 
 
 def load_module(module: str):
-    """An importable module by name, or a Python file by path (`my_method.py`)."""
+    """An importable module by name, or a Python file by path (`my_method.py`, run once per process)."""
     if not module.endswith(".py"):
         return importlib.import_module(module)
-    path = Path(module).resolve()
+    return _load_file(Path(module).resolve())
+
+
+@cache
+def _load_file(path: Path):
     if not path.is_file():
         raise ImportError(f"no such file {path}")
     spec = importlib.util.spec_from_file_location(f"tapt_bench_user_{path.stem}", path)

@@ -17,7 +17,7 @@ from tapt.methods import Adapted, Inputs, Method
 
 
 @dataclass(kw_only=True)
-class SelfTrainingSettings(adapter.AdapterSettings):
+class SelfTrainingSettings(adapter.LoraTrainingSettings):
     """Prompt TAPT's training settings, and which pseudo-labels are kept."""
 
     min_confidence: float = option(
