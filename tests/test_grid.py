@@ -179,7 +179,7 @@ def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path,
 
 
 def test_config_errors(tmp_path, tiny_llama, data_dir):
-    with pytest.raises(TaskError, match="task 'nope': unknown task 'nope'"):
+    with pytest.raises(TaskError, match="a.yaml: unknown task 'nope'"):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
     with pytest.raises(
         TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 1535"
