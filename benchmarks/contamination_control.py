@@ -25,7 +25,7 @@ class ControlArgs(ContaminationArgs):
     """The test's settings with the defaults of the control run that passed (n 64, 16 shards, 8 epochs)."""
 
     MINIMUM = {"epochs": 0.0, "lr": 0.0, "block": 8}
-    SMOKE = {"n": 8, "shards": 2, "permutations": 2, "epochs": 1.0, "block": 32, "out": None}
+    SMOKE = {"n": 8, "shards": 2, "permutations": 2, "epochs": 1.0, "block": 32}
 
     task: str = option("ag_news", "task whose labeled test subsample contaminates the model")
     m: int = option(4, "train size of the subsample (only sets which rows are test)")

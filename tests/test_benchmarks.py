@@ -40,7 +40,7 @@ def test_every_benchmark_script_is_covered_here():
     "name, argv, printed",
     [
         ("contamination_speed.py", ["--base", "{llama}"], "max |logprob difference|"),
-        ("contamination_control.py", ["--base", "{llama}"], "base p="),
+        ("contamination_control.py", ["--base", "{llama}", "--out", "{tmp}/control.json"], "base p="),
         ("prompt_once_speed.py", ["--base", "{llama}"], "trec "),
         ("tapt_step.py", ["--base", "{llama}"], "trainer tok/s"),
         ("classifier_unit.py", ["--bases", "{bert}", "{llama}"], "step on a"),
@@ -50,7 +50,7 @@ def test_every_benchmark_script_is_covered_here():
 def test_a_benchmark_runs_at_its_smoke_size(
     name, argv, printed, tiny_llama, tiny_bert, data_dir, reference_dir
 ):
-    paths = {"llama": tiny_llama, "bert": tiny_bert, "reference": reference_dir}
+    paths = {"llama": tiny_llama, "bert": tiny_bert, "reference": reference_dir, "tmp": tmp_path}
     argv = [a.format(**paths) for a in argv]
     data = [] if name == "bayes_speed.py" else ["--data-dir", str(data_dir)]
     assert printed in script(name, "--smoke", *data, *argv)
