@@ -48,7 +48,7 @@ def test_every_benchmark_script_is_covered_here():
     ],
 )
 def test_a_benchmark_runs_at_its_smoke_size(
-    name, argv, printed, tiny_llama, tiny_bert, data_dir, reference_dir
+    name, argv, printed, tiny_llama, tiny_bert, data_dir, reference_dir, tmp_path
 ):
     paths = {"llama": tiny_llama, "bert": tiny_bert, "reference": reference_dir, "tmp": tmp_path}
     argv = [a.format(**paths) for a in argv]
