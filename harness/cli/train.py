@@ -42,11 +42,14 @@ def train_method(args: argparse.Namespace, train) -> None:
         raise UserError(
             f"--method {method.name} serves the flow(s) {list(method.flows)}; train runs zero_shot"
         )
-    given = json.loads(args.method_settings) if args.method_settings.strip().startswith("{") else None
-    if given is None:
-        given = read_json_object(
-            args.method_settings, "--method-settings", "give a JSON object or a file of one"
-        )
+    fix = "give a JSON object or a file of one"
+    if args.method_settings.strip().startswith("{"):
+        try:
+            given = json.loads(args.method_settings)
+        except json.JSONDecodeError as err:
+            raise UserError(f"--method-settings: not valid JSON ({err}); {fix}") from None
+    else:
+        given = read_json_object(args.method_settings, "--method-settings", fix)
     settings = method.configured(given, "--method-settings")
     rec, peft = adapt_and_save(train, method, settings)
     print(

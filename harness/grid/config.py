@@ -136,6 +136,7 @@ class GridConfig(
             if self.flow not in method.flows:
                 problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
                 raise SettingsError(f"{key} {problem}", key, problem)
+            config.settings_of(method)  # checks them
             used.add(method.name)
         unused = sorted(set(self.method_settings) - used)
         if unused:
@@ -145,8 +146,6 @@ class GridConfig(
         if study in self.method_settings:
             problem = f"{study}'s settings are this config's own keys (epochs, lr, ...), not method_settings"
             raise SettingsError(f"method_settings {problem}", "method_settings", problem)
-        for config in self.per_method():
-            config.settings_of(config.adaptation())  # checks them
         for cell in self.cell_configs():  # checks the form of each cell
             if self.exposure:
                 try:

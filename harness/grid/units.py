@@ -143,9 +143,8 @@ def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
         clock = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
             backbone = models.resolve(cfg.base)
-            if (
-                cond != conditions.BASE
-            ):  # adapted on the split's texts, never train's; labels only for the leak
+            # adapted on the split's texts, never train's; labels only for the leak
+            if cond != conditions.BASE:
                 inputs = methods.Inputs(
                     backbone, None, spec, split_docs(docs, cond), method_settings, unit_seed, Path(work)
                 )
