@@ -280,3 +280,15 @@ def test_ctrl_c_mid_run_ends_in_one_line_with_exit_130_and_keeps_the_finished_un
     assert "Traceback" not in err and err.rstrip().splitlines()[-1].startswith("tapt-bench: interrupted;")
     done = sorted(p.name for p in (tmp_path / "interrupted" / TINY_GRID_DIR / "units").glob("*.json"))
     assert done == ["0.json"]
+
+
+def test_ctrl_c_while_the_libraries_load_ends_in_one_line_and_writes_nothing(tmp_path, tiny_llama, data_dir):
+    cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "early")
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # torch and transformers take seconds to import; the run itself has not begun
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and err.rstrip().splitlines()[-1].startswith("tapt-bench: interrupted;")
+    assert not (tmp_path / "early").exists()

@@ -23,17 +23,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    # bitsandbytes logs at import, on CPUs with AVX512-BF16, that an optional hub kernel is missing: a speed
-    # hint for 4-bit CPU training that this offline tool cannot act on, and it would open every
-    # command's output
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
-    from harness.cli.analyze import with_subcommand
-
-    argv = with_subcommand(list(sys.argv[1:] if argv is None else argv))
-    args = parser().parse_args(argv)
-    args.argv = argv
-    try:
-        args.func(args)
+    try:  # the imports too: a Ctrl-C while torch loads is as common as one mid-run
+        _run(list(sys.argv[1:] if argv is None else argv))
     except UserError as err:
         sys.exit(f"tapt-bench: error: {err}")
     except KeyboardInterrupt:  # Ctrl-C: what finished was written atomically; say so in one line
@@ -45,3 +36,16 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _run(argv: list[str]) -> None:
+    # bitsandbytes logs at import, on CPUs with AVX512-BF16, that an optional hub kernel is missing: a speed
+    # hint for 4-bit CPU training that this offline tool cannot act on, and it would open every
+    # command's output
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    from harness.cli.analyze import with_subcommand
+
+    argv = with_subcommand(argv)
+    args = parser().parse_args(argv)
+    args.argv = argv
+    args.func(args)
