@@ -19,7 +19,7 @@ from harness.core.settings import option, parse_script, pick
 from harness.scoring.prompt_once import PromptOnceLM
 from harness.scoring.zero_shot import lm_eval_task
 from harness.tasks.spec import load_spec
-from harness.tasks.splits import answer_delimiter, subsample_docs
+from harness.tasks.splits import subsample_docs
 from harness.tasks.subsample import SampleSettings
 
 TASKS = (
@@ -77,7 +77,7 @@ def main() -> None:
                 samples[name], seconds = run(lms[name], task)
                 times[name].append(seconds)
         g = agreement(samples["hf"], samples["hf-prompt-once"])
-        tokens = max(len(tok(answer_delimiter(spec) + c)["input_ids"]) for c in spec.classes)
+        tokens = max(len(tok(spec.target_delimiter + c)["input_ids"]) for c in spec.classes)
         t_hf, t_once = statistics.median(times["hf"]), statistics.median(times["hf-prompt-once"])
         print(
             f"{slug:<26}{len(spec.classes):>8}{tokens:>8}{t_hf:>8.2f}{t_once:>8.2f}{t_hf / t_once:>7.2f}"

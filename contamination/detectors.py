@@ -131,13 +131,14 @@ def error_rates(
 
 
 def format_rates(rates: list[dict], alpha: float = ALPHA) -> str:
-    """The error-rate table: one line per group (mode, task where grouped by it) and detector."""
+    """The error-rate table: one line per group (method, mode, task where grouped by them) and detector."""
     task = any("task" in r for r in rates)
+    width = max([len(r.get("method", "")) for r in rates] + [6])
     lines = [
         f"detector error rates at alpha {alpha} on models of known exposure (flagged/models, rate "
         "[95% Wilson interval]); false positives: models that did not see what the detector claims to "
         "see; power: models that did",
-        f"  {'mode':8} "
+        f"  {'method':{width}} {'mode':8} "
         + (f"{'task':16} " if task else "")
         + f"{'detector':24} {'sees':6} {'false positives':>29} {'power':>29}",
     ]
@@ -149,7 +150,7 @@ def format_rates(rates: list[dict], alpha: float = ALPHA) -> str:
             for c in (r["false_positive"], r["power"])
         ]
         lines.append(
-            f"  {r.get('mode', ''):8} "
+            f"  {r.get('method', ''):{width}} {r.get('mode', ''):8} "
             + (f"{r.get('task', ''):16} " if task else "")
             + f"{r['detector']:24} {r['sees']:6} {cells[0]:>29} {cells[1]:>29}"
         )

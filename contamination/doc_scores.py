@@ -24,7 +24,7 @@ import torch
 from scipy.special import logsumexp
 
 from harness.core import loglik, training
-from harness.tasks.splits import Spec, answer_delimiter
+from harness.tasks.splits import Spec
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
 MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in MLM training)
@@ -92,7 +92,7 @@ def causal_scores(
 
 def prompt_scores(model, tokenizer, spec: Spec, docs: pd.DataFrame, batch_size: int = 8) -> pd.DataFrame:
     """`docs` (columns split, row, label, prompt, choices) in the prompt format."""
-    choices = [[answer_delimiter(spec) + c for c in cs] for cs in docs["choices"]]
+    choices = [[spec.target_delimiter + c for c in cs] for cs in docs["choices"]]
     return causal_scores(model, tokenizer, docs, list(docs["prompt"]), choices, batch_size)
 
 

@@ -13,7 +13,7 @@ from contamination.stat import split_shards, t_statistic
 from harness.core.errors import SettingsError
 from harness.core.models import ModelSettings, load_scoring_model
 from harness.core.settings import Settings, option
-from harness.tasks.splits import Spec, SplitSettings, labeled_text
+from harness.tasks.splits import Spec, SplitSettings
 
 SEPARATOR = "\n"  # between the examples of one concatenation
 
@@ -52,7 +52,7 @@ def examples(spec: Spec, docs, fmt: str) -> list[str]:
     """The split's examples in canonical order: text-label pairs, or the unlabeled prompts TAPT saw."""
     if fmt == "labeled":
         return [
-            labeled_text(spec, t, c[int(y)]) for t, c, y in zip(docs["text"], docs["choices"], docs["label"])
+            spec.labeled_text(t, c[int(y)]) for t, c, y in zip(docs["text"], docs["choices"], docs["label"])
         ]
     return list(docs["prompt"])
 

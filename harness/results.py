@@ -27,12 +27,11 @@ from harness.core.errors import SettingsError, UserError
 from harness.core.settings import differences
 
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
-OPTIONAL = [
-    conditions.LEAK
-]  # a grid run with the planted-leak condition adds its column after the study's six
+OPTIONAL = list(conditions.OPTIONAL)  # a run with the planted leak adds its column after the study's six
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 UNITS = "m*/n*/*/*/units/*.json"
 UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")
+PROVENANCE = ("seconds", "base_from")  # how a unit was computed, not what: shards may differ in them
 CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, beside its per-mode grids
 
 
@@ -167,7 +166,7 @@ def same_unit(a: Path, b: Path) -> bool:
     per-example probabilities."""
     if a.read_bytes() == b.read_bytes():
         return True
-    ja, jb = ({k: v for k, v in json.loads(p.read_text()).items() if k != "seconds"} for p in (a, b))
+    ja, jb = ({k: v for k, v in json.loads(p.read_text()).items() if k not in PROVENANCE} for p in (a, b))
     if ja != jb:
         return False
     pa, pb = (pd.read_parquet(p.with_suffix(".parquet")) for p in (a, b))

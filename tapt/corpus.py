@@ -11,7 +11,7 @@ from harness.core.errors import SettingsError
 from harness.core.models import ModelSettings
 from harness.core.settings import option
 from harness.tasks import prompts
-from harness.tasks.splits import Spec, SplitSettings, answered, packed
+from harness.tasks.splits import Spec, SplitSettings, answered
 
 
 @dataclass(kw_only=True)
@@ -41,7 +41,7 @@ def prompt_sequences(spec: Spec, docs: pd.DataFrame, packing: bool, answers: boo
     if not packing:
         return answered(spec, docs) if answers else list(docs["prompt"])
     size = prompts.PACK_SIZE
-    return [packed(spec, docs.iloc[i : i + size], answers) for i in range(0, len(docs), size)]
+    return [spec.packed(docs.iloc[i : i + size], answers) for i in range(0, len(docs), size)]
 
 
 def raw_texts(docs: pd.DataFrame, answers: bool = False) -> list[str]:

@@ -120,3 +120,33 @@ def test_calibrate_refuses_an_unknown_mode_before_anything_is_written(tmp_path, 
     ):
         main(f"contamination calibrate --config {config} --modes sideways".split())
     assert not out.exists()
+
+
+def test_calibrate_takes_a_method_and_labels_its_rates_with_it(tmp_path, tiny_llama, data_dir, capsys):
+    out = tmp_path / "cal"
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, subsamples=1)
+    main(f"contamination calibrate --config {config} --method test-time-learning".split())
+    shown = capsys.readouterr().out
+    rates = json.loads((out / "calibration.json").read_text())["rates"]
+    # TLM has no packing setting: one mode, its own; its adapters in <model>+<method>
+    assert {(r["method"], r["mode"]) for r in rates} == {("test-time-learning", "default")}
+    assert {r["detector"] for r in rates} == set(detectors.DETECTORS)
+    assert (out / "default/m4/n6/tiny+test-time-learning/ag_news/accuracies.csv").is_file()
+    assert "test-time-learning default  exposure text" in shown
+
+
+def test_a_method_with_a_packing_setting_is_calibrated_in_both_modes_through_its_own_settings(
+    tmp_path, tiny_llama, data_dir
+):
+    from harness.grid.calibrate import CalibrateOptions, mode_config, modes_of
+    from harness.grid.config import load_config
+
+    cfg = load_config(
+        tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "cal", method="self-training")
+    )
+    opts = CalibrateOptions(config="x", modes=["padding", "packing"])
+    assert modes_of(cfg, opts) == ["padding", "packing"]
+    packed = mode_config(cfg, "packing")
+    # the method's own packing, not prompt TAPT's key
+    assert packed.settings_of(packed.adaptation()).packing and not cfg.packing
+    assert not mode_config(cfg, "padding").settings_of(cfg.adaptation()).packing

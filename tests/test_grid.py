@@ -292,3 +292,21 @@ def test_ctrl_c_while_the_libraries_load_ends_in_one_line_and_writes_nothing(tmp
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.rstrip().splitlines()[-1].startswith("tapt-bench: interrupted;")
     assert not (tmp_path / "early").exists()
+
+
+def test_a_run_ends_with_the_seconds_of_each_stage_summed_over_its_units(
+    tmp_path, tiny_llama, data_dir, capsys
+):
+    out = tmp_path / "out"
+    grid_run.run(load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("seconds by stage"))
+    records = [json.loads(p.read_text())["seconds"] for p in (out / TINY_GRID_DIR / "units").glob("*.json")]
+    train_extra = sum(r["train_extra"] for r in records)
+    assert line.startswith("seconds by stage over 2 unit(s), ")
+    for stage in ("score", "exposure", "train"):
+        total = sum(s for r in records for name, s in r.items() if name.startswith(stage + "_"))
+        assert f" {stage} {total:.0f}" in line, line
+    assert f"(extra {train_extra:.0f}, test " in line and "other " in line
+    capsys.readouterr()
+    grid_run.run(load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))  # nothing to run
+    assert "seconds by stage" not in capsys.readouterr().out

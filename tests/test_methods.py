@@ -2,7 +2,9 @@
 receives (no gold labels outside the leak), TLM's selection, and a broken method's error."""
 
 import json
+from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from helpers import grid_tables, tiny_grid_config
@@ -97,26 +99,42 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
     assert not all(torch.equal(kept[False]["leak"][k], kept[True]["leak"][k]) for k in kept[False]["leak"])
 
 
-def test_a_users_method_from_its_own_file_runs_through_run_summarize_and_report(
-    tmp_path, tiny_llama, data_dir, capsys
+@pytest.mark.parametrize("way", ["file", "module:attr", "entry point"])
+def test_the_readme_users_method_runs_through_run_summarize_and_report(
+    way, tmp_path, tiny_llama, data_dir, capsys, monkeypatch
 ):
-    """The README's example method (examples/norm_tuning.py) by path: its own results folder
-    (<model>+<method>), its settings in every unit's record, read by summarize and report."""
-    from pathlib import Path
-
-    example = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
+    """The README's example method (examples/norm_tuning.py), named by its path, as module:attr, and as
+    the entry point of a tiny installed package: its own results folder (<model>+<method>), its
+    settings in every unit's record, read by summarize and report."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    name = f"{examples / 'norm_tuning.py'}:METHOD"
+    if way != "file":
+        monkeypatch.syspath_prepend(str(examples))
+        name = "norm_tuning:METHOD"
+    if way == "entry point":  # an installed distribution: its metadata on sys.path, as pip leaves it
+        dist = tmp_path / "site" / "norm_tuning_plugin-0.1.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: norm-tuning-plugin\nVersion: 0.1\n")
+        (dist / "entry_points.txt").write_text(f"[tapt_bench.methods]\nnorm-tuning = {name}\n")
+        monkeypatch.syspath_prepend(str(tmp_path / "site"))
+        methods.installed.cache_clear()
+        name = "norm-tuning"
     out = tmp_path / "out"
     config = tiny_grid_config(
         tmp_path,
         tiny_llama,
         data_dir,
         out,
-        method=f"{example}:METHOD",
+        subsamples=2,
+        method=name,
         method_settings={"norm-tuning": {"steps": 2}},
     )
-    main(["run", "--config", str(config)])
+    try:
+        main(["run", "--config", str(config)])
+    finally:
+        methods.installed.cache_clear()
     acc, _ = grid_tables(out, "m4/n6/tiny+norm-tuning/ag_news")
-    assert len(acc) == 3 and {"base", "extra", "test", "leak"} <= set(acc.columns)
+    assert len(acc) == 2 and {"base", "extra", "test", "leak"} <= set(acc.columns)
     record = json.loads((out / "m4/n6/tiny+norm-tuning/ag_news/units/0.json").read_text())
     assert (
         record["settings"]["method"] == "norm-tuning" and record["settings"]["method_settings"]["steps"] == 2
@@ -278,17 +296,13 @@ def test_a_bad_method_setting_is_named_with_the_method_before_anything_is_writte
     assert not out.exists()
 
 
-def test_several_methods_run_side_by_side_on_the_same_subsamples(tmp_path, tiny_llama, data_dir, capsys):
+def test_several_methods_run_side_by_side_on_the_same_subsamples_and_share_the_base(
+    tmp_path, tiny_llama, data_dir, capsys
+):
     out = tmp_path / "out"
+    settings = {"method_settings": {"test-time-learning": {"threshold": 0}}, "subsamples": 1}
     config = tiny_grid_config(
-        tmp_path,
-        tiny_llama,
-        data_dir,
-        out,
-        methods=["prompt-tapt", "test-time-learning"],
-        method_settings={"test-time-learning": {"threshold": 0}},
-        subsamples=1,
-        exposure=False,
+        tmp_path, tiny_llama, data_dir, out, methods=["prompt-tapt", "test-time-learning"], **settings
     )
     main(["run", "--config", str(config)])
     study, tlm = (
@@ -296,6 +310,34 @@ def test_several_methods_run_side_by_side_on_the_same_subsamples(tmp_path, tiny_
         grid_tables(out, "m4/n6/tiny+test-time-learning/ag_news")[0],
     )
     assert study["base"].tolist() == tlm["base"].tolist()  # the same subsample, the same base
+    first, shared = (
+        json.loads((out / f"m4/n6/{m}/ag_news/units/0.json").read_text())
+        for m in ("tiny", "tiny+test-time-learning")
+    )
+    assert shared["base_from"] == "tiny" and "base_from" not in first
+    assert "score_base" in first["seconds"] and "score_base" not in shared["seconds"]  # scored once
+    # the shared base is what TLM's own run scores: its accuracy, probabilities and exposure scores
+    alone = tmp_path / "alone"
+    main(
+        [
+            "run",
+            "--config",
+            str(
+                tiny_grid_config(
+                    tmp_path, tiny_llama, data_dir, alone, method="test-time-learning", **settings
+                )
+            ),
+        ]
+    )
+    own = json.loads((alone / "m4/n6/tiny+test-time-learning/ag_news/units/0.json").read_text())
+    assert (
+        "base_from" not in own and own["exposure"]["scores"]["base"] == shared["exposure"]["scores"]["base"]
+    )
+    for got, want in zip(
+        grid_tables(alone, "m4/n6/tiny+test-time-learning/ag_news"),
+        grid_tables(out, "m4/n6/tiny+test-time-learning/ag_news"),
+    ):
+        pd.testing.assert_frame_equal(got, want)
     capsys.readouterr()
     main(["summarize", str(out)])
     shown = capsys.readouterr().out

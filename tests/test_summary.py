@@ -9,7 +9,7 @@ import pytest
 from harness.cli.main import main
 from harness.core.errors import UserError
 from harness.results import collect
-from harness.stats.summary import bias_pvalue, summarize
+from harness.stats.summary import paired_pvalue, summarize
 
 
 def write(root, task, rows, m=10, n=10, model="toy"):
@@ -67,8 +67,8 @@ def test_hand_computed_means(fixture_dir, capsys):
         "task",
         "boost_mean",
         "bias_mean",
-        "p_value",
-        "p_adjusted",
+        "bias_p_value",
+        "bias_p_adjusted",
         "detectable_bias",
     }
     assert a["detectable_bias"] == b["detectable_bias"] == float("inf")
@@ -89,7 +89,7 @@ def test_detectable_bias_by_hand():
     assert detectable_effect(d) == pytest.approx((2.0150 + 0.9195) * sd / np.sqrt(6), rel=1e-3)
     assert np.isfinite(detectable_effect(d[:5]))
     assert detectable_effect(d[:4]) == float("inf")
-    assert bias_pvalue(np.full(4, 0.9), np.full(4, 0.1)) > 0.05  # why: even four equal gains give p = 1/16
+    assert paired_pvalue(np.full(4, 0.9), np.full(4, 0.1)) > 0.05  # why: even four equal gains give p = 1/16
 
 
 def test_detectable_bias_matches_a_brute_force_power_simulation():
@@ -104,7 +104,7 @@ def test_detectable_bias_matches_a_brute_force_power_simulation():
     centered = observed - observed.mean()
     trials = 300
     rejected = [
-        bias_pvalue(rng.choice(centered, 20) + mde, np.zeros(20), seed=t) < 0.05 for t in range(trials)
+        paired_pvalue(rng.choice(centered, 20) + mde, np.zeros(20), seed=t) < 0.05 for t in range(trials)
     ]
     power, error = np.mean(rejected), np.sqrt(0.8 * 0.2 / trials)
     assert abs(power - 0.80) < 3 * error, (power, error)
@@ -113,10 +113,10 @@ def test_detectable_bias_matches_a_brute_force_power_simulation():
 def test_permutation_p_values():
     rng = np.random.default_rng(1)
     extra = rng.uniform(0.5, 0.7, 20)
-    assert bias_pvalue(extra + 0.1 + rng.normal(0, 0.01, 20), extra) < 0.001
+    assert paired_pvalue(extra + 0.1 + rng.normal(0, 0.01, 20), extra) < 0.001
     null = extra + rng.normal(0, 0.05, 20)
-    assert bias_pvalue(null, extra) > 0.05
-    assert bias_pvalue(extra - 0.1, extra) > 0.99
+    assert paired_pvalue(null, extra) > 0.05
+    assert paired_pvalue(extra - 0.1, extra) > 0.99
 
 
 def test_bh_adjustment_matches_the_formula(tmp_path):
@@ -126,12 +126,12 @@ def test_bh_adjustment_matches_the_formula(tmp_path):
         test = np.clip(extra + shift + rng.integers(-3, 4, 12) / 100, 0, 1)
         write(tmp_path, f"t{i}", [[0.5, e, t, 0.3, 2, 0.5] for e, t in zip(extra, test)], n=100)
     tasks = summarize(collect(tmp_path))["tasks"]
-    p = np.array([t["p_value"] for t in tasks])
+    p = np.array([t["bias_p_value"] for t in tasks])
     order = np.argsort(p)
     ranked = p[order] * len(p) / np.arange(1, len(p) + 1)
     expected = np.empty_like(p)
     expected[order] = np.minimum.accumulate(ranked[::-1])[::-1].clip(max=1)
-    assert [t["p_adjusted"] for t in tasks] == pytest.approx(expected.tolist())
+    assert [t["bias_p_adjusted"] for t in tasks] == pytest.approx(expected.tolist())
 
 
 @pytest.mark.parametrize(
@@ -191,3 +191,40 @@ def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
     pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
     (got,) = prediction_changes(tmp_path).to_dict("records")
     assert got == {"task": "a", "docs": 4, "extra/base": 0.25, "test/base": 0.75, "test/extra": 0.5}
+
+
+def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypatch):
+    """The summary, its text and the report read conditions.EFFECTS: an effect added there (here the
+    leak against base, tested) gets its mean, p-values and columns with no other change."""
+    from harness.core import conditions
+    from harness.stats import report
+    from harness.stats.summary import format_tables
+
+    monkeypatch.setattr(conditions, "EFFECTS", {**conditions.EFFECTS, "total": ("base", "leak")})
+    monkeypatch.setattr(conditions, "TESTED", (*conditions.TESTED, "total"))
+    rng = np.random.default_rng(0)
+    base = rng.integers(30, 50, 6) / 100
+    df = pd.DataFrame(
+        {
+            "m": 10,
+            "n": 100,
+            "model": "toy",
+            "task": "a",
+            "base": base,
+            "extra": base,
+            "test": base,
+            "leak": base + 0.2,
+        }
+    )
+    s = summarize(df)
+    (t,) = s["tasks"]
+    assert t["total_mean"] == pytest.approx(0.2) and t["total_p_value"] == pytest.approx(1 / 64, abs=0.01)
+    assert s["configs"][0]["total_mean"] == pytest.approx(0.2) and "total_p_adjusted" in t
+    text = format_tables(s)
+    assert "total (leak-base) +20.00 pts" in text and text.splitlines()[3].split()[-3:] == [
+        "total",
+        "p",
+        "p_BH",
+    ]
+    page = report.summary_section(s["configs"][0], s["tasks"])
+    assert "p (total)" in page and "total (leak - base) <b>+20.00</b>" in page

@@ -64,34 +64,13 @@ def train_method(args: argparse.Namespace, train) -> None:
 
 
 def lm_eval_command(train, model_args: str) -> str:
-    """The lm_eval command that scores a model on a subsample's test split: for a tapt_* task its folder
-    as --include_path and the subsample as --metadata; for any other lm-eval task, its test rows as
-    --samples (lm-eval needs the base as `pretrained=` and an adapter as `peft=`)."""
-    from harness.tasks.data import resolve_data_dir
-    from harness.tasks.lm_eval_spec import LmEvalSpec
-    from harness.tasks.spec import load_task_config, task_path
-    from harness.tasks.splits import find_spec, subsample_docs
+    """The lm_eval command that scores a model on a subsample's test split (its flags from the task:
+    for a tapt_* task its folder and the subsample as --metadata, for any other lm-eval task its test
+    rows as --samples); lm-eval needs the base as `pretrained=` and an adapter as `peft=`."""
+    from harness.tasks.splits import find_spec
 
     spec = find_spec(train.task, train.include_path)
-    if isinstance(spec, LmEvalSpec):
-        rows = [int(r) for r in subsample_docs(spec, train, train.subsample)["test"]["row"]]
-        argv = ["lm_eval", "--model", "hf", "--model_args", model_args, "--tasks", spec.task_name]
-        for folder in train.include_path:
-            argv += ["--include_path", str(Path(folder).resolve())]
-        return shlex.join([*argv, "--samples", json.dumps({spec.task_name: rows})])
-    yaml = task_path(train.task, train.include_path).resolve()
-    data_dir = resolve_data_dir(train.data_dir)
-    metadata = {
-        "data_dir": str(data_dir.resolve()) if data_dir else None,
-        "m": train.m,
-        "n": train.n,
-        "seed": train.seed,
-        "subsample": train.subsample,
-        "split": "test",
-    }
-    task = load_task_config(yaml)["task"]
-    argv = ["lm_eval", "--model", "hf", "--model_args", model_args, "--include_path", str(yaml.parent)]
-    return shlex.join([*argv, "--tasks", task, "--metadata", json.dumps(metadata)])
+    return shlex.join(["lm_eval", "--model", "hf", "--model_args", model_args, *spec.lm_eval_args(train)])
 
 
 def cmd_pretrain_text(args: argparse.Namespace) -> None:

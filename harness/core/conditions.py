@@ -10,3 +10,13 @@ TAPT = {EXTRA: (EXTRA, False), TEST: (TEST, False), LEAK: (TEST, True)}
 TAPT_SPLITS = (EXTRA, TEST)  # TAPT never trains on the labeled train split
 # (control, treatment) of each effect: the pretraining boost, the evaluation bias, the planted leak
 EFFECTS = {"boost": (BASE, EXTRA), "bias": (EXTRA, TEST), "leak": (EXTRA, LEAK)}
+TESTED = ("bias", "leak")  # given a one-sided paired permutation test (treatment > control), BH over tasks
+PRIMARY = "bias"  # the design's question: the effect whose detectable size (MDE) is reported
+READ_TEST = tuple(e for e, (_, t) in EFFECTS.items() if TAPT.get(t, ("",))[0] == TEST)  # bias, leak
+OPTIONAL = tuple(c for c in ALL if c not in PAIRED)  # conditions a run may add to the paired three
+
+
+def label(effect: str, sep: str = "-") -> str:
+    """An effect as the tables name it: `bias (test-extra)`."""
+    control, treatment = EFFECTS[effect]
+    return f"{effect} ({treatment}{sep}{control})"

@@ -1,6 +1,7 @@
 """`tapt-bench contamination calibrate`: every detector's error rates on models of known exposure.
 
-For each TAPT mode (padding, packing) a grid of the config's tasks and subsamples trains, per unit, the
+For each TAPT mode (padding, packing; a method without a `packing` setting, such as TLM, has one mode,
+`default`) and each method of the config a grid of the config's tasks and subsamples trains, per unit, the
 extra, test and leak models with the exposure setting on; every detector of contamination.detectors
 reads each model's scores, and (optionally) the exchangeability test of Oren et al. runs on each
 model in both formats. The flag rates on the models that did not see the test split (or its labels)
@@ -25,13 +26,14 @@ from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError
 from harness.core.models import load_scoring_model, resolve
-from harness.core.settings import Settings, option
+from harness.core.settings import Settings, field_names, option
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
 from harness.tasks.splits import find_spec, subsample_docs
 
 FORMATS = {"labeled": detectors.LABELS, "text-only": detectors.TEXT}  # what each exchangeability test sees
 MODES = ("padding", "packing")  # the TAPT modes: the adapter setting `packing` off and on
+DEFAULT = "default"  # the one mode of a method that has no `packing` setting
 
 
 @dataclass(kw_only=True)
@@ -57,15 +59,21 @@ class CalibrateOptions(Settings):
             raise SettingsError(f"modes {problem}", "modes", problem)
 
 
+def modes_of(cfg: GridConfig, opts: CalibrateOptions) -> list[str]:
+    """The modes calibrated for the config's method: the options' where it has a `packing` setting."""
+    return opts.modes if "packing" in field_names(cfg.adaptation().settings) else [DEFAULT]
+
+
 def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
     """The grid of one mode: every condition, the exposure setting on, in <out>/<mode>."""
-    return dataclasses.replace(
-        cfg,
-        packing=mode == "packing",
-        conditions=list(conditions.ALL),
-        exposure=True,
-        out=str(Path(cfg.out) / mode),
-    )
+    changes = {"conditions": list(conditions.ALL), "exposure": True, "out": str(Path(cfg.out) / mode)}
+    if mode != DEFAULT and cfg.is_study_method():
+        changes["packing"] = mode == "packing"
+    elif mode != DEFAULT:  # another method's packing is one of its method_settings
+        name = cfg.adaptation().name
+        own = cfg.method_settings.get(name, {}) | {"packing": mode == "packing"}
+        changes["method_settings"] = {**cfg.method_settings, name: own}
+    return dataclasses.replace(cfg, **changes)
 
 
 def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
@@ -75,7 +83,7 @@ def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
 
 def unit_rows(cfg: GridConfig, mode: str) -> list[dict]:
     """Every detector's p-value for every finished unit and condition of one mode's grid."""
-    rows = []
+    rows, method = [], cfg.adaptation().name
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
         for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
@@ -88,7 +96,7 @@ def unit_rows(cfg: GridConfig, mode: str) -> list[dict]:
             }
             texts = [text[(s, r)] for s, r in zip(record["docs"]["split"], record["docs"]["row"])]
             for row in detectors.unit_pvalues(record, texts):
-                rows.append({"mode": mode, "task": spec.slug, "subsample": k, **row})
+                rows.append({"method": method, "mode": mode, "task": spec.slug, "subsample": k, **row})
     return rows
 
 
@@ -128,6 +136,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
                         results.write_json(cache_path, cache)
                     rows.append(
                         {
+                            "method": cfg.adaptation().name,
                             "mode": mode,
                             "task": spec.slug,
                             "subsample": k,
@@ -146,7 +155,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
     started = time.perf_counter()
     rows = []
     for cell in cfg.cell_configs():
-        for mode in opts.modes:
+        for mode in modes_of(cell, opts):
             grid = mode_config(cell, mode)
             grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
             rows += unit_rows(grid, mode)
@@ -158,8 +167,8 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
     out = {
         "settings": cfg.result_settings() | {"tasks": cfg.tasks, "subsamples": cfg.subsamples},
         "options": dataclasses.asdict(opts),
-        "rates": detectors.error_rates(pvalues, sees),
-        "rates_by_task": detectors.error_rates(pvalues, sees, ("mode", "task", "detector")),
+        "rates": detectors.error_rates(pvalues, sees, ("method", "mode", "detector")),
+        "rates_by_task": detectors.error_rates(pvalues, sees, ("method", "mode", "task", "detector")),
         "pvalues": pvalues.to_dict("records"),
         "seconds": time.perf_counter() - started,
     }

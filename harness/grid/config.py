@@ -103,8 +103,9 @@ class GridConfig(
 
     def check(self) -> None:
         super().check()
-        if sorted(self.conditions) not in (sorted(conditions.PAIRED), sorted(conditions.ALL)):
-            allowed = f"{', '.join(conditions.PAIRED)} and optionally {conditions.LEAK}"
+        chosen = set(self.conditions)
+        if len(chosen) < len(self.conditions) or not set(conditions.PAIRED) <= chosen <= set(conditions.ALL):
+            allowed = f"{', '.join(conditions.PAIRED)} and optionally {', '.join(conditions.OPTIONAL)}"
             problem = f"must be {allowed}, got {self.conditions}"
             raise SettingsError(f"conditions {problem}", "conditions", problem)
         self.conditions = [c for c in conditions.ALL if c in self.conditions]
@@ -216,7 +217,7 @@ class GridConfig(
         else:
             other = [*field_names(TextSettings), *field_names(ClassifierSettings)]
         out = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
-        if out["conditions"] == list(conditions.PAIRED):  # recorded only when it adds leak: older units match
+        if out["conditions"] == list(conditions.PAIRED):  # recorded only when it adds one: older units match
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
             del out["exposure"], out["text_score"]
@@ -231,6 +232,14 @@ class GridConfig(
 
     def settings_hash(self) -> str:
         return fingerprint(self.result_settings())
+
+    def base_settings(self) -> dict:
+        """The settings that can change the base's own scores in a unit: the result settings without the
+        method's (methods side by side with equal base settings share the base's scores)."""
+        out = self.result_settings()
+        for key in ("method", "method_settings", "conditions", *field_names(LoraTrainingSettings)):
+            out.pop(key, None)
+        return out
 
 
 def config_path(name: str | Path) -> Path:

@@ -154,7 +154,7 @@ def run(
     check_settings(cfg, overwrite)  # before anything is written
     pending = todo(cfg, shard)
     handler = start_log(cfg, shard)
-    started, finished, touched = time.time(), [], []
+    started, finished, touched, stages = time.time(), [], [], []
     log.info(
         "shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(units(cfg, shard)), cfg.base
     )
@@ -175,13 +175,37 @@ def run(
                     sum(unit.record["seconds"].values()),
                 )
                 finished.append([unit.slug, unit.k])
+                stages.append(unit.record["seconds"])
                 write_manifest(cfg, shard, started, finished)
                 bar.update()
     finally:
         log.removeHandler(handler)
         handler.close()
+    if stages:
+        line = stage_line(stages, time.time() - started)
+        print(line)
+        log.info(line)
     print(f"log: {handler.baseFilename}")
     return sorted(set(touched))
+
+
+def stage_line(unit_seconds: list[dict[str, float]], wall: float) -> str:
+    """Where a run's time went: each stage's seconds summed over its units (`train_extra` under train),
+    and the rest of the wall time (loading the base, drawing the data, writing)."""
+    stages: dict[str, dict[str, float]] = {}
+    for seconds in unit_seconds:
+        for name, s in seconds.items():
+            stage, _, cond = name.partition("_")
+            stages.setdefault(stage, {}).setdefault(cond, 0.0)
+            stages[stage][cond] += s
+    parts = []
+    for stage, by_cond in stages.items():
+        detail = ", ".join(f"{c} {s:.0f}" for c, s in by_cond.items() if c)
+        parts.append(f"{stage} {sum(by_cond.values()):.0f}" + (f" ({detail})" if detail else ""))
+    rest = wall - sum(sum(c.values()) for c in stages.values())
+    if rest >= 0:  # parallel units (workers, Ray) sum to more than the wall time: no remainder then
+        parts.append(f"other {rest:.0f} (loading the base, data, writing)")
+    return f"seconds by stage over {len(unit_seconds)} unit(s), {wall:.0f} s in all: " + " · ".join(parts)
 
 
 def in_process(cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool) -> Iterator[Unit]:

@@ -20,7 +20,7 @@ from contamination import doc_scores
 from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions, models
-from harness.core.settings import pick
+from harness.core.settings import fingerprint, pick
 from harness.grid.config import GridConfig
 from harness.scoring import classifier, zero_shot
 from harness.tasks.splits import Spec, find_spec, subsample_docs
@@ -43,6 +43,9 @@ class Unit:
 
 # the zero-shot base of this process, kept loaded for every unit it runs (locally or in a Ray worker)
 _LOADED: dict = {}
+# the base's scores per (results root, base settings, task, subsample), with the model folder that computed
+# them: methods side by side score the base once per unit (the same numbers: scoring is deterministic)
+_BASE_SCORES: dict = {}
 
 
 def base_key(cfg: GridConfig) -> tuple:
@@ -106,9 +109,18 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
             )
             lap(f"exposure_{cond}")
 
-    scored = {conditions.BASE: zero_shot.score(zero_shot.scorer(base, tokenizer, cfg.eval_batch_size), task)}
-    lap(f"score_{conditions.BASE}")
-    expose(conditions.BASE, base)
+    shared = (cfg.out, fingerprint(cfg.base_settings()), spec.slug, k)
+    if shared in _BASE_SCORES and _BASE_SCORES[shared][0] != cfg.tag:  # another method's, on these docs
+        base_from, base_scored, base_exposed = _BASE_SCORES[shared]
+        scored, exposed = dict(base_scored), dict(base_exposed)
+    else:
+        base_from = None
+        scored = {
+            conditions.BASE: zero_shot.score(zero_shot.scorer(base, tokenizer, cfg.eval_batch_size), task)
+        }
+        lap(f"score_{conditions.BASE}")
+        expose(conditions.BASE, base)
+        _BASE_SCORES[shared] = (cfg.tag, dict(scored), dict(exposed))
     for cond in cfg.conditions[1:]:  # extra, test (and leak): each adapts on its split's documents
         split, answers = conditions.TAPT[cond]
         with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
@@ -128,7 +140,10 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         expose(cond, adapted.model)
         base = adapted.base()  # the adaptation undone: the same base serves the next condition
     _LOADED[base_key(cfg)] = base, tokenizer
-    return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
+    unit = unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
+    if base_from:
+        unit.record["base_from"] = base_from
+    return unit
 
 
 def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:

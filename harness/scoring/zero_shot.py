@@ -9,8 +9,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.tasks.lm_eval_spec import LmEvalSpec
-from harness.tasks.spec import lm_eval_tasks
 from harness.tasks.splits import Spec
 
 
@@ -29,12 +27,7 @@ def lm_eval_task(
 ) -> EvalTask:
     """A tapt_* task's docs are the subsample split `metadata` names (its data hook draws them); an lm-eval
     task's are its own evaluation docs, of which lm-eval scores exactly the `test` rows (`samples`)."""
-    rows = [(int(r), int(y)) for r, y in zip(test["row"], test["label"])]
-    if isinstance(spec, LmEvalSpec):
-        by_row = {r: (r, y) for r, y in rows}  # lm-eval's doc_id is the eval-doc index: the pool row
-        return EvalTask({spec.task_name: spec.task}, {spec.task_name: list(by_row)}, by_row)
-    tasks = lm_eval_tasks(include_path, metadata).load(spec.task_name)
-    return EvalTask(tasks, None, dict(enumerate(rows)))  # doc_id: the position in the split
+    return EvalTask(*spec.eval_tasks(metadata, include_path, test))
 
 
 def scorer(model, tokenizer, batch_size: int):

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.core import conditions
+
 BIAS_SHOWN = 0.03  # eq. 12 plot: the tasks whose observed mean bias reaches +3 points in some cell
 
 
@@ -174,13 +176,10 @@ def task_effects(tasks: list[dict]):
     names = [t["task"] for t in tasks]
     fig, ax = plt.subplots(figsize=(7, 0.32 * len(names) + 1.2))
     y = np.arange(len(names))
-    for key, marker, label in (
-        ("boost_mean", "o", "boost (extra - base)"),
-        ("bias_mean", "s", "bias (test - extra)"),
-        ("leak_mean", "^", "leak (leak - extra)"),
-    ):
-        if all(key in t for t in tasks):
-            ax.scatter([100 * t[key] for t in tasks], y, marker=marker, label=label)
+    for effect, marker in zip(conditions.EFFECTS, "os^Dv"):
+        if all(f"{effect}_mean" in t for t in tasks):
+            label = conditions.label(effect, " - ")
+            ax.scatter([100 * t[f"{effect}_mean"] for t in tasks], y, marker=marker, label=label)
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_yticks(y, names, fontsize=8)
     ax.set_xlabel("mean accuracy difference over subsamples (points)")

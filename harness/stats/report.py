@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
+from harness.core import conditions
 from harness.stats import plots, summary
 from harness.stats.analysis import tasks_excluding_zero
 
@@ -99,37 +100,32 @@ def provenance(mdir: Path) -> str:
 
 
 def summary_section(config: dict, tasks: list[dict]) -> str:
-    leak = "leak_mean" in config
-    headers = ["task", "boost", "bias", "p", "p_BH", "MDE"] + (
-        ["leak", "p (leak)", "p_BH (leak)"] if leak else []
-    )
+    effects = [e for e in conditions.EFFECTS if f"{e}_mean" in config]
+    cols = summary.effect_columns(effects)
+    # the primary effect's p-values go unnamed, as the study's table had them: p, p_BH; others' are named
+    headers = ["task"] + [
+        h if kind == "points" or e == conditions.PRIMARY else f"{h} ({e})" for e, h, _, kind in cols
+    ]
     rows = []
-    for t in sorted(tasks, key=lambda t: -t["bias_mean"]):
-        row = [
-            (esc(t["task"]), t["task"]),
-            points(t["boost_mean"]),
-            points(t["bias_mean"], t["p_adjusted"] <= summary.ALPHA),
-        ]
-        row += [
-            (f"{t['p_value']:.4f}", t["p_value"]),
-            (f"{t['p_adjusted']:.4f}", t["p_adjusted"]),
-            points(t["detectable_bias"], signed=False),
-        ]
-        if leak:
-            row += [points(t["leak_mean"], t["leak_p_adjusted"] <= summary.ALPHA)]
-            row += [
-                (f"{t['leak_p_value']:.4f}", t["leak_p_value"]),
-                (f"{t['leak_p_adjusted']:.4f}", t["leak_p_adjusted"]),
-            ]
+    for t in sorted(tasks, key=lambda t: -t[f"{conditions.PRIMARY}_mean"]):
+        row = [(esc(t["task"]), t["task"])]
+        for e, _, key, kind in cols:
+            if kind == "p":
+                row.append((f"{t[key]:.4f}", t[key]))
+            elif kind == "mde":
+                row.append(points(t[key], signed=False))
+            else:  # bold where its BH-adjusted p-value is significant
+                row.append(points(t[key], e in conditions.TESTED and t[f"{e}_p_adjusted"] <= summary.ALPHA))
         rows.append(row)
+    primary = conditions.PRIMARY
+    means = ", ".join(
+        f"{esc(conditions.label(e, ' - '))} <b>{100 * config[f'{e}_mean']:+.2f}</b> pts" for e in effects
+    )
     head = (
-        f"<p>{config['tasks']} tasks, {config['rows']} subsample rows. Boost (extra - base) "
-        f"<b>{100 * config['boost_mean']:+.2f}</b> pts, bias (test "
-        f"- extra) <b>{100 * config['bias_mean']:+.2f}</b> pts"
-        + (f", leak (leak - extra) <b>{100 * config['leak_mean']:+.2f}</b> pts" if leak else "")
-        + f"; tasks with bias &gt; 0: {config['tasks_positive_bias']}, "
-        f"&lt; 0: {config['tasks_negative_bias']}; "
-        f"median MDE {100 * config['detectable_bias_median']:.2f} pts.</p>"
+        f"<p>{config['tasks']} tasks, {config['rows']} subsample rows. {means[:1].upper()}{means[1:]}"
+        + f"; tasks with {primary} &gt; 0: {config[f'tasks_positive_{primary}']}, "
+        f"&lt; 0: {config[f'tasks_negative_{primary}']}; "
+        f"median MDE {100 * config[f'detectable_{primary}_median']:.2f} pts.</p>"
     )
     caption = (
         "Per task, in accuracy points: means over subsamples, one-sided paired permutation p-values "
@@ -137,7 +133,7 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         "Ordered by bias; click a header to sort. " + summary.DETECTABLE_METHOD
     )
     fig = figure(
-        plots.png(plots.task_effects(sorted(tasks, key=lambda t: t["bias_mean"]))),
+        plots.png(plots.task_effects(sorted(tasks, key=lambda t: t[f"{conditions.PRIMARY}_mean"]))),
         "Per task: the mean boost, bias and (where run) planted leak over subsamples, in accuracy points. "
         "A bias near 0 beside a clearly positive leak is the study's message: seen unlabeled, not inflated.",
     )
@@ -166,16 +162,13 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
     if not shares:
         return ""
     effects = {t["task"]: t for t in tasks}
-    conds = [c for c in ("extra", "test", "leak") if any(c in s for s in shares)]
-    headers = ["task", "bias", "leak"] + [f"{c}: {w}" for c in conds for w in ("text", "labels")]
+    conds = [c for c in conditions.ALL if c != conditions.BASE and any(c in s for s in shares)]
+    headers = ["task", *conditions.READ_TEST] + [f"{c}: {w}" for c in conds for w in ("text", "labels")]
     rows = []
     for s in shares:
         t = effects.get(s["task"], {})
-        row = [
-            (esc(s["task"]), s["task"]),
-            points(t.get("bias_mean", np.nan)),
-            points(t.get("leak_mean", np.nan)),
-        ]
+        row = [(esc(s["task"]), s["task"])]
+        row += [points(t.get(f"{e}_mean", np.nan)) for e in conditions.READ_TEST]
         shown = {c: {"text": s[c]["text"], "label": summary.label_share(s[c])} for c in conds if c in s}
         row += [
             (f"{shown[c][w]:.0%}", shown[c][w]) if c in s else ("-", -1)
@@ -205,6 +198,7 @@ def calibration_section(root: Path) -> str:
 
     rows = [
         [
+            (esc(r.get("method", "")), r.get("method", "")),  # files written before methods lack it
             (esc(r["mode"]), r["mode"]),
             (esc(r["detector"]), r["detector"]),
             (r["sees"], r["sees"]),
@@ -219,7 +213,7 @@ def calibration_section(root: Path) -> str:
         "labels), power on those that did. A 'not seen' from a detector means only as much as its power."
     )
     return "<h2>Detector error rates</h2>" + table(
-        ["mode", "detector", "sees", "false positives", "power"], rows, caption
+        ["method", "mode", "detector", "sees", "false positives", "power"], rows, caption
     )
 
 

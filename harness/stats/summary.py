@@ -24,12 +24,12 @@ DETECTABLE_METHOD = (
 )
 
 
-def bias_pvalue(test: np.ndarray, extra: np.ndarray, seed: int = 0) -> float:
-    """Paired permutation test of H1: E[test - extra] > 0 (signs of the differences are permuted)."""
-    if len(test) < 2 or np.all(test == extra):
+def paired_pvalue(treatment: np.ndarray, control: np.ndarray, seed: int = 0) -> float:
+    """Paired permutation test of H1: E[treatment - control] > 0 (signs of the differences are permuted)."""
+    if len(treatment) < 2 or np.all(treatment == control):
         return 1.0
     res = stats.permutation_test(
-        (test, extra),
+        (treatment, control),
         lambda x, y, axis: np.mean(x - y, axis=axis),
         permutation_type="samples",
         alternative="greater",
@@ -49,89 +49,96 @@ def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: floa
     return detectable(float(np.std(differences, ddof=1) / np.sqrt(k)), k - 1, alpha, power)
 
 
+def effects_in(df: pd.DataFrame) -> list[str]:
+    """The effects of conditions.EFFECTS whose two conditions every row of these accuracies has."""
+    return [e for e, pair in conditions.EFFECTS.items() if all(c in df and df[c].notna().all() for c in pair)]
+
+
 def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
-    """The JSON summary: per (m, n, model) and per task means, p-values and BH-adjusted p-values;
-    with a leak column, the same for leak - extra (the planted labeled contamination)."""
-    for effect, (control, treatment) in conditions.EFFECTS.items():
-        if treatment in df.columns and df[treatment].notna().all():
-            df = df.assign(**{f"{effect}_effect": df[treatment] - df[control]})
-    has_leak = "leak_effect" in df.columns
+    """The JSON summary: per (m, n, model) and per task, each effect's mean (`bias_mean`); for the
+    tested effects its one-sided p-value and its BH adjustment over tasks (`bias_p_value`,
+    `bias_p_adjusted`); for the primary effect its detectable size (`detectable_bias`)."""
+    effects, primary = effects_in(df), conditions.PRIMARY
+    tested = [e for e in effects if e in conditions.TESTED]
     configs, tasks = [], []
     for (m, n, model), group in df.groupby(["m", "n", "model"], sort=True):
         per_task = []
         for task, t in group.groupby("task", sort=True):
-            row = {
-                "m": int(m),
-                "n": int(n),
-                "model": model,
-                "task": task,
-                "boost_mean": float(t["boost_effect"].mean()),
-                "bias_mean": float(t["bias_effect"].mean()),
-                "p_value": bias_pvalue(t[conditions.TEST].to_numpy(), t[conditions.EXTRA].to_numpy(), seed),
-                "detectable_bias": detectable_effect(t["bias_effect"].to_numpy()),
-            }
-            if has_leak:
-                row |= {
-                    "leak_mean": float(t["leak_effect"].mean()),
-                    "leak_p_value": bias_pvalue(
-                        t[conditions.LEAK].to_numpy(), t[conditions.EXTRA].to_numpy(), seed
-                    ),
-                }
+            row = {"m": int(m), "n": int(n), "model": model, "task": task}
+            for e in effects:
+                control, treatment = (t[c].to_numpy() for c in conditions.EFFECTS[e])
+                row[f"{e}_mean"] = float((treatment - control).mean())
+                if e in tested:
+                    row[f"{e}_p_value"] = paired_pvalue(treatment, control, seed)
+                if e == primary:
+                    row[f"detectable_{e}"] = detectable_effect(treatment - control)
             per_task.append(row)
-        for key in ("p_value", "leak_p_value") if has_leak else ("p_value",):
-            adjusted = stats.false_discovery_control([t[key] for t in per_task], method="bh")
+        for e in tested:
+            adjusted = stats.false_discovery_control([t[f"{e}_p_value"] for t in per_task], method="bh")
             for t, p in zip(per_task, adjusted):
-                t[key.replace("value", "adjusted")] = float(p)
+                t[f"{e}_p_adjusted"] = float(p)
         tasks += per_task
-        config = {
-            "m": int(m),
-            "n": int(n),
-            "model": model,
-            "boost_mean": float(group["boost_effect"].mean()),
-            "bias_mean": float(group["bias_effect"].mean()),
-            "tasks": len(per_task),
-            "rows": len(group),
-            "tasks_positive_bias": sum(t["bias_mean"] > 0 for t in per_task),
-            "tasks_negative_bias": sum(t["bias_mean"] < 0 for t in per_task),
-            "detectable_bias_median": float(np.median([t["detectable_bias"] for t in per_task])),
-        }
-        if has_leak:
-            config["leak_mean"] = float(group["leak_effect"].mean())
+        config = {"m": int(m), "n": int(n), "model": model}
+        for e in effects:
+            control, treatment = conditions.EFFECTS[e]
+            config[f"{e}_mean"] = float((group[treatment] - group[control]).mean())
+        config |= {"tasks": len(per_task), "rows": len(group)}
+        if primary in effects:
+            config |= {
+                f"tasks_positive_{primary}": sum(t[f"{primary}_mean"] > 0 for t in per_task),
+                f"tasks_negative_{primary}": sum(t[f"{primary}_mean"] < 0 for t in per_task),
+                f"detectable_{primary}_median": float(
+                    np.median([t[f"detectable_{primary}"] for t in per_task])
+                ),
+            }
         configs.append(config)
     return {"configs": configs, "tasks": tasks}
+
+
+def effect_columns(effects: list[str]) -> list[tuple[str, str, str, str]]:
+    """The per-task table's columns after the task, (effect, header, key, kind): each effect's mean
+    (kind `points`), then where tested its p and p_BH (`p`), then for the primary effect its MDE (`mde`)."""
+    cols = []
+    for e in effects:
+        cols.append((e, e, f"{e}_mean", "points"))
+        if e in conditions.TESTED:
+            cols += [(e, "p", f"{e}_p_value", "p"), (e, "p_BH", f"{e}_p_adjusted", "p")]
+        if e == conditions.PRIMARY:
+            cols.append((e, "MDE", f"detectable_{e}", "mde"))
+    return cols
 
 
 def format_tables(summary: dict[str, Any]) -> str:
     """Human-readable tables: one line per (m, n, model), then its tasks (points, MDE included)."""
     lines = [DETECTABLE_METHOD, ""]
+    primary = conditions.PRIMARY
+    width = {"points": 7, "p": 7, "mde": 6}
     for c in summary["configs"]:
-        leak = "leak_mean" in c
+        effects = [e for e in conditions.EFFECTS if f"{e}_mean" in c]
         lines.append(
             f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
-            f"boost (extra-base) {100 * c['boost_mean']:+.2f} pts, bias (test-extra) "
-            f"{100 * c['bias_mean']:+.2f} pts"
-            + (f", leak (leak-extra) {100 * c['leak_mean']:+.2f} pts" if leak else "")
-            + f"; tasks with bias >0: {c['tasks_positive_bias']}, <0: {c['tasks_negative_bias']}"
+            + ", ".join(f"{conditions.label(e)} {100 * c[f'{e}_mean']:+.2f} pts" for e in effects)
+            + (
+                f"; tasks with {primary} >0: {c[f'tasks_positive_{primary}']}, "
+                f"<0: {c[f'tasks_negative_{primary}']}"
+                if primary in effects
+                else ""
+            )
         )
-        lines.append(
-            f"  {'task':34} {'boost':>7} {'bias':>7} {'p':>7} {'p_BH':>7} {'MDE':>6}"
-            + (f" {'leak':>7} {'p':>7} {'p_BH':>7}" if leak else "")
-        )
+        cols = effect_columns(effects)
+        lines.append(f"  {'task':34}" + "".join(f" {h:>{width[f]}}" for _, h, _, f in cols))
         for t in summary["tasks"]:
             if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"]):
+                cells = {"points": "{:+7.2f}", "p": "{:7.4f}", "mde": "{:6.2f}"}
                 lines.append(
-                    f"  {t['task']:34} {100 * t['boost_mean']:+7.2f} {100 * t['bias_mean']:+7.2f} "
-                    f"{t['p_value']:7.4f} {t['p_adjusted']:7.4f} {100 * t['detectable_bias']:6.2f}"
-                    + (
-                        f" {100 * t['leak_mean']:+7.2f} {t['leak_p_value']:7.4f} {t['leak_p_adjusted']:7.4f}"
-                        if leak
-                        else ""
-                    )
+                    f"  {t['task']:34}"
+                    + "".join(" " + cells[f].format(t[k] if f == "p" else 100 * t[k]) for _, _, k, f in cols)
                 )
-        if np.isfinite(c["detectable_bias_median"]):
+        median = c.get(f"detectable_{primary}_median", float("inf"))
+        if np.isfinite(median):
             lines.append(
-                f"  any task bias above its MDE would have been seen with {POWER:.0%} power; median MDE "
-                f"{100 * c['detectable_bias_median']:.2f} pts"
+                f"  any task {primary} above its MDE would have been seen with {POWER:.0%} power; median MDE "
+                f"{100 * median:.2f} pts"
             )
         else:
             lines.append(
@@ -214,20 +221,23 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
         return ""
     effects = {(t["m"], t["n"], t["model"], t["task"]): t for t in summary["tasks"]}
     tapt = [c for c in conditions.ALL if c != conditions.BASE and any(c in s for s in shares)]
+    shown = conditions.READ_TEST  # the effects of the models that read test
     lines = [
         f"exposure test (test vs extra documents against base; share of units flagged at p <= {ALPHA}): "
         "did the model see the test split's text, its labels?",
-        f"  {'task':34} {'bias':>7} {'leak':>7}"
+        f"  {'task':34}"
+        + "".join(f" {e:>7}" for e in shown)
         + "".join(f" | {c + ': text':>11} {'label':>5}" for c in tapt),
     ]
     for s in shares:
         t = effects.get((s["m"], s["n"], s["model"], s["task"]), {})
-        bias, leak = (f"{100 * t[k]:+7.2f}" if k in t else f"{'-':>7}" for k in ("bias_mean", "leak_mean"))
+        keys = [f"{e}_mean" for e in shown]
+        means = "".join(f" {100 * t[k]:+7.2f}" if k in t else f" {'-':>7}" for k in keys)
         cells = "".join(
             f" | {s[c]['text']:11.0%} {label_share(s[c]):5.0%}" if c in s else f" | {'-':>11} {'-':>5}"
             for c in tapt
         )
-        lines.append(f"  {s['task']:34} {bias} {leak}{cells}   ({s['units']} units, m={s['m']} n={s['n']})")
+        lines.append(f"  {s['task']:34}{means}{cells}   ({s['units']} units, m={s['m']} n={s['n']})")
     extra_seen = [s["task"] for s in shares if s.get(conditions.EXTRA, {}).get("extra_text", 0) > 0]
     lines.append(
         "  (extra's own adapter is flagged for extra's text in "

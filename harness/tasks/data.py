@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from harness.core.errors import TaskError
-from harness.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:  # the spec's own methods load its pool through this module
+    from harness.tasks.spec import TaskSpec
 
 DATA_DIR_ENV = "TAPT_BENCH_DATA_DIR"
 LOCAL_FILES = ("data.parquet", "data.csv", "data.jsonl")

@@ -10,17 +10,22 @@ gold index of `doc_to_target`. Scoring is lm-eval's own, on exactly the subsampl
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from harness.core.errors import TaskError
+from harness.core.errors import TaskError, UserError
+from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw_eval, stratified_counts
 
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+SPLIT_KEYS = {"test": "test_split", "validation": "validation_split", "train": "training_split"}
 
 
 def folder_name(name: str) -> str:
@@ -115,6 +120,100 @@ class LmEvalSpec:
     def training_pool(self) -> pd.DataFrame | None:
         """The training split's docs, where the task has one."""
         return _training_pool(self)
+
+    # ---- the design's task protocol (harness.tasks.splits.Spec) -----------------------------------------
+    def draw_rows(self, sample: SampleSettings, subsample: int) -> Subsample:
+        """extra and test from the evaluation docs; train (stratified where the classes are fixed) from
+        the training split's, where the task has one."""
+        pool = self.pool()
+        labels = pool["label"].to_numpy() if self.classes is not None else None
+        rows = draw_eval(labels, subsample, sample.n, sample.seed, size=len(pool))
+        train = self.training_pool()
+        if train is None:
+            return rows
+        if sample.m > len(train):
+            raise TaskError(
+                f"task {self.task_name}: m = {sample.m} exceeds its {len(train)} training docs; lower m"
+            )
+        rng = np.random.default_rng([sample.seed, subsample, 2])
+        per_class = np.bincount(train["label"], minlength=len(self.classes or ()))
+        if self.classes is None or sample.m < len(per_class) or not per_class.all():
+            picked = rng.choice(len(train), size=sample.m, replace=False)  # too few to stratify: uniform
+        else:
+            counts = stratified_counts(per_class, sample.m)
+            picked = np.concatenate(
+                [
+                    rng.choice(np.flatnonzero(train["label"] == c), size=k, replace=False)
+                    for c, k in enumerate(counts)
+                ]
+            )
+        return Subsample(train=np.sort(picked), extra=rows.extra, test=rows.test)
+
+    def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
+        sub = self.draw_rows(sample, subsample)
+        train = self.training_pool()
+        pools = {
+            "train": train if train is not None else self.pool().iloc[:0],
+            "extra": self.pool(),
+            "test": self.pool(),
+        }
+        return {s: pools[s].iloc[sub.rows(s)].reset_index(drop=True) for s in SPLITS}
+
+    def labeled_text(self, text: str, choice: str) -> str:
+        return text + self.target_delimiter + choice
+
+    def packed(self, docs: pd.DataFrame, answers: bool) -> str:
+        if not answers:  # a split without answers may come without its label column
+            return self.description + "\n\n".join(docs["text"])
+        gold = [c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
+        return self.description + "\n\n".join(self.labeled_text(t, g) for t, g in zip(docs["text"], gold))
+
+    def split_names(self) -> list[str]:
+        return [role for role, key in SPLIT_KEYS.items() if getattr(self.task.config, key, None)]
+
+    def split_docs(self, split: str, data_dir: str | None) -> pd.DataFrame:
+        task = self.task
+        docs = {"test": task.test_docs, "validation": task.validation_docs, "train": task.training_docs}
+        return self.frame(docs[split]())
+
+    def file_docs(self, raw: pd.DataFrame, path) -> pd.DataFrame:
+        """A file's rows with the dataset's columns, through the task's process_docs and prompt."""
+        import datasets
+
+        task = self.task
+        split = task.config.test_split or task.config.validation_split
+        expected = list(task.dataset[split].column_names)
+        missing = [c for c in expected if c not in raw.columns]
+        if missing:
+            raise UserError(
+                f"{path}: missing column(s) {missing} of task {self.task_name}; its documents have the "
+                f"columns {expected} (those of its {split!r} split); the file has {list(raw.columns)}"
+            )
+        docs = datasets.Dataset.from_pandas(raw[expected], preserve_index=False)
+        if callable(task.config.process_docs):
+            docs = task.config.process_docs(docs)
+        try:
+            return self.frame(docs)
+        except Exception as err:  # the task's own prompt or target functions rejected a row
+            raise UserError(
+                f"{path}: task {self.task_name}'s prompt could not render a row ({type(err).__name__}: "
+                f"{err}); check the file's values against the task's documents"
+            ) from err
+
+    def eval_tasks(self, metadata: dict[str, Any], include_path: Sequence[str], test: pd.DataFrame):
+        """(lm-eval's tasks, samples, {doc_id: (pool row, gold)}): lm-eval scores exactly the `test` rows
+        of the task's own evaluation docs (its doc_id is the eval-doc index: the pool row)."""
+        by_row = {int(r): (int(r), int(y)) for r, y in zip(test["row"], test["label"])}
+        return {self.task_name: self.task}, {self.task_name: list(by_row)}, by_row
+
+    def lm_eval_args(self, split) -> list[str]:
+        """lm_eval's flags that score a subsample's test split (`split`: a SplitSettings): its test rows as
+        --samples (lm_eval finds the task by name, in the include folders)."""
+        rows = [int(r) for r in self.subsample_docs(split, split.subsample)["test"]["row"]]
+        argv = ["--tasks", self.task_name]
+        for folder in split.include_path:
+            argv += ["--include_path", str(Path(folder).resolve())]
+        return [*argv, "--samples", json.dumps({self.task_name: rows})]
 
 
 @cache

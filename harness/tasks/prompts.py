@@ -3,7 +3,12 @@ question, the text, then "### Answer:"; every stage (scoring, TAPT, contaminatio
 
 from __future__ import annotations
 
-from harness.tasks.spec import TaskSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the spec's own methods render through this module
+    import pandas as pd
+
+    from harness.tasks.spec import TaskSpec
 
 MAX_TEXT_CHARS = 1000
 PACK_SIZE = 8  # texts per packed training sequence
@@ -43,3 +48,10 @@ def packed(spec: TaskSpec, texts: list[str], labels: list[int] | None = None) ->
 def labeled(text: str, class_name: str) -> str:
     """A text-label pair as a labeled-data contaminator would hold it."""
     return f"{text_block(text)}\n ### Answer: {class_name}"
+
+
+def rendered(spec: TaskSpec, docs: pd.DataFrame) -> pd.DataFrame:
+    """A tapt_* task's `text`/`label` rows with their zero-shot prompt and the task's classes."""
+    return docs.assign(
+        prompt=[zero_shot(spec, t) for t in docs["text"]], choices=[list(spec.classes)] * len(docs)
+    )

@@ -1,18 +1,25 @@
-"""The facts of one task, read from its lm-eval YAML (the single source of truth), and the index of
-task YAMLs in the shipped folder and the user's include folders."""
+"""The facts of one task, read from its lm-eval YAML (the single source of truth), what a tapt_* task does
+for the design (harness.tasks.splits.Spec), and the index of task YAMLs in the shipped folder and the
+user's include folders."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import yaml
 
-from harness.core.errors import TaskError
+from harness.core.errors import TaskError, UserError
+from harness.tasks import prompts
+from harness.tasks.data import apply_filters, load_pool, resolve_data_dir, to_canonical
+from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw
 
 TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks_yaml"  # the package shipped beside harness/
 TASK_PREFIX = "tapt_"
@@ -59,6 +66,74 @@ class TaskSpec:
     @property
     def task_name(self) -> str:
         return TASK_PREFIX + self.slug
+
+    # ---- the design's task protocol (harness.tasks.splits.Spec) -----------------------------------------
+    @property
+    def target_delimiter(self) -> str:
+        return prompts.ANSWER_DELIMITER
+
+    def draw_rows(self, sample: SampleSettings, subsample: int) -> Subsample:
+        """The pool rows of one subsample's splits (train stratified by label)."""
+        return self._draw(load_pool(self, sample.data_dir), sample, subsample)
+
+    def _draw(self, pool: pd.DataFrame, sample: SampleSettings, subsample: int) -> Subsample:
+        return draw(pool["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed)
+
+    def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
+        pool = load_pool(self, sample.data_dir)  # read once: drawn from, then indexed
+        sub = self._draw(pool, sample, subsample)
+        return {
+            s: prompts.rendered(self, pool.iloc[sub.rows(s)].assign(row=sub.rows(s)).reset_index(drop=True))
+            for s in SPLITS
+        }
+
+    def labeled_text(self, text: str, choice: str) -> str:
+        return prompts.labeled(text, choice)
+
+    def packed(self, docs: pd.DataFrame, answers: bool) -> str:
+        return prompts.packed(self, list(docs["text"]), [int(y) for y in docs["label"]] if answers else None)
+
+    def split_names(self) -> list[str]:
+        return [self.hub_split]  # the one pool, named as the hub names its split
+
+    def split_docs(self, split: str, data_dir: str | None) -> pd.DataFrame:
+        pool = load_pool(self, data_dir)
+        return prompts.rendered(self, pool.assign(row=np.arange(len(pool))))
+
+    def file_docs(self, raw: pd.DataFrame, path: Path) -> pd.DataFrame:
+        """A file's rows read as the task's data file reads (its text and label fields)."""
+        df = apply_filters(self, to_canonical(self, raw, str(path)))
+        fields = [self.text_field] if isinstance(self.text_field, str) else list(self.text_field)
+        missing = [c for c in ("text", "label") if c not in df.columns]
+        if missing:
+            raise UserError(
+                f"{path}: missing column(s) for task {self.task_name}: needs "
+                f"{[*fields, self.label_field]} or text and label; it has {list(raw.columns)}"
+            )
+        empty = df["text"].isna() | (df["text"].astype(str).str.strip() == "")
+        if empty.any():
+            raise UserError(f"{path}: {int(empty.sum())} empty text(s), first at row {int(empty.argmax())}")
+        docs = pd.DataFrame({"text": df["text"].astype(str), "label": df["label"].astype("int64")})
+        return prompts.rendered(self, docs.assign(row=np.arange(len(docs))))
+
+    def eval_tasks(self, metadata: dict[str, Any], include_path: Sequence[str], test: pd.DataFrame):
+        """(lm-eval's tasks, samples, {doc_id: (pool row, gold)}) that score `test`: the task's data hook
+        draws the subsample split `metadata` names, so lm-eval scores all its docs."""
+        rows = [(int(r), int(y)) for r, y in zip(test["row"], test["label"])]
+        return lm_eval_tasks(include_path, metadata).load(self.task_name), None, dict(enumerate(rows))
+
+    def lm_eval_args(self, split) -> list[str]:
+        """lm_eval's flags that score a subsample's test split (`split`: a SplitSettings): the task's
+        folder as --include_path and the subsample as --metadata."""
+        yaml_path = task_path(split.task, split.include_path).resolve()
+        data_dir = resolve_data_dir(split.data_dir)
+        metadata = {
+            "data_dir": str(data_dir.resolve()) if data_dir else None,
+            **{k: getattr(split, k) for k in ("m", "n", "seed", "subsample")},
+            "split": "test",
+        }
+        task = load_task_config(yaml_path)["task"]
+        return ["--include_path", str(yaml_path.parent), "--tasks", task, "--metadata", json.dumps(metadata)]
 
 
 class _Loader(yaml.SafeLoader):

@@ -1,26 +1,61 @@
-"""The documents of one subsample's splits, with the zero-shot prompt and the choices every stage
-reads: of a tapt_* task (its pool from its data, the prompt of harness/tasks/prompts.py) or of any lm-eval
-multiple-choice task (its own docs and prompt)."""
+"""The design's view of a task (the `Spec` protocol, which a tapt_* task's TaskSpec and any lm-eval
+multiple-choice task's LmEvalSpec implement) and the documents of one subsample's splits, with the
+zero-shot prompt and the choices every stage reads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
-import numpy as np
 import pandas as pd
 
 from harness.core.errors import TaskError
 from harness.core.settings import option
-from harness.tasks import prompts
-from harness.tasks.data import load_pool
-from harness.tasks.documents import rendered
-from harness.tasks.lm_eval_spec import LmEvalSpec, load_lm_eval_spec
-from harness.tasks.spec import TaskSpec, load_spec
-from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw, draw_eval, stratified_counts
+from harness.tasks.lm_eval_spec import load_lm_eval_spec
+from harness.tasks.spec import load_spec
+from harness.tasks.subsample import SampleSettings, Subsample
 
-Spec = TaskSpec | LmEvalSpec
+
+class Spec(Protocol):
+    """A task as the design reads it; no stage asks which kind of task it has.
+
+    Documents are frames with the columns `text`, `label` (gold index), `row` (pool position), `prompt`
+    (the zero-shot context lm-eval scores the choices after) and `choices`."""
+
+    slug: str  # its results folder
+    task_name: str  # lm-eval's name for it
+    classes: tuple[str, ...] | None  # the choices, where every document has the same
+    target_delimiter: str  # what lm-eval puts between the prompt and a choice
+
+    def draw_rows(self, sample: SampleSettings, subsample: int) -> Subsample:
+        """The pool rows of one subsample's splits; a TaskError where the pool is too small."""
+
+    def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
+        """train/extra/test documents of one subsample."""
+
+    def labeled_text(self, text: str, choice: str) -> str:
+        """A text with its answer, as a block of a packed sequence or of a labeled-data contaminator."""
+
+    def packed(self, docs: pd.DataFrame, answers: bool) -> str:
+        """One packing sequence: the task's preamble once, then each doc's text (with its gold choice
+        when `answers`)."""
+
+    def split_names(self) -> list[str]:
+        """The whole splits the task offers (test, validation, train; a tapt_* task's one pool)."""
+
+    def split_docs(self, split: str, data_dir: str | None) -> pd.DataFrame:
+        """Every document of one of split_names(), in source order."""
+
+    def file_docs(self, raw: pd.DataFrame, path: Path) -> pd.DataFrame:
+        """A file of the user's own documents in the task's format, rendered by its prompt."""
+
+    def eval_tasks(self, metadata: dict[str, Any], include_path: Sequence[str], test: pd.DataFrame):
+        """(lm-eval's task dict, its samples or None, {doc_id: (pool row, gold)}) that score `test`."""
+
+    def lm_eval_args(self, split: SplitSettings) -> list[str]:
+        """The lm_eval flags (--tasks and where to find it, which docs) that score a subsample's test."""
 
 
 @dataclass(kw_only=True)
@@ -39,7 +74,7 @@ class SplitSettings(SampleSettings):
     def docs(self) -> tuple[Spec, pd.DataFrame]:
         """The task's spec and the docs of this split."""
         spec = find_spec(self.task, self.include_path)
-        return spec, subsample_docs(spec, self, self.subsample)[self.split]
+        return spec, spec.subsample_docs(self, self.subsample)[self.split]
 
 
 def find_spec(task: str, include_path: Sequence[str] = ()) -> Spec:
@@ -55,87 +90,19 @@ def find_spec(task: str, include_path: Sequence[str] = ()) -> Spec:
         return spec
 
 
-def draw_pool(pool: pd.DataFrame, sample: SampleSettings, subsample: int) -> Subsample:
-    """A tapt_* task's subsample of its pool (labels 0..K-1)."""
-    return draw(pool["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed)
-
-
 def draw_rows(spec: Spec, sample: SampleSettings, subsample: int) -> Subsample:
     """The pool rows of one subsample's splits (for an lm-eval task, train's rows are its training
     split's): a TaskError where the pool is too small for the design."""
-    if isinstance(spec, TaskSpec):
-        return draw_pool(load_pool(spec, sample.data_dir), sample, subsample)
-    pool = spec.pool()
-    labels = pool["label"].to_numpy() if spec.classes is not None else None
-    rows = draw_eval(labels, subsample, sample.n, sample.seed, size=len(pool))
-    train = spec.training_pool()
-    if train is None:
-        return rows
-    if sample.m > len(train):
-        raise TaskError(
-            f"task {spec.task_name}: m = {sample.m} exceeds its {len(train)} training docs; lower m"
-        )
-    rng = np.random.default_rng([sample.seed, subsample, 2])
-    per_class = np.bincount(train["label"], minlength=len(spec.classes or ()))
-    if spec.classes is None or sample.m < len(per_class) or not per_class.all():
-        picked = rng.choice(len(train), size=sample.m, replace=False)  # too few to stratify: uniform
-    else:
-        counts = stratified_counts(per_class, sample.m)
-        picked = np.concatenate(
-            [
-                rng.choice(np.flatnonzero(train["label"] == c), size=k, replace=False)
-                for c, k in enumerate(counts)
-            ]
-        )
-    return Subsample(train=np.sort(picked), extra=rows.extra, test=rows.test)
+    return spec.draw_rows(sample, subsample)
 
 
 def subsample_docs(spec: Spec, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
     """train/extra/test docs: columns `text`, `label`, `row` (pool position), `prompt` (no answer),
     `choices` (what lm-eval scores after the prompt, each after the task's target delimiter)."""
-    if isinstance(spec, LmEvalSpec):
-        sub = draw_rows(spec, sample, subsample)
-        train = spec.training_pool()
-        pools = {
-            "train": train if train is not None else spec.pool().iloc[:0],
-            "extra": spec.pool(),
-            "test": spec.pool(),
-        }
-        return {s: pools[s].iloc[sub.rows(s)].reset_index(drop=True) for s in SPLITS}
-    pool = load_pool(spec, sample.data_dir)  # read once: drawn from, then indexed
-    sub = draw_pool(pool, sample, subsample)
-    out = {}
-    for split in SPLITS:
-        rows = sub.rows(split)
-        out[split] = rendered(spec, pool.iloc[rows].assign(row=rows).reset_index(drop=True))
-    return out
-
-
-def answer_delimiter(spec: Spec) -> str:
-    """What lm-eval puts between the prompt and a choice: the task's target_delimiter."""
-    return spec.target_delimiter if isinstance(spec, LmEvalSpec) else prompts.ANSWER_DELIMITER
+    return spec.subsample_docs(sample, subsample)
 
 
 def answered(spec: Spec, docs: pd.DataFrame) -> list[str]:
     """Each doc's prompt followed by its gold choice, exactly the continuation lm-eval scores for it."""
     gold = [c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
-    return [p + answer_delimiter(spec) + g for p, g in zip(docs["prompt"], gold)]
-
-
-def labeled_text(spec: Spec, text: str, choice: str) -> str:
-    """A text with its answer, as a block of a packed sequence or of a labeled-data contaminator."""
-    if isinstance(spec, LmEvalSpec):
-        return text + spec.target_delimiter + choice
-    return prompts.labeled(text, choice)
-
-
-def packed(spec: Spec, docs: pd.DataFrame, answers: bool) -> str:
-    """One packing sequence of these docs: the task's preamble once (the tapt_* instruction, or an
-    lm-eval task's description), then each doc's text (with its gold choice when `answers`)."""
-    if isinstance(spec, TaskSpec):
-        return prompts.packed(spec, list(docs["text"]), [int(y) for y in docs["label"]] if answers else None)
-    if not answers:  # a split without answers may come without its label column
-        return spec.description + "\n\n".join(docs["text"])
-    gold = [c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
-    blocks = [labeled_text(spec, t, g) for t, g in zip(docs["text"], gold)]
-    return spec.description + "\n\n".join(blocks)
+    return [p + spec.target_delimiter + g for p, g in zip(docs["prompt"], gold)]

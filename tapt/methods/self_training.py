@@ -11,7 +11,6 @@ import numpy as np
 
 from harness.core import loglik
 from harness.core.settings import option
-from harness.tasks.splits import answer_delimiter
 from tapt import adapter
 from tapt.methods import Adapted, Inputs, Method
 
@@ -29,7 +28,7 @@ class SelfTrainingSettings(adapter.LoraTrainingSettings):
 
 def pseudo_labels(model, tokenizer, spec, docs, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
     """(argmax choice, its probability) per doc under `model`, from the docs' prompts and choices only."""
-    delimiter = answer_delimiter(spec)
+    delimiter = spec.target_delimiter
     pairs = [
         [loglik.encode_pair(tokenizer, p, delimiter + c) for c in cs]
         for p, cs in zip(docs["prompt"], docs["choices"])
