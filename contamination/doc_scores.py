@@ -75,25 +75,43 @@ def causal_scores(
     choices: list[list[str]],
     batch_size: int,
     max_tokens: int | None = None,
+    known: dict | None = None,
 ) -> pd.DataFrame:
     """Scores of each doc's context (its first `max_tokens`) and its continuations (one list per doc)
-    under a causal LM."""
+    under a causal LM. `known`: contexts this model already scored with their token statistics (a
+    `hf-prompt-once` scoring pass's `stats`, keyed by token ids); only the others are run here."""
     pairs = [[loglik.encode_pair(tokenizer, c, x) for x in conts] for c, conts in zip(contexts, choices)]
     ctx = [p[0][0][:max_tokens] for p in pairs]
-    scored = loglik.score(model, ctx, [[q[1] for q in p] for p in pairs], batch_size, token_stats=True)
+    conts = [[tuple(q[1]) for q in p] for p in pairs]
+    known = known or {}
+    reused = [tuple(c) in known and all(x in known[tuple(c)][1] for x in xs) for c, xs in zip(ctx, conts)]
+    todo = [i for i, r in enumerate(reused) if not r]
+    run = loglik.score(model, [ctx[i] for i in todo], [conts[i] for i in todo], batch_size, token_stats=True)
+    fresh = dict(zip(todo, run))
+    scored, ll = [], []
+    for i, (c, xs) in enumerate(zip(ctx, conts)):
+        if reused[i]:
+            s, answers = known[tuple(c)]
+            scored.append(s)
+            ll.append([answers[x][0] for x in xs])
+        else:
+            scored.append(fresh[i])
+            ll.append([a[0] for a in fresh[i].choices])
     start = max(shared_prefix(ctx) - 1, 0)  # token_logprobs[t - 1] is token t's
     text = [float(s.token_logprobs[start:].mean()) for s in scored]
     mink = [
         mink_plus_plus(s.token_logprobs[start:], s.token_mean[start:], s.token_std[start:]) for s in scored
     ]
-    ll = [[c[0] for c in s.choices] for s in scored]
     return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()))
 
 
-def prompt_scores(model, tokenizer, spec: Spec, docs: pd.DataFrame, batch_size: int = 8) -> pd.DataFrame:
-    """`docs` (columns split, row, label, prompt, choices) in the prompt format."""
+def prompt_scores(
+    model, tokenizer, spec: Spec, docs: pd.DataFrame, batch_size: int = 8, known: dict | None = None
+) -> pd.DataFrame:
+    """`docs` (columns split, row, label, prompt, choices) in the prompt format; `known` as in
+    `causal_scores`."""
     choices = [[spec.target_delimiter + c for c in cs] for cs in docs["choices"]]
-    return causal_scores(model, tokenizer, docs, list(docs["prompt"]), choices, batch_size)
+    return causal_scores(model, tokenizer, docs, list(docs["prompt"]), choices, batch_size, known=known)
 
 
 def raw_scores(

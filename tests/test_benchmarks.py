@@ -31,6 +31,7 @@ def test_every_benchmark_script_is_covered_here():
         "contamination_speed.py",
         "prompt_once_speed.py",
         "ray_workers.py",
+        "shared_cores.py",
         "tapt_step.py",
     }
     assert {p.name for p in BENCHMARKS.glob("*.py")} == covered
@@ -45,6 +46,7 @@ def test_every_benchmark_script_is_covered_here():
         ("tapt_step.py", ["--base", "{llama}"], "trainer tok/s"),
         ("classifier_unit.py", ["--bases", "{bert}", "{llama}"], "step on a"),
         ("bayes_speed.py", ["--results", "{reference}/accuracies/bert_gpt2"], "fast/nutpie"),
+        ("shared_cores.py", ["--base", "{llama}"], "accuracies equal across every leg: True"),
     ],
 )
 def test_a_benchmark_runs_at_its_smoke_size(

@@ -145,3 +145,29 @@ def test_an_encoders_raw_text_scores_under_a_fixed_mask(tiny_bert, docs):
     pd.testing.assert_frame_equal(first, again)  # the same mask every time: the reference is comparable
     assert exposure_test(first, again)["text"]["p_test"] == 1.0
     assert np.isfinite(first[["text", "mink", "margin"]].to_numpy()).all()
+
+
+def test_the_scoring_pass_gives_the_test_documents_exposure_scores_and_only_extra_is_run_again(
+    tiny_llama, data_dir, docs, scored, monkeypatch
+):
+    """The grid keeps the statistics of the pass that scores test for lm-eval: the exposure scores from
+    them equal a separate pass's to 1e-5, and the exposure pass then reads only extra's prompts."""
+    from harness.core.settings import pick
+    from harness.scoring import zero_shot
+    from harness.tasks.subsample import SampleSettings
+
+    spec, d = docs
+    args = ExposureArgs(task="rotten_tomatoes", n=N, m=4, data_dir=str(data_dir))
+    test = d[d["split"] == "test"].drop(columns="split")
+    task = zero_shot.lm_eval_task(spec, {**pick(args, SampleSettings), "split": "test"}, [], test)
+    tokenizer = models.tokenizer(str(tiny_llama))
+    lm = zero_shot.scorer(LlamaForCausalLM.from_pretrained(tiny_llama).eval(), tokenizer, 4, keep_stats=True)
+    accuracy = zero_shot.score(lm, task)["correct"].mean()
+    run = loglik.score
+    ran = []
+    monkeypatch.setattr(loglik, "score", lambda m, ctx, *a, **k: ran.append(len(ctx)) or run(m, ctx, *a, **k))
+    merged = doc_scores.prompt_scores(lm.model, tokenizer, spec, d, 4, known=lm.stats)
+    assert ran == [N] and len(lm.stats) == N  # extra's 10 prompts; test's came from the scoring pass
+    for column in ("text", "mink", "margin"):
+        assert np.abs(merged[column] - scored["base"][column]).max() < 1e-5, column
+    assert 0 < accuracy < 1

@@ -46,6 +46,7 @@ def test_layout_rows_and_the_leak_condition(tiny_grid):
     assert manifest["settings_hash"] == unit["settings_hash"] and manifest["versions"]["lm_eval"]
     log = "".join(p.read_text() for p in (tiny_grid / MODEL_DIR / "logs").glob("run-*.log"))
     assert "'loss'" in log  # the Trainer's step dicts go to the run's log, not the terminal
+    assert log.count("torch thread(s)") == 3  # each unit says with how many threads it ran
 
 
 def test_the_summary_of_a_run_names_the_leak_and_the_changes(tiny_grid, capsys):

@@ -228,3 +228,21 @@ def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypat
     ]
     page = report.summary_section(s["configs"][0], s["tasks"])
     assert "p (total)" in page and "total (leak - base) <b>+20.00</b>" in page
+
+
+def test_the_exposure_table_of_methods_side_by_side_names_each_model():
+    """`summarize` over a methods run: each model's rows under its name, the same task under both."""
+    from harness.stats.summary import format_exposure
+
+    shares, tasks = [], []
+    for model, seen in (("lm", 1.0), ("lm+tlm", 0.4)):
+        test, extra = {"text": seen, "label": 0.0}, {"text": 0.0, "label": 0.0, "extra_text": 1.0}
+        cell = {"m": 8, "n": 8, "model": model, "task": "trec"}
+        shares.append({**cell, "units": 5, "test": test, "extra": extra})
+        tasks.append({**cell, "bias_mean": 0.1 * seen})
+    lines = format_exposure(shares, {"tasks": tasks}).splitlines()
+    assert lines[2:4] == ["  lm:", lines[3]] and lines[4] == "  lm+tlm:"
+    assert "+10.00" in lines[3] and "100%" in lines[3] and "+4.00" in lines[5] and "40%" in lines[5]
+    assert "flagged for extra's text in every task" in lines[-1]
+    one = format_exposure(shares[:1], {"tasks": tasks[:1]}).splitlines()
+    assert one[2].lstrip().startswith("trec")  # one model: no heading

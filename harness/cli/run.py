@@ -25,6 +25,11 @@ class RunOptions(Settings):
     workers: int = option(
         1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)"
     )
+    threads: int = option(
+        0,
+        "torch threads per process; 0: $OMP_NUM_THREADS if set, else the cores no other program is using "
+        "when each unit starts (at least 1), so that a run shares a machine without collapsing",
+    )
     ray: bool = option(
         False,
         "run the units as Ray tasks (needs the extra: pip install -e '.[ray]'); the driver "
@@ -36,7 +41,7 @@ class RunOptions(Settings):
     cpus_per_unit: float = option(1.0, "with --ray: CPUs per unit (also its torch threads)")
     gpus_per_unit: float = option(0.0, "with --ray: GPUs per unit (a fraction shares one GPU among units)")
 
-    MINIMUM = {"workers": 1, "cpus_per_unit": 0.0, "gpus_per_unit": 0.0}
+    MINIMUM = {"workers": 1, "threads": 0, "cpus_per_unit": 0.0, "gpus_per_unit": 0.0}
     RAY_ONLY = ("address", "cpus_per_unit", "gpus_per_unit")
 
     def check(self) -> None:
@@ -94,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> None:
                 address=opts.address, cpus_per_unit=opts.cpus_per_unit, gpus_per_unit=opts.gpus_per_unit
             )
         for cell in cfg.cell_configs():
-            run.run(cell, shard, opts.keep_adapters, opts.overwrite, execute)
+            run.run(cell, shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
     if shard[1] == 1 and not opts.no_summary:
         for cell in cfg.cell_configs():
             print_summary(run.model_dir(cell))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import sys
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness import results
+from harness.core import threads as thread_count
 from harness.core.errors import SettingsError
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
@@ -143,12 +145,14 @@ def run(
     keep_adapters: bool = False,
     overwrite: bool = False,
     execute: Executor | None = None,
+    threads: int = 0,
 ) -> list[Path]:
     """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun.
 
     `execute(cfg, units, keep_adapters)` yields finished Units in any order (default: one by one in this
-    process; harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else
-    goes to the run's log file."""
+    process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
+    harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
+    the run's log file."""
     from tqdm import tqdm
 
     check_settings(cfg, overwrite)  # before anything is written
@@ -164,7 +168,8 @@ def run(
             output_to(Path(handler.baseFilename)) as terminal,
             tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar,
         ):
-            for unit in (execute or in_process)(cfg, pending, keep_adapters):
+            execute = execute or functools.partial(in_process, threads=threads)
+            for unit in execute(cfg, pending, keep_adapters):
                 touched.append(write_unit(cfg, unit))
                 accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.conditions)
                 log.info(
@@ -208,8 +213,10 @@ def stage_line(unit_seconds: list[dict[str, float]], wall: float) -> str:
     return f"seconds by stage over {len(unit_seconds)} unit(s), {wall:.0f} s in all: " + " · ".join(parts)
 
 
-def in_process(cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool) -> Iterator[Unit]:
-    """The units one after another in this process."""
+def in_process(
+    cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool, threads: int = 0
+) -> Iterator[Unit]:
+    """The units one after another in this process, each with the torch threads `threads.use` gives."""
     for slug, k in pending:
-        log.info("%s subsample %d: start", slug, k)
+        log.info("%s subsample %d: start with %d torch thread(s)", slug, k, thread_count.use(threads))
         yield compute_unit(cfg, slug, k, keep_adapters)

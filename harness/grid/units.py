@@ -102,10 +102,13 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         seconds[name], clock = time.perf_counter() - clock, time.perf_counter()
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, name, seconds[name])
 
-    def expose(cond: str, model) -> None:  # the exposure test's scores of test and extra documents
-        if cfg.exposure:
+    def score(cond: str, model) -> None:  # lm-eval's scores of test; the exposure test's of test and extra
+        lm = zero_shot.scorer(model, tokenizer, cfg.eval_batch_size, keep_stats=cfg.exposure)
+        scored[cond] = zero_shot.score(lm, task)
+        lap(f"score_{cond}")
+        if cfg.exposure:  # test's prompts from the scoring pass's statistics: only extra's are run again
             exposed[cond] = doc_scores.prompt_scores(
-                model, tokenizer, spec, exposure_docs(docs), cfg.eval_batch_size
+                model, tokenizer, spec, exposure_docs(docs), cfg.eval_batch_size, known=lm.stats
             )
             lap(f"exposure_{cond}")
 
@@ -114,12 +117,8 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         base_from, base_scored, base_exposed = _BASE_SCORES[shared]
         scored, exposed = dict(base_scored), dict(base_exposed)
     else:
-        base_from = None
-        scored = {
-            conditions.BASE: zero_shot.score(zero_shot.scorer(base, tokenizer, cfg.eval_batch_size), task)
-        }
-        lap(f"score_{conditions.BASE}")
-        expose(conditions.BASE, base)
+        base_from, scored = None, {}
+        score(conditions.BASE, base)
         _BASE_SCORES[shared] = (cfg.tag, dict(scored), dict(exposed))
     for cond in cfg.conditions[1:]:  # extra, test (and leak): each adapts on its split's documents
         split, answers = conditions.TAPT[cond]
@@ -135,9 +134,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
                 adapted.model.save_pretrained(tmp)
                 output.write_record(tmp, {"kind": "adapter", "task": spec.slug, "subsample": k, **rec})
         lap(f"train_{cond}")
-        scored[cond] = zero_shot.score(zero_shot.scorer(adapted.model, tokenizer, cfg.eval_batch_size), task)
-        lap(f"score_{cond}")
-        expose(cond, adapted.model)
+        score(cond, adapted.model)
         base = adapted.base()  # the adaptation undone: the same base serves the next condition
     _LOADED[base_key(cfg)] = base, tokenizer
     unit = unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)

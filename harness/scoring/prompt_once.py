@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 @register_model(NAME)
 class PromptOnceLM(HFLM):
+    # set to {} to keep every scored context's token log-probs and statistics, keyed by its token ids,
+    # with its continuations' answers keyed by theirs: the exposure test reads them (doc_scores.known)
+    stats: dict | None = None
+
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         reason = self._unshareable()
         if reason:
@@ -70,6 +74,7 @@ class PromptOnceLM(HFLM):
         contexts = sorted(groups, key=len, reverse=True)
         batch_size = self._batch_size_for(requests, override_bs)
         pbar = tqdm(total=len(requests) - len(skip), disable=disable_tqdm or self.rank != 0, desc=NAME)
+        keep = self.stats is not None
         for start in range(0, len(contexts), batch_size):
             batch = contexts[start : start + batch_size]
             conts = [list(groups[c]) for c in batch]
@@ -83,10 +88,13 @@ class PromptOnceLM(HFLM):
                     batch,
                     conts,
                     len(batch),
-                    context_logprobs=False,
+                    context_logprobs=keep,
+                    token_stats=keep,
                     softmax_dtype=self.softmax_dtype,
                 )
             for context, cs, s in zip(batch, conts, scored):
+                if keep:
+                    self.stats[context] = (s, dict(zip(cs, s.choices)))
                 for continuation, answer in zip(cs, s.choices):
                     for i in groups[context][continuation]:
                         answers[i] = answer

@@ -30,13 +30,16 @@ def lm_eval_task(
     return EvalTask(*spec.eval_tasks(metadata, include_path, test))
 
 
-def scorer(model, tokenizer, batch_size: int):
+def scorer(model, tokenizer, batch_size: int, keep_stats: bool = False):
     """lm-eval's HF model around an already loaded model (a PEFT-wrapped one included), as `hf-prompt-once`:
-    each test prompt read once, every class scored from its cache."""
+    each test prompt read once, every class scored from its cache. With `keep_stats` it also keeps each
+    prompt's token log-probs (its `stats`), so that the exposure test needs no second pass over them."""
     from harness.scoring.prompt_once import PromptOnceLM
 
     logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)  # the model-object warning
-    return PromptOnceLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    lm = PromptOnceLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    lm.stats = {} if keep_stats else None
+    return lm
 
 
 def score(lm, task: EvalTask) -> pd.DataFrame:

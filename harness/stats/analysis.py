@@ -33,6 +33,11 @@ class FitSettings(Settings):
         "compares 0.95 with 0.99)",
     )
     sampler: Literal["nutpie", "pymc"] = option("nutpie", "NUTS implementation (nutpie: compiled with numba)")
+    likelihood: Literal["kernel", "binomial"] = option(
+        "kernel",
+        "what NUTS evaluates: kernel: the binomial log-likelihood less its constant, on the grid of "
+        "counts (same posterior, a third of the cost); binomial: PyMC's Binomial per observation",
+    )
     parametrization: Literal["fast", "study"] = option(
         "fast",
         "fast: the study's model without its ridges (same posterior; see harness/stats/bayes.py); "
@@ -55,7 +60,7 @@ class AnalysisSettings(FitSettings):
     )
 
 
-# (parametrization, centred slopes, layout) -> the nutpie-compiled model, refitted with new data
+# (parametrization, centred slopes, likelihood, layout) -> the nutpie-compiled model, refitted with new data
 _COMPILED: dict = {}
 
 
@@ -77,15 +82,15 @@ def sample(d: CellData, s: FitSettings, progress: bool = False):
         "target_accept": s.target_accept,
     }
     if s.sampler == "pymc":
-        with model_of(d, s.parametrization, centered):
+        with model_of(d, s.parametrization, centered, s.likelihood):
             return pm.sample(
                 **run, random_seed=s.seed, progressbar=progress, compute_convergence_checks=False
             )
     import nutpie
 
-    key = (s.parametrization, centered, layout(d))
+    key = (s.parametrization, centered, s.likelihood, layout(d))
     if key not in _COMPILED:
-        _COMPILED[key] = nutpie.compile_pymc_model(model_of(d, s.parametrization, centered))
+        _COMPILED[key] = nutpie.compile_pymc_model(model_of(d, s.parametrization, centered, s.likelihood))
     compiled = _COMPILED[key]
     data = {name: v for name, v in data_of(d).items() if name in compiled.shared_data}  # what the model reads
     idata = nutpie.sample(compiled.with_data(**data), **run, seed=s.seed, progress_bar=progress)

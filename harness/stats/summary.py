@@ -229,7 +229,10 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
         + "".join(f" {e:>7}" for e in shown)
         + "".join(f" | {c + ': text':>11} {'label':>5}" for c in tapt),
     ]
-    for s in shares:
+    several = len({s["model"] for s in shares}) > 1  # methods side by side: a heading per model
+    for s, before in zip(shares, [None, *shares]):
+        if several and (before is None or before["model"] != s["model"]):
+            lines.append(f"  {s['model']}:")
         t = effects.get((s["m"], s["n"], s["model"], s["task"]), {})
         keys = [f"{e}_mean" for e in shown]
         means = "".join(f" {100 * t[k]:+7.2f}" if k in t else f" {'-':>7}" for k in keys)
@@ -238,10 +241,14 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
             for c in tapt
         )
         lines.append(f"  {s['task']:34}{means}{cells}   ({s['units']} units, m={s['m']} n={s['n']})")
-    extra_seen = [s["task"] for s in shares if s.get(conditions.EXTRA, {}).get("extra_text", 0) > 0]
+    extra_seen = [
+        s["task"] + (f" ({s['model']})" if several else "")
+        for s in shares
+        if s.get(conditions.EXTRA, {}).get("extra_text", 0) > 0
+    ]
     lines.append(
         "  (extra's own adapter is flagged for extra's text in "
-        + (", ".join(extra_seen) if extra_seen else "no task")
+        + ("every task" if len(extra_seen) == len(shares) else ", ".join(extra_seen) or "no task")
         + ": the test's other side; labels of test and leak: the twin statistic, each model's margins on "
         "the text it read against the extra model's)"
     )
