@@ -67,8 +67,9 @@ def leg(a: SharedBenchArgs, out: Path, threads: int, neighbour: str) -> tuple[fl
             other.wait()
     if done.returncode:
         raise SystemExit(f"the grid failed:\n{done.stderr[-3000:]}")
-    acc = pd.concat(pd.read_csv(p).assign(task=p.parent.name) for p in sorted(out.rglob("accuracies.csv")))
-    return seconds, acc.drop(columns=[c for c in acc.columns if c.startswith("seconds")], errors="ignore")
+    return seconds, pd.concat(
+        pd.read_csv(p).assign(task=p.parent.name) for p in sorted(out.rglob("accuracies.csv"))
+    )
 
 
 def main() -> None:

@@ -83,15 +83,15 @@ def causal_scores(
     pairs = [[loglik.encode_pair(tokenizer, c, x) for x in conts] for c, conts in zip(contexts, choices)]
     ctx = [p[0][0][:max_tokens] for p in pairs]
     conts = [[tuple(q[1]) for q in p] for p in pairs]
-    known = known or {}
-    reused = [tuple(c) in known and all(x in known[tuple(c)][1] for x in xs) for c, xs in zip(ctx, conts)]
+    known, keys = known or {}, [tuple(c) for c in ctx]
+    reused = [key in known and all(x in known[key][1] for x in xs) for key, xs in zip(keys, conts)]
     todo = [i for i, r in enumerate(reused) if not r]
     run = loglik.score(model, [ctx[i] for i in todo], [conts[i] for i in todo], batch_size, token_stats=True)
     fresh = dict(zip(todo, run))
     scored, ll = [], []
-    for i, (c, xs) in enumerate(zip(ctx, conts)):
+    for i, (key, xs) in enumerate(zip(keys, conts)):
         if reused[i]:
-            s, answers = known[tuple(c)]
+            s, answers = known[key]
             scored.append(s)
             ll.append([answers[x][0] for x in xs])
         else:

@@ -163,12 +163,12 @@ def run(
         "shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(units(cfg, shard)), cfg.base
     )
     write_manifest(cfg, shard, started, finished)
+    execute = execute or functools.partial(in_process, threads=threads)
     try:
         with (
             output_to(Path(handler.baseFilename)) as terminal,
             tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar,
         ):
-            execute = execute or functools.partial(in_process, threads=threads)
             for unit in execute(cfg, pending, keep_adapters):
                 touched.append(write_unit(cfg, unit))
                 accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.conditions)
