@@ -3,7 +3,7 @@ beside a second torch process (a transformer layer's training steps, torch's def
 torch's threads as before (one per core, torch's default: `--threads N`) and as now (the cores free
 when each unit starts: `--threads 0`). Each leg runs the grid in a fresh output dir; its slowdown is
 its seconds over the same variant's seconds alone in the same repeat. Usage:
-    python benchmarks/shared_cores.py [--config demo --tasks ag_news --subsamples 1 --repeats 2]
+    python benchmarks/shared_cores.py [--config demo --tasks ag_news --subsamples 1 --repeats 2 --timeout S]
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ class SharedBenchArgs(Settings):
     data_dir: str | None = option(None, "offline data dir (as tapt-bench run --data-dir)")
     repeats: int = option(2, "how many times each leg runs (the ratios move between repeats)")
     neighbours: list[str] = option(list(NEIGHBOURS), f"which of {list(NEIGHBOURS)} to run beside")
+    timeout: float | None = option(None, "seconds after which a leg is stopped and shown as '>' that")
 
 
-def leg(a: SharedBenchArgs, out: Path, threads: int, neighbour: str) -> tuple[float, pd.DataFrame]:
-    """(seconds, accuracies) of the grid with `--threads threads`, beside `neighbour`."""
+def leg(a: SharedBenchArgs, out: Path, threads: int, neighbour: str) -> tuple[float, pd.DataFrame | None]:
+    """(seconds, accuracies) of the grid with `--threads threads`, beside `neighbour`; (timeout, None)
+    where it ran past `a.timeout`."""
     flags = ["--tasks", *a.tasks, "--subsamples", str(a.subsamples), "--threads", str(threads)]
     flags += ["--base", a.base] if a.base else []
     flags += ["--data-dir", a.data_dir] if a.data_dir else []
@@ -59,8 +61,12 @@ def leg(a: SharedBenchArgs, out: Path, threads: int, neighbour: str) -> tuple[fl
     try:
         time.sleep(3 if other else 0)  # the neighbour running (torch imported) before the grid starts
         clock = time.perf_counter()
-        done = subprocess.run([*command, *flags, "--no-summary"], capture_output=True, text=True)
+        done = subprocess.run(
+            [*command, *flags, "--no-summary"], capture_output=True, text=True, timeout=a.timeout
+        )
         seconds = time.perf_counter() - clock
+    except subprocess.TimeoutExpired:
+        return a.timeout, None
     finally:
         if other:
             other.kill()
@@ -90,14 +96,19 @@ def main() -> None:
                 for neighbour in a.neighbours:
                     out = Path(tmp) / f"{r}_{threads}_{neighbour.replace(' ', '_')}"
                     seconds, acc = leg(a, out, threads, neighbour)
-                    rows.setdefault((name, neighbour), []).append(seconds)
-                    accuracies.append(acc.reset_index(drop=True))
-        for (name, neighbour), seconds in rows.items():
-            alone = rows.get((name, "alone"), seconds)
-            cells = " ".join(f"{s:10.1f} {s / base:6.2f}" for s, base in zip(seconds, alone))
+                    rows.setdefault((name, neighbour), []).append((seconds, acc is None))
+                    if acc is not None:
+                        accuracies.append(acc.reset_index(drop=True))
+        for (name, neighbour), legs in rows.items():
+            alone = [s for s, _ in rows.get((name, "alone"), legs)]
+            cells = " ".join(
+                f"{'>' if stopped else ' '}{s:9.1f} {'>' if stopped else ' '}{s / base:5.2f}"
+                for (s, stopped), base in zip(legs, alone)
+            )
             print(f"{name:22} {neighbour:10} {cells}")
     same = all(acc.equals(accuracies[0]) for acc in accuracies)
-    print(f"accuracies equal across every leg: {same}")
+    stopped = sum(stop for legs in rows.values() for _, stop in legs)
+    print(f"accuracies equal across every leg that finished: {same}; legs stopped at the timeout: {stopped}")
 
 
 if __name__ == "__main__":

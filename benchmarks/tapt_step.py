@@ -4,7 +4,8 @@ For padding and packing, LoRA and QLoRA: builds the SFTTrainer exactly as `tapt-
 takes one batch from its dataloader, then times the trainer's full step (training_step + optimizer
 step + zero_grad) and a bare `model(**batch, use_cache=False).loss.backward()`, interleaved (trainer,
 raw, trainer, raw, ...) --repeats times so that machine noise hits both alike; medians.
-Prints the ratio and tokens per second of each. Usage:
+Prints the ratio and tokens per second of each, and the raw step under bf16 autocast (torch.autocast on
+the model's device) against fp32, with the largest difference of the loss. Usage:
     python benchmarks/tapt_step.py --data-dir ../shared/data [--base SmolLM2-135M-Instruct]
 """
 
@@ -69,12 +70,24 @@ def measure(args: AdapterArgs, repeats: int) -> dict:
             trainer.optimizer.step()
             trainer.optimizer.zero_grad()
 
-        def raw_step():  # what a hand-written loop does: no KV cache in training, as the trainer
-            model(**batch, use_cache=False).loss.backward()
-            model.zero_grad()
+        losses = {}
 
-        step, raw = interleaved_medians([trainer_step, raw_step], repeats)
-    return {"step": step, "raw": raw, "tokens": tokens, "shape": tuple(batch["input_ids"].shape)}
+        def raw_step(bf16: bool = False):  # a hand-written loop: no KV cache in training, as the trainer
+            with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
+                loss = model(**batch, use_cache=False).loss
+            loss.backward()
+            model.zero_grad()
+            losses[bf16] = float(loss)
+
+        step, raw, bf16 = interleaved_medians([trainer_step, raw_step, lambda: raw_step(True)], repeats)
+    return {
+        "step": step,
+        "raw": raw,
+        "bf16": bf16,
+        "loss_difference": abs(losses[True] - losses[False]),
+        "tokens": tokens,
+        "shape": tuple(batch["input_ids"].shape),
+    }
 
 
 def main() -> None:
@@ -87,7 +100,7 @@ def main() -> None:
     )
     print(
         f"{'mode':8} {'adapter':6} {'batch shape':12} {'trainer s':>9} {'raw s':>7} {'ratio':>6} "
-        f"{'trainer tok/s':>13} {'raw tok/s':>9}"
+        f"{'trainer tok/s':>13} {'raw tok/s':>9} {'raw bf16 s':>10} {'bf16/fp32':>9} {'|loss diff|':>11}"
     )
     for packing in (False, True):
         for quantize in ("none", "4bit"):
@@ -108,7 +121,8 @@ def main() -> None:
                 f"{'packing' if packing else 'padding':8} {'QLoRA' if quantize == '4bit' else 'LoRA':6} "
                 f"{'x'.join(map(str, r['shape'])):12} {r['step']:9.2f} {r['raw']:7.2f} "
                 f"{r['step'] / r['raw']:6.2f} "
-                f"{r['tokens'] / r['step']:13.0f} {r['tokens'] / r['raw']:9.0f}",
+                f"{r['tokens'] / r['step']:13.0f} {r['tokens'] / r['raw']:9.0f} {r['bf16']:10.2f} "
+                f"{r['bf16'] / r['raw']:9.2f} {r['loss_difference']:11.2e}",
                 flush=True,
             )
 

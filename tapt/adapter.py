@@ -40,6 +40,11 @@ class LoraTrainingSettings(Settings):
         None, f"tokens per sequence (default: {training.MAX_LENGTH} padding, {PACKED_MAX_LENGTH} packing)"
     )
     lr: float = option(2e-4, "learning rate")
+    bf16: bool = option(
+        False,
+        "on a CPU too, train under bf16 autocast (opt-in: faster where the CPU has bf16 instructions, "
+        "and it moves the numbers; benchmarks/tapt_step.py measures both; a GPU uses bf16 where it can)",
+    )
 
     def sequence_length(self) -> int:
         return self.max_length or (PACKED_MAX_LENGTH if self.packing else training.MAX_LENGTH)
@@ -66,12 +71,14 @@ def lora_config():
     return LoraConfig(**LORA, bias="none", task_type="CAUSAL_LM")
 
 
-def sft_config(workdir: Path, epochs: float, lr: float, batch_size: int, max_length: int, seed: int):
+def sft_config(
+    workdir: Path, epochs: float, lr: float, batch_size: int, max_length: int, seed: int, bf16: bool = False
+):
     """TRL's SFTConfig with the shared training settings; the sequences come pre-tokenized."""
     from trl import SFTConfig
 
     return training.arguments(
-        workdir, epochs, lr, batch_size, seed, cls=SFTConfig, max_length=max_length, packing=False
+        workdir, epochs, lr, batch_size, seed, SFTConfig, bf16, max_length=max_length, packing=False
     )
 
 
@@ -127,7 +134,9 @@ def prepare(
     set_seed(seed)
     dataset = tokenized(tokenizer, prompt_sequences(spec, docs, settings.packing, answers), max_length)
     steps = training.StepLog()
-    config = sft_config(workdir, settings.epochs, settings.lr, settings.batch_size, max_length, seed)
+    config = sft_config(
+        workdir, settings.epochs, settings.lr, settings.batch_size, max_length, seed, settings.bf16
+    )
     trainer = sft_trainer_class()(
         model=model,
         args=config,
@@ -137,6 +146,13 @@ def prepare(
         callbacks=[steps],
     )
     return Prepared(trainer, steps, docs, getattr(model, "is_loaded_in_4bit", False), max_length)
+
+
+def train(run: Prepared):
+    """Train; the adapted model with the Trainer's autocast wrapper (bf16) taken off its forward, so that
+    it is scored in its own precision, as the base is."""
+    run.trainer.train()
+    return run.trainer.accelerator.unwrap_model(run.trainer.model, keep_fp32_wrapper=False)
 
 
 def record_of(run: Prepared) -> dict:
@@ -159,8 +175,7 @@ def train_adapter(args: AdapterArgs) -> dict:
     with output.staged(Path(args.out), args.overwrite) as tmp:
         model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
         run = prepare(spec, docs, args, args.answers, args.seed, model, models.tokenizer(args.base), tmp)
-        run.trainer.train()
-        run.trainer.model.save_pretrained(tmp)
+        train(run).save_pretrained(tmp)
         settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}
         rec = {"kind": "adapter", **settings, "task": spec.slug, **record_of(run)}
         output.write_record(tmp, rec)

@@ -125,6 +125,30 @@ def test_same_seed_same_losses(tiny_llama, data_dir, tmp_path):
     assert a["losses"] == b["losses"]
 
 
+def test_bf16_is_opt_in_trains_under_autocast_and_the_adapted_model_is_scored_in_its_own_precision(
+    tiny_llama, data_dir, tmp_path
+):
+    from harness.core import models
+    from tapt import adapter
+
+    ids = torch.tensor([[1, 5, 9, 13, 17]])
+    losses = {}
+    for bf16 in (False, True):
+        args = adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8, bf16=bf16)
+        spec, split = args.docs()
+        model = models.load_causal_lm(args.base, "none", False)
+        run = adapter.prepare(
+            spec, split, args, False, 0, model, models.tokenizer(args.base), tmp_path / str(bf16)
+        )
+        adapted = adapter.train(run)
+        losses[bf16] = run.steps.losses
+        adapted.eval()
+        with torch.inference_mode():  # as scored against: the class's own forward, in float32
+            plain = type(adapted).forward(adapted, input_ids=ids).logits
+            assert torch.equal(adapted(input_ids=ids).logits, plain)
+    assert losses[True] != losses[False]  # autocast was on while training
+
+
 def test_masking_rate_is_15_percent(tiny_bert):
     from transformers import AutoTokenizer
 

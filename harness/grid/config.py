@@ -221,13 +221,16 @@ class GridConfig(
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
             del out["exposure"], out["text_score"]
+        if not out.get("bf16", True):  # likewise: recorded only when on
+            del out["bf16"]
         del out["method"], out["methods"], out["method_settings"]
         if not self.is_study_method():  # another method: its name and settings, not the study's keys
             method = self.adaptation()
             for key in field_names(LoraTrainingSettings):  # prompt TAPT's; quantize stays: the base's form
                 out.pop(key, None)
             out["method"] = method.name
-            out["method_settings"] = dataclasses.asdict(self.settings_of(method))
+            own = dataclasses.asdict(self.settings_of(method))
+            out["method_settings"] = {k: v for k, v in own.items() if k != "bf16" or v}  # as above
         return out
 
     def settings_hash(self) -> str:

@@ -9,8 +9,7 @@ from tapt.methods import Adapted, Inputs, Method
 
 def adapt(x: Inputs) -> Adapted:
     run = adapter.prepare(x.spec, x.docs, x.settings, x.labeled, x.seed, x.model, x.tokenizer, x.workdir)
-    run.trainer.train()
-    return Adapted(run.trainer.model, adapter.record_of(run))
+    return Adapted(adapter.train(run), adapter.record_of(run))
 
 
 METHOD = Method(

@@ -58,8 +58,7 @@ def adapt(x: Inputs) -> Adapted:
         if not len(docs):
             return Adapted(x.model, {**record, "trained": False}, restore=lambda: x.model)
     run = adapter.prepare(x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir)
-    run.trainer.train()
-    return Adapted(run.trainer.model, {**record, **adapter.record_of(run)})
+    return Adapted(adapter.train(run), {**record, **adapter.record_of(run)})
 
 
 METHOD = Method(
