@@ -5,7 +5,8 @@ takes one batch from its dataloader, then times the trainer's full step (trainin
 step + zero_grad) and a bare `model(**batch, use_cache=False).loss.backward()`, interleaved (trainer,
 raw, trainer, raw, ...) --repeats times so that machine noise hits both alike; medians.
 Prints the ratio and tokens per second of each, and the raw step under bf16 autocast (torch.autocast on
-the model's device) against fp32, with the largest difference of the loss. Usage:
+the model's device) against fp32, with the difference of their losses in the last repeat (the same
+weights: only the trainer's step updates them). Usage:
     python benchmarks/tapt_step.py --data-dir ../shared/data [--base SmolLM2-135M-Instruct]
 """
 

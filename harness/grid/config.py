@@ -221,16 +221,14 @@ class GridConfig(
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
             del out["exposure"], out["text_score"]
-        if not out.get("bf16", True):  # likewise: recorded only when on
-            del out["bf16"]
+        out = recorded(out)
         del out["method"], out["methods"], out["method_settings"]
         if not self.is_study_method():  # another method: its name and settings, not the study's keys
             method = self.adaptation()
             for key in field_names(LoraTrainingSettings):  # prompt TAPT's; quantize stays: the base's form
                 out.pop(key, None)
             out["method"] = method.name
-            own = dataclasses.asdict(self.settings_of(method))
-            out["method_settings"] = {k: v for k, v in own.items() if k != "bf16" or v}  # as above
+            out["method_settings"] = recorded(dataclasses.asdict(self.settings_of(method)))
         return out
 
     def settings_hash(self) -> str:
@@ -243,6 +241,12 @@ class GridConfig(
         for key in ("method", "method_settings", "conditions", *field_names(LoraTrainingSettings)):
             out.pop(key, None)
         return out
+
+
+def recorded(settings: dict) -> dict:
+    """The settings without `bf16` where it is off: a key added after units were first recorded is
+    recorded only when on, so that older units keep their hash."""
+    return {k: v for k, v in settings.items() if k != "bf16" or v}
 
 
 def config_path(name: str | Path) -> Path:
