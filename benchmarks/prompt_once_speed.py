@@ -2,7 +2,8 @@
 scores the grid's test docs of subsample 0 through lm-eval's `evaluate` (the grid's call), repeats
 interleaved (which model goes first alternates). Prints the median wall times, their ratio, the largest
 log-likelihood difference over every (doc, choice) and how many docs get the same prediction and the
-same acc. Usage:
+same acc; and `whole s`: `hf-prompt-once` with every context run whole (`share_prefix` off: the
+instruction its batch shares read again per document), with its ratio to `hf-prompt-once`. Usage:
     python benchmarks/prompt_once_speed.py --data-dir ../shared/data [--n 32 --repeats 3 --tasks trec,massive]
 """
 
@@ -60,10 +61,12 @@ def main() -> None:
     lms = {
         "hf": HFLM(pretrained=model, tokenizer=tok, batch_size=a.batch_size),
         "hf-prompt-once": PromptOnceLM(pretrained=model, tokenizer=tok, batch_size=a.batch_size),
+        "whole": PromptOnceLM(pretrained=model, tokenizer=tok, batch_size=a.batch_size),
     }
+    lms["whole"].share_prefix = False
     print(f"{a.base}, {a.n} test docs per task, batch {a.batch_size}, {a.repeats} interleaved repeats")
     head = f"{'task':<26}{'classes':>8}{'tokens':>8}{'hf s':>8}{'once s':>8}{'ratio':>7}{'max |dll|':>11}"
-    print(head + "  same pred / acc")
+    print(head + "  same pred / acc  whole s  ratio")
     for slug in a.tasks.split(","):
         spec = load_spec(slug)
         design = pick(a, SampleSettings) | {"m": max(a.m, len(spec.classes))}  # a train row per class
@@ -78,10 +81,13 @@ def main() -> None:
                 times[name].append(seconds)
         g = agreement(samples["hf"], samples["hf-prompt-once"])
         tokens = max(len(tok(spec.target_delimiter + c)["input_ids"]) for c in spec.classes)
-        t_hf, t_once = statistics.median(times["hf"]), statistics.median(times["hf-prompt-once"])
+        t_hf, t_once, t_whole = (statistics.median(times[name]) for name in lms)
+        w = agreement(samples["whole"], samples["hf-prompt-once"])
+        assert w["same_pred"] == w["docs"], f"{slug}: a prediction moved with the shared prefix: {w}"
         print(
             f"{slug:<26}{len(spec.classes):>8}{tokens:>8}{t_hf:>8.2f}{t_once:>8.2f}{t_hf / t_once:>7.2f}"
-            f"{g['max_diff']:>11.1e}  {g['same_pred']}/{g['docs']} {g['same_acc']}/{g['docs']}",
+            f"{g['max_diff']:>11.1e}  {g['same_pred']}/{g['docs']} {g['same_acc']}/{g['docs']}"
+            f"{t_whole:>9.2f}{t_whole / t_once:>7.2f}",
             flush=True,
         )
 

@@ -31,15 +31,6 @@ MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in
 RAW_LABEL_DELIMITER = "\n"  # the leak condition of the classifier flow writes "<text>\n<class name>"
 
 
-def shared_prefix(sequences: list[list[int]]) -> int:
-    """Tokens at the start of every sequence that are the same in all (kept below the shortest)."""
-    first, shortest = sequences[0], min(map(len, sequences))
-    n = 0
-    while n < shortest - 1 and all(s[n] == first[n] for s in sequences):
-        n += 1
-    return n
-
-
 def mink_plus_plus(logprobs: np.ndarray, mean: np.ndarray, std: np.ndarray) -> float:
     z = (logprobs - mean) / np.maximum(std, 1e-6)
     k = max(1, int(np.ceil(MINK_FRACTION * len(z))))
@@ -97,7 +88,7 @@ def causal_scores(
         else:
             scored.append(fresh[i])
             ll.append([a[0] for a in fresh[i].choices])
-    start = max(shared_prefix(ctx) - 1, 0)  # token_logprobs[t - 1] is token t's
+    start = max(loglik.shared_prefix(ctx) - 1, 0)  # token_logprobs[t - 1] is token t's
     text = [float(s.token_logprobs[start:].mean()) for s in scored]
     mink = [
         mink_plus_plus(s.token_logprobs[start:], s.token_mean[start:], s.token_std[start:]) for s in scored

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from transformers import LlamaForCausalLM
 
-from contamination import doc_scores
 from harness.core import loglik
 
 TINY_GRID_DIR = "m4/n6/tiny/ag_news"  # the task dir of tiny_grid_config's runs
@@ -118,17 +117,17 @@ class Planted(LlamaForCausalLM):
     bonus = 4.0
 
     def forward(self, input_ids=None, attention_mask=None, **kw):
+        past = kw.get("past_key_values")
+        offset = past.get_seq_length() if past is not None else 0  # tokens already in the cache
         out = super().forward(input_ids=input_ids, attention_mask=attention_mask, **kw)
-        if kw.get("past_key_values") is not None:
-            return out  # continuation passes: the answer's first token is boosted in the context pass
         for b, row in enumerate(input_ids):
-            length = int(attention_mask[b].sum()) if attention_mask is not None else len(row)
-            plan = self.memorised.get(tuple(row[:length].tolist()))
-            if plan is None:
+            length = int(attention_mask[b].sum()) - offset if attention_mask is not None else len(row)
+            plan = self.memorised.get(tuple(row[:length].tolist()), {}).get(offset)
+            if plan is None:  # not a memorised context (a continuation's pass, or the shared prefix's)
                 continue
             start, answer = plan
-            for t in range(start, length - 1):
-                out.logits[b, t, row[t + 1]] += self.bonus
+            for t in range(max(start, offset), offset + length - 1):  # t: position in the whole prompt
+                out.logits[b, t - offset, row[t - offset + 1]] += self.bonus
             if answer is not None:
                 out.logits[b, length - 1, answer] += self.bonus
         return out
@@ -138,9 +137,13 @@ def planted(tiny_llama, tokenizer, spec, docs, answers: bool):
     model = Planted.from_pretrained(tiny_llama).eval()
     test = docs[docs["split"] == "test"]
     prompts = [tokenizer(p)["input_ids"] for p in docs["prompt"]]
-    start = doc_scores.shared_prefix(prompts)  # the instruction every prompt shares is not memorised
+    start = loglik.shared_prefix(prompts)  # the instruction every prompt shares is not memorised
     model.memorised = {}
     for prompt, label in zip(test["prompt"], test["label"]):
         ctx, cont = loglik.encode_pair(tokenizer, prompt, " " + spec.classes[label])
-        model.memorised[tuple(ctx)] = (start, cont[0] if answers else None)
+        for offset in range(len(ctx)):  # a context is read whole, or after a prefix from the cache
+            model.memorised.setdefault(tuple(ctx[offset:]), {})[offset] = (
+                start,
+                cont[0] if answers else None,
+            )
     return model

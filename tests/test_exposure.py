@@ -151,7 +151,8 @@ def test_the_scoring_pass_gives_the_test_documents_exposure_scores_and_only_extr
     tiny_llama, data_dir, docs, scored, monkeypatch
 ):
     """The grid keeps the statistics of the pass that scores test for lm-eval: the exposure scores from
-    them equal a separate pass's to 1e-5, and the exposure pass then reads only extra's prompts."""
+    them equal a separate pass's to 1e-5 (Min-K%++ to 1e-4: the passes share different prefixes, so
+    their float32 sums run in another order), and the exposure pass then reads only extra's prompts."""
     from harness.core.settings import pick
     from harness.scoring import zero_shot
     from harness.tasks.subsample import SampleSettings
@@ -169,5 +170,6 @@ def test_the_scoring_pass_gives_the_test_documents_exposure_scores_and_only_extr
     merged = doc_scores.prompt_scores(lm.model, tokenizer, spec, d, 4, known=lm.stats)
     assert ran == [N] and len(lm.stats) == N  # extra's 10 prompts; test's came from the scoring pass
     for column in ("text", "mink", "margin"):
-        assert np.abs(merged[column] - scored["base"][column]).max() < 1e-5, column
+        bound = 1e-4 if column == "mink" else 1e-5  # Min-K%++ divides float32 noise by each spread
+        assert np.abs(merged[column] - scored["base"][column]).max() < bound, column
     assert 0 < accuracy < 1

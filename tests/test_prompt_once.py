@@ -73,6 +73,30 @@ def test_continuation_passes_split_over_many_rows_still_match(tiny_llama, monkey
     assert_same(hf.loglikelihood(reqs), once.loglikelihood(reqs))
 
 
+def test_the_instruction_every_context_shares_runs_once_and_scores_as_each_context_alone(tiny_llama):
+    from harness.core import loglik
+
+    tok = models.tokenizer(str(tiny_llama))
+    instruction = "Classify the text as one of: negative, positive.\n\nText:"
+    texts = [" a gripping, moving film", " dull", " the plot never comes together at all", " fine"]
+    contexts = [tok(instruction + t)["input_ids"] for t in texts]
+    conts = [[tok(" negative")["input_ids"], tok(" very positive")["input_ids"]] for _ in texts]
+    model = LlamaForCausalLM.from_pretrained(tiny_llama).eval()
+    read = []
+    model.register_forward_pre_hook(lambda _, args, kw: read.append(kw["input_ids"].shape), with_kwargs=True)
+    together = loglik.score(model, contexts, conts, batch_size=2, token_stats=True)
+    prefix = loglik.shared_prefix(contexts)
+    assert prefix >= 10 and read[0] == (1, prefix)  # the instruction, once
+    assert all(shape[1] <= max(len(c) - prefix for c in contexts) for shape in read[1:])  # and never again
+    for c, cs, s in zip(contexts, conts, together):
+        [alone] = loglik.score(model, [c], [cs], token_stats=True)
+        assert len(s.token_logprobs) == len(c) - 1
+        for ours, theirs in ((s.token_logprobs, alone.token_logprobs), (s.token_std, alone.token_std)):
+            assert np.abs(ours - theirs).max() < 1e-5
+        assert np.abs(np.subtract([x[0] for x in s.choices], [x[0] for x in alone.choices])).max() < 1e-5
+        assert [x[1] for x in s.choices] == [x[1] for x in alone.choices]
+
+
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory, data_dir):
     return write_plain_tasks(tmp_path_factory.mktemp("plain"), data_dir, rows=24)

@@ -1,5 +1,6 @@
 """Log-likelihoods of a causal LM that read each context once: the context's own tokens, then every
-continuation of it scored from the context's KV cache, batched across contexts.
+continuation of it scored from the context's KV cache, batched across contexts. The tokens that every
+context starts with (a task's instruction) are read once per call, and each batch starts from them.
 
 Written here because lm-eval's HFLM runs every (context, continuation) pair as its own sequence
 (it shares the context only for one-token continuations), and neither it nor transformers returns
@@ -67,28 +68,38 @@ def score(
     token_stats: bool = False,
     context_logprobs: bool = True,
     softmax_dtype: torch.dtype | None = torch.float32,
+    share_prefix: bool = True,
 ) -> list[Scored]:
     """Score each context (right-padded, `batch_size` at a time, longest first) and then all of its
-    continuations from the batch's KV cache. Contexts hold at least one token, continuations at least
-    one each. Without `context_logprobs` only each context's last position is projected on the
-    vocabulary (`token_logprobs` is then empty). Log-softmax runs in `softmax_dtype` (None: the
-    logits' dtype). The model is put in eval mode."""
+    continuations from the batch's KV cache. With `share_prefix`, the tokens every context starts with
+    (a prompt's instruction) run once, and each batch reads them from that pass's cache. Contexts hold
+    at least one token, continuations at least one each. Without `context_logprobs` only each context's last
+    position is projected on the vocabulary (`token_logprobs` is then empty). Log-softmax runs in
+    `softmax_dtype` (None: the logits' dtype). The model is put in eval mode."""
     model.eval()
     continuations = continuations or [[] for _ in contexts]
     out: list[Scored | None] = [None] * len(contexts)
     order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
     assert context_logprobs or not token_stats, "token_stats are statistics of the context log-probs"
     last_only = not context_logprobs and _keeps_logits(model)
+    head = (
+        _Prefix.run(model, contexts, context_logprobs, token_stats, softmax_dtype) if share_prefix else None
+    )
+    start_at = head.length if head else 0  # each batch runs its contexts' tokens from here
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        lengths = [len(contexts[i]) for i in idx]
-        ids, mask = _right_padded([contexts[i] for i in idx])
+        lengths = [len(contexts[i]) - start_at for i in idx]
+        ids, mask = _right_padded([contexts[i][start_at:] for i in idx])
         pairs = [(row, cont) for row, i in enumerate(idx) for cont in continuations[i]]
         needs_cache = any(len(c) > 1 for _, c in pairs)
         kwargs = {}
         if last_only:  # the distinct last positions of the batch's contexts
             keep = sorted({n - 1 for n in lengths})
             kwargs["logits_to_keep"] = torch.tensor(keep, device=model.device)
+        if head:
+            kwargs["past_key_values"] = head.cache(len(idx))
+            kwargs["position_ids"] = (start_at + torch.arange(ids.shape[1]))[None].to(model.device)
+            mask = torch.cat([torch.ones((len(idx), start_at), dtype=mask.dtype), mask], dim=1)
         run = model(
             input_ids=ids.to(model.device),
             attention_mask=mask.to(model.device),
@@ -111,6 +122,8 @@ def score(
                 own = logp[row, : lengths[row] - 1]
                 picked = own.gather(1, ids[row, 1 : lengths[row], None])[:, 0].numpy()
                 stats = distribution_stats(own.float()) if token_stats else stats
+                if head:
+                    picked, stats = head.joined(contexts[i], picked, stats)
             out[i] = Scored(picked, [], *stats)
         rest = {}
         if needs_cache:  # the continuations' tokens after the first, from the cache of their context
@@ -121,6 +134,59 @@ def score(
                 total, greedy = total + rest[r][0], greedy and rest[r][1]
             out[idx[row]].choices.append((total, greedy))
     return out
+
+
+@dataclass
+class _Prefix:
+    """The tokens every context starts with, run once: their KV cache and, for context log-probs, the
+    log-probs at their positions (the last one predicts each context's first token of its own)."""
+
+    length: int
+    past: object  # the prefix's KV cache, batch of one
+    logp: torch.Tensor | None  # (length, vocab)
+    stats: tuple | None  # distribution_stats of logp
+
+    @classmethod
+    def run(cls, model, contexts, context_logprobs, token_stats, softmax_dtype) -> _Prefix | None:
+        """None when fewer than two contexts share a first token (nothing to save)."""
+        length = shared_prefix(contexts)
+        if len(contexts) < 2 or length == 0:
+            return None
+        ids = torch.tensor([list(contexts[0][:length])], device=model.device)
+        keep = {} if context_logprobs or not _keeps_logits(model) else {"logits_to_keep": 1}
+        run = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, **keep)
+        if run.past_key_values is None:
+            raise NoCacheError(f"{type(model).__name__} returned no KV cache")
+        logp = stats = None
+        if context_logprobs:
+            logp = torch.log_softmax(run.logits[0], dim=-1, dtype=softmax_dtype).cpu()
+            stats = distribution_stats(logp.float()) if token_stats else None
+        return cls(length, run.past_key_values, logp, stats)
+
+    def cache(self, rows: int):
+        """A copy of the prefix's cache for a batch of `rows` contexts."""
+        own = copy.deepcopy(self.past)
+        own.batch_repeat_interleave(rows)
+        return own
+
+    def joined(self, context, picked: np.ndarray, stats: tuple) -> tuple[np.ndarray, tuple]:
+        """A context's token log-probs (and statistics) over its whole length: the prefix's, then its own."""
+        own_first = self.logp[-1, context[self.length]].reshape(1).numpy()
+        tokens = torch.tensor(context[1 : self.length], dtype=torch.long)
+        inner = self.logp[:-1].gather(1, tokens[:, None])[:, 0].numpy()
+        picked = np.concatenate([inner, own_first, picked])
+        if stats[0] is not None:
+            stats = tuple(np.concatenate([mine, theirs]) for mine, theirs in zip(self.stats, stats))
+        return picked, stats
+
+
+def shared_prefix(sequences: Sequence[Sequence[int]]) -> int:
+    """Tokens at the start of every sequence that are the same in all (kept below the shortest)."""
+    first, shortest = sequences[0], min(map(len, sequences))
+    n = 0
+    while n < shortest - 1 and all(s[n] == first[n] for s in sequences):
+        n += 1
+    return n
 
 
 class NoCacheError(RuntimeError):

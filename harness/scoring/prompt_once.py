@@ -30,6 +30,8 @@ class PromptOnceLM(HFLM):
     # set to {} to keep every scored context's token log-probs and statistics, keyed by its token ids,
     # with its continuations' answers keyed by theirs: the exposure test reads them (doc_scores.known)
     stats: dict | None = None
+    # False: every context runs whole, the tokens all contexts of a batch start with included
+    share_prefix: bool = True
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         reason = self._unshareable()
@@ -91,6 +93,7 @@ class PromptOnceLM(HFLM):
                     context_logprobs=keep,
                     token_stats=keep,
                     softmax_dtype=self.softmax_dtype,
+                    share_prefix=self.share_prefix,
                 )
             for context, cs, s in zip(batch, conts, scored):
                 if keep:
