@@ -177,24 +177,6 @@ def test_a_model_is_compiled_once_per_layout_and_refitted_with_new_data():
         assert fit["average_difference"]["observed"] == pytest.approx(observed) and 0 < low < observed < high
 
 
-def test_rhat_of_every_scalar_at_once_is_arviz_rank_rhat():
-    import arviz as az
-
-    from harness.stats.diagnostics import rank_rhat
-
-    rng = np.random.default_rng(0)
-    draws = rng.normal(size=(4, 101, 3, 5)) + np.arange(4)[:, None, None, None] * rng.uniform(0, 0.3, (3, 5))
-    draws[..., 0, 0] = 1.5  # a constant: no R-hat
-    draws[1, 7, 2, 4] = draws[1, 8, 2, 4]  # a tie in the ranks
-    draws[:, :, 1, 1] = rng.standard_cauchy(size=(4, 101)) ** 2  # heavy tail: the folded R-hat is the larger
-    theirs = az.rhat(az.convert_to_dataset({"x": draws}))["x"].to_numpy()
-    ours = rank_rhat(draws)
-    assert np.isnan(ours[0, 0]) and np.isnan(theirs[0, 0])
-    assert np.nanmax(theirs) > 1.05  # chains that disagree are caught
-    np.testing.assert_allclose(ours, theirs, rtol=1e-12, equal_nan=True)
-    assert np.isnan(rank_rhat(draws[:1])).all() and np.isnan(rank_rhat(draws[:, :3])).all()
-
-
 def test_analyze_json_shape(tmp_path, capsys):
     from harness.cli.main import main
 

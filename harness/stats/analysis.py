@@ -14,7 +14,6 @@ import pandas as pd
 from harness.core.errors import UserError
 from harness.core.settings import Settings, option, pick
 from harness.stats.bayes import CellData, cell_data, data_of, model_of, slopes_are_informed
-from harness.stats.diagnostics import diagnostics
 
 
 @dataclass(kw_only=True)
@@ -112,10 +111,35 @@ def hdi(values: np.ndarray, prob: float) -> list[float]:
     return [float(v) for v in az.hdi(np.asarray(values).ravel(), hdi_prob=prob)]
 
 
+def divergences(idata) -> int:
+    return int(idata.sample_stats["diverging"].sum())
+
+
 def refit_target_accept(target_accept: float) -> float:
     """The target acceptance a divergence warning tells the user to refit at: at least 0.99, else
     halfway to 1."""
     return max(0.99, round(1 - (1 - target_accept) / 2, 4))
+
+
+def diagnostics(idata) -> dict[str, float]:
+    """Max r-hat over every parameter (not the sampler's unconstrained internals, named ..._zerosum__
+    and the like), the beta ESS and the divergences."""
+    import arviz as az
+
+    rhat = az.rhat(idata, var_names=model_variables(idata))
+    ess = az.ess(idata, var_names=["beta"], method="bulk")
+    tail = az.ess(idata, var_names=["beta"], method="tail")
+    return {
+        "rhat_max": float(max(float(rhat[v].max()) for v in rhat.data_vars)),
+        "beta_rhat": float(rhat["beta"]) if "beta" in rhat else float("nan"),
+        "beta_ess_bulk": float(ess["beta"]),
+        "beta_ess_tail": float(tail["beta"]),
+        "divergences": divergences(idata),
+    }
+
+
+def model_variables(idata) -> list[str]:
+    return [v for v in idata.posterior.data_vars if not v.endswith("__")]
 
 
 def identified_slope(idata):
@@ -144,14 +168,13 @@ def predictive_differences(y: np.ndarray, d: CellData) -> pd.DataFrame:
 
     `y` holds Y_hat for both conditions of every (i, j, k), drawn from lambda of the posterior draw."""
     o = d.obs
-    sign = np.where(o["treated"].to_numpy() == 1, 1.0, -1.0)  # summed over a unit's two conditions
+    diff = y * np.where(o["treated"].to_numpy() == 1, 1.0, -1.0)  # summed over a unit's two conditions
     units = o[o["treated"] == 1].groupby("task").size()
-    groups = o.groupby("task").indices
-    weights = np.zeros((len(o), len(groups) + 1))  # one matrix product instead of a signed copy of y
-    for col, (task, idx) in enumerate(groups.items()):
-        weights[idx, col] = sign[idx] / units[task] / d.n
-    weights[:, -1] = sign / units.sum() / d.n
-    return pd.DataFrame(y @ weights, columns=[*groups, "all"])
+    out = {
+        task: diff[:, idx].sum(axis=1) / units[task] / d.n for task, idx in o.groupby("task").indices.items()
+    }
+    out["all"] = diff.sum(axis=1) / units.sum() / d.n
+    return pd.DataFrame(out)
 
 
 def fit_cell(d: CellData, s: FitSettings) -> dict[str, Any]:

@@ -15,9 +15,8 @@ import pandas as pd
 from harness.core.conditions import EFFECTS
 from harness.core.errors import UserError
 from harness.core.settings import option, pick
-from harness.stats.analysis import AnalysisSettings, FitSettings, refit_target_accept, sample
+from harness.stats.analysis import AnalysisSettings, FitSettings, divergences, refit_target_accept, sample
 from harness.stats.bayes import cell_data
-from harness.stats.diagnostics import divergences
 
 
 @dataclass(kw_only=True)
