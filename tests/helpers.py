@@ -141,9 +141,7 @@ def planted(tiny_llama, tokenizer, spec, docs, answers: bool):
     model.memorised = {}
     for prompt, label in zip(test["prompt"], test["label"]):
         ctx, cont = loglik.encode_pair(tokenizer, prompt, " " + spec.classes[label])
+        plan = (start, cont[0] if answers else None)
         for offset in range(len(ctx)):  # a context is read whole, or after a prefix from the cache
-            model.memorised.setdefault(tuple(ctx[offset:]), {})[offset] = (
-                start,
-                cont[0] if answers else None,
-            )
+            model.memorised.setdefault(tuple(ctx[offset:]), {})[offset] = plan
     return model

@@ -82,9 +82,9 @@ def score(
     order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
     assert context_logprobs or not token_stats, "token_stats are statistics of the context log-probs"
     last_only = not context_logprobs and _keeps_logits(model)
-    head = (
-        _Prefix.run(model, contexts, context_logprobs, token_stats, softmax_dtype) if share_prefix else None
-    )
+    head = None  # the shared prefix's pass
+    if share_prefix:
+        head = _Prefix.run(model, contexts, context_logprobs, token_stats, softmax_dtype, last_only)
     start_at = head.length if head else 0  # each batch runs its contexts' tokens from here
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
@@ -147,13 +147,13 @@ class _Prefix:
     stats: tuple | None  # distribution_stats of logp
 
     @classmethod
-    def run(cls, model, contexts, context_logprobs, token_stats, softmax_dtype) -> _Prefix | None:
+    def run(cls, model, contexts, context_logprobs, token_stats, softmax_dtype, last_only) -> _Prefix | None:
         """None when fewer than two contexts share a first token (nothing to save)."""
-        length = shared_prefix(contexts)
-        if len(contexts) < 2 or length == 0:
+        length = shared_prefix(contexts) if len(contexts) > 1 else 0
+        if length == 0:
             return None
         ids = torch.tensor([list(contexts[0][:length])], device=model.device)
-        keep = {} if context_logprobs or not _keeps_logits(model) else {"logits_to_keep": 1}
+        keep = {"logits_to_keep": 1} if last_only else {}  # no position of the prefix is projected
         run = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, **keep)
         if run.past_key_values is None:
             raise NoCacheError(f"{type(model).__name__} returned no KV cache")
