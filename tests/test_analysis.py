@@ -142,13 +142,32 @@ def test_a_planted_bias_is_recovered_and_a_null_one_is_not_found():
     null = analysis.fit_cell(bayes.cell_data(synthetic(beta=0.0, seed=4), "bias"), careful)["record"]
     assert null["beta_hdi"][0] < 0 < null["beta_hdi"][1], null["beta_hdi"]
     assert null["divergences"] < 0.01 * draws and null["rhat_max"] < 1.05
-    diverged = {**null, "divergences": 3, "settings": {**null["settings"], "target_accept": 0.95}}
+    diverged = {**null, "divergences": 3, "target_accept": 0.95}
     warning = analysis.format_fits([diverged]).splitlines()[-1]
     assert warning.startswith(
         "warning: m=50 n=200 bias: 3 divergent transitions at target acceptance 0.95"
     ), warning
     assert "--target-accept 0.99" in warning
     assert "warning" not in analysis.format_fits([{**null, "divergences": 0}])
+
+
+def test_a_fit_that_diverges_is_refitted_once_at_the_higher_target_acceptance_and_says_so():
+    # target acceptance 0.5 after 50 tuning steps diverges on 4 tasks (the meta test's setting too)
+    rough = dataclasses.replace(FAST, target_accept=0.5, tune=50, retry_target_accept=0.9)
+    d = bayes.cell_data(synthetic(beta=0.4, seed=3), "bias")
+    first = analysis.fit_cell(d, dataclasses.replace(rough, retry_target_accept=0))["record"]
+    assert first["divergences"] > 0 and first["refitted_after"] == 0 and first["target_accept"] == 0.5
+    retried = analysis.fit_cell(d, rough)["record"]
+    direct = analysis.fit_cell(d, dataclasses.replace(rough, target_accept=0.9, retry_target_accept=0))
+    # the fit reported is the one at 0.9, draw for draw, and its record says what happened
+    assert retried["refitted_after"] == first["divergences"] and retried["target_accept"] == 0.9
+    assert retried["beta_mean"] == direct["record"]["beta_mean"]
+    assert retried["divergences"] == direct["record"]["divergences"]
+    note = [line for line in analysis.format_fits([retried]).splitlines() if line.startswith("note")]
+    assert note == [
+        f"note: m=50 n=200 bias: {first['divergences']} divergent transitions at target acceptance 0.5; "
+        "refitted at 0.9"
+    ]
 
 
 def test_a_model_is_compiled_once_per_layout_and_refitted_with_new_data():
@@ -241,16 +260,17 @@ def test_analyze_meta_json_reports_each_slices_posterior_mean_and_the_divergence
     assert all(0.2 < b < 0.6 for b in meta["posterior_means"]), meta["posterior_means"]  # planted 0.4
     assert meta["share_outside"] == 1.0  # every slice's mean is beyond the 0.04 rope
     assert len(set(meta["posterior_means"])) == 4  # four different slices, each fitted with its own counts
-    assert meta["settings"]["target_accept"] == 0.95
+    assert meta["settings"]["target_accept"] == 0.95  # slices of one subsample per task diverge at 0.8
     assert out["lm_type_agreement"]["lm_types"] == ["bert", "gpt2"]
-    # a sampler pushed into divergences (target acceptance 0.5, 50 tuning steps) is named in the text output
+    # a sampler pushed into divergences (target acceptance 0.5, 50 tuning steps, no refit) is named in
+    # the text output
     main(
         [
             "analyze",
             "meta",
             str(root),
             *"--m 50 --n 200 --effect bias --slices 2 --chains 1 --draws 200 --tune 50".split(),
-            *"--target-accept 0.5 --permutations 20".split(),
+            *"--target-accept 0.5 --retry-target-accept 0 --permutations 20".split(),
         ]
     )
     warning = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]

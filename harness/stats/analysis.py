@@ -20,17 +20,26 @@ from harness.stats.bayes import CellData, cell_data, data_of, model_of, slopes_a
 class FitSettings(Settings):
     """How each cell is fitted (the study: 4 chains x 1,000 draws after 500 tuning steps)."""
 
-    MINIMUM = {"chains": 1, "draws": 10, "tune": 0, "seed": 0, "hdi_prob": 0.01, "target_accept": 0.5}
+    MINIMUM = {
+        "chains": 1,
+        "draws": 10,
+        "tune": 0,
+        "seed": 0,
+        "hdi_prob": 0.01,
+        "target_accept": 0.5,
+        "retry_target_accept": 0.0,
+    }
 
     chains: int = option(4, "NUTS chains")
     draws: int = option(1000, "draws per chain kept")
     tune: int = option(500, "tuning steps per chain")
     seed: int = option(0, "seed of the sampler and of the posterior predictive draws")
     hdi_prob: float = option(0.89, "probability mass of the reported highest-density intervals")
-    target_accept: float = option(
+    target_accept: float = option(0.8, "NUTS target acceptance (PyMC's and nutpie's default)")
+    retry_target_accept: float = option(
         0.95,
-        "NUTS target acceptance (PyMC's default 0.8 diverged on small grids of few tasks; the README "
-        "compares 0.95 with 0.99)",
+        "a fit with divergences is refitted once, with the same seed, at this target acceptance when it "
+        "is higher (0.8 diverged on small grids of few tasks; the README compares the levels); 0: never",
     )
     sampler: Literal["nutpie", "pymc"] = option("nutpie", "NUTS implementation (nutpie: compiled with numba)")
     likelihood: Literal["kernel", "binomial"] = option(
@@ -65,8 +74,22 @@ _COMPILED: dict = {}
 
 
 def sample(d: CellData, s: FitSettings, progress: bool = False):
-    """NUTS on a cell's data; with nutpie the model of this layout is compiled once per process and
-    refitted with each new cell's data. On every core (PyMC's own default assumes half the cores are
+    """NUTS on a cell's data at `target_accept`; a fit with divergences is refitted once at
+    `retry_target_accept`, so the fit returned is either free of them at the first level or the one
+    the higher level gives. idata.attrs holds the level it used and the first fit's divergences."""
+    idata = nuts(d, s, s.target_accept, progress)
+    first = divergences(idata)
+    if first and s.retry_target_accept > s.target_accept:
+        idata = nuts(d, s, s.retry_target_accept, progress)
+        idata.attrs.update(target_accept=s.retry_target_accept, refitted_after=first)
+    else:
+        idata.attrs.update(target_accept=s.target_accept, refitted_after=0)
+    return idata
+
+
+def nuts(d: CellData, s: FitSettings, target_accept: float, progress: bool = False):
+    """One NUTS fit; with nutpie the model of this layout is compiled once per process and refitted
+    with each new cell's data. On every core (PyMC's own default assumes half the cores are
     hyperthreads and takes 1 of 2 here)."""
     import os
 
@@ -79,7 +102,7 @@ def sample(d: CellData, s: FitSettings, progress: bool = False):
         "tune": s.tune,
         "chains": s.chains,
         "cores": cores,
-        "target_accept": s.target_accept,
+        "target_accept": target_accept,
     }
     if s.sampler == "pymc":
         with model_of(d, s.parametrization, centered, s.likelihood):
@@ -123,7 +146,7 @@ def refit_target_accept(target_accept: float) -> float:
 
 def diagnostics(idata) -> dict[str, float]:
     """Max r-hat over every parameter (not the sampler's unconstrained internals, named ..._zerosum__
-    and the like), the beta ESS and the divergences."""
+    and the like), the beta ESS and Monte Carlo standard error of its mean, and the divergences."""
     import arviz as az
 
     rhat = az.rhat(idata, var_names=model_variables(idata))
@@ -134,6 +157,7 @@ def diagnostics(idata) -> dict[str, float]:
         "beta_rhat": float(rhat["beta"]) if "beta" in rhat else float("nan"),
         "beta_ess_bulk": float(ess["beta"]),
         "beta_ess_tail": float(tail["beta"]),
+        "beta_mcse": float(az.mcse(idata, var_names=["beta"])["beta"]),
         "divergences": divergences(idata),
     }
 
@@ -199,6 +223,8 @@ def fit_cell(d: CellData, s: FitSettings) -> dict[str, Any]:
         "beta_hdi": hdi(beta, s.hdi_prob),
         "hdi_prob": s.hdi_prob,
         **diagnostics(idata),
+        "target_accept": idata.attrs["target_accept"],  # the level of the fit reported (see `sample`)
+        "refitted_after": idata.attrs["refitted_after"],  # divergences of the first fit, if refitted
         "seconds": seconds,
         "average_difference": {
             "mean": float(diffs["all"].mean()),
@@ -299,8 +325,14 @@ def format_fits(records: list[dict]) -> str:
     for r in records:
         lines.append(tasks_excluding_zero(r))
     for r in records:
+        if r.get("refitted_after"):
+            lines.append(
+                f"note: m={r['m']} n={r['n']} {r['effect']}: {r['refitted_after']} divergent transitions at "
+                f"target acceptance {r['settings']['target_accept']}; refitted at {r['target_accept']}"
+            )
+    for r in records:
         if r["divergences"]:
-            ta = r["settings"]["target_accept"]
+            ta = r.get("target_accept", r["settings"]["target_accept"])  # records written before the refit
             lines.append(
                 f"warning: m={r['m']} n={r['n']} {r['effect']}: {r['divergences']} divergent transitions at "
                 f"target acceptance {ta}: the posterior may be biased where they occurred; refit with "

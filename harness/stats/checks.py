@@ -117,6 +117,7 @@ def recovery(
                 "beta_hdis": [f["beta_hdi"] for f in fits],
                 "rhat_max": max(f["rhat_max"] for f in fits),
                 "divergences": sum(f["divergences"] for f in fits),
+                "refitted": sum(f["refitted_after"] > 0 for f in fits),  # diverged at the first level
             }
         )
     return out
@@ -140,6 +141,6 @@ def format_checks(c: dict) -> str:
         lines.append(
             f"  recovery: planted beta {r['planted_beta']:+.2f}: HDI covers it in {r['covered']} of "
             f"{r['replicates']} replicates: {fits} (max r-hat {r['rhat_max']:.3f}, "
-            f"{r['divergences']} divergences)"
+            f"{r['divergences']} divergences, {r.get('refitted', 0)} refitted)"
         )
     return "\n".join(lines)
