@@ -187,3 +187,14 @@ def test_the_lm_eval_command_prints_a_bad_metadata_setting_alone(data_dir):
         )
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert f"lm_eval: error: task tapt_trec: {message}" in done.stderr
+
+
+def test_a_target_acceptance_of_1_or_more_is_refused_before_anything_is_fitted(tmp_path):
+    from harness.cli.main import main
+
+    with pytest.raises(SystemExit, match="--retry-target-accept must be below 1 .*got 1.0"):
+        main(["analyze", str(tmp_path / "no_results"), "--retry-target-accept", "1"])
+    from harness.stats.analysis import FitSettings
+
+    with pytest.raises(SettingsError, match="target_accept must be below 1"):
+        FitSettings(target_accept=1.2)

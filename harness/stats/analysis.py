@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from harness.core.errors import UserError
+from harness.core.errors import SettingsError, UserError
 from harness.core.settings import Settings, option, pick
 from harness.stats.bayes import CellData, cell_data, data_of, model_of, slopes_are_informed
 
@@ -52,6 +52,14 @@ class FitSettings(Settings):
         "fast: the study's model without its ridges (same posterior; see harness/stats/bayes.py); "
         "study: as written",
     )
+
+    def check(self) -> None:
+        super().check()
+        for name in ("target_accept", "retry_target_accept"):
+            value = getattr(self, name)
+            if value >= 1:
+                problem = f"must be below 1 (a probability of accepting a NUTS step), got {value}"
+                raise SettingsError(f"{name} {problem}", name, problem)
 
 
 @dataclass(kw_only=True)
