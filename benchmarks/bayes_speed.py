@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from harness.core.settings import option, parse_script
 from harness.results import collect
-from harness.stats import analysis
+from harness.stats import sampling
 from harness.stats.analysis import AnalysisSettings, fits_of
 
 
@@ -55,7 +55,7 @@ def main() -> None:
         s = dataclasses.replace(a, parametrization=parametrization, sampler=sampler, likelihood=likelihood)
         if accept:
             s = dataclasses.replace(s, target_accept=float(accept[0]), retry_target_accept=0.0)
-        analysis._COMPILED.clear()  # each variant pays its own compiles, as a fresh `analyze` would
+        sampling._COMPILED.clear()  # each variant pays its own compiles, as a fresh `analyze` would
         clock = time.perf_counter()
         for label, _, fit in fits_of(df, s, a.results):
             wall = time.perf_counter() - clock

@@ -11,10 +11,10 @@ import pytest
 
 from harness.core.errors import UserError
 from harness.results import COLUMNS, collect
-from harness.stats import analysis, bayes, checks
+from harness.stats import analysis, bayes, checks, sampling
 
 warnings.filterwarnings("ignore", category=FutureWarning)
-FAST = analysis.FitSettings(chains=2, draws=300, tune=500, seed=0)
+FAST = sampling.FitSettings(chains=2, draws=300, tune=500, seed=0)
 
 
 def synthetic(
@@ -178,12 +178,12 @@ def test_a_model_is_compiled_once_per_layout_and_refitted_with_new_data():
     df = synthetic(beta=0.4, seed=3)
     assert not any(bayes.slopes_are_informed(bayes.cell_data(df, effect)) for effect in ("boost", "bias"))
     fits = [analysis.fit_cell(bayes.cell_data(df, effect), FAST)["record"] for effect in ("boost", "bias")]
-    layouts = [k for k in analysis._COMPILED if k[-1] == analysis.layout(bayes.cell_data(df, "bias"))]
+    layouts = [k for k in sampling._COMPILED if k[-1] == sampling.layout(bayes.cell_data(df, "bias"))]
     assert len(layouts) == 1, layouts
     small = df.assign(n=100, **{c: (df[c] * 100).round() / 100 for c in ("base", "extra", "test")})
-    compiled = dict(analysis._COMPILED)
+    compiled = dict(sampling._COMPILED)
     again = analysis.fit_cell(bayes.cell_data(small, "bias"), FAST)["record"]
-    assert compiled == analysis._COMPILED and again["n"] == 100  # another n, the same compiled model
+    assert compiled == sampling._COMPILED and again["n"] == 100  # another n, the same compiled model
     boost, bias = fits
     # base is -0.2 logits below extra: about 0.2 * p (1 - p), p near 0.6, in accuracy
     assert boost["average_difference"]["observed"] == pytest.approx(0.2 * 0.24, abs=0.03)

@@ -194,7 +194,7 @@ def test_a_target_acceptance_of_1_or_more_is_refused_before_anything_is_fitted(t
 
     with pytest.raises(SystemExit, match="--retry-target-accept must be below 1 .*got 1.0"):
         main(["analyze", str(tmp_path / "no_results"), "--retry-target-accept", "1"])
-    from harness.stats.analysis import FitSettings
+    from harness.stats.sampling import FitSettings
 
     with pytest.raises(SettingsError, match="target_accept must be below 1"):
         FitSettings(target_accept=1.2)

@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 
 from harness.stats import plots
-from harness.stats.analysis import FitSettings, fit_cell, hdi
+from harness.stats.analysis import fit_cell, hdi
 from harness.stats.bayes import CellData, model_of, study_model
+from harness.stats.sampling import FitSettings
 
 
 def model_checks(d: CellData, fit: dict, s: FitSettings, label: str, plots_dir: str | None = None) -> dict:

@@ -15,8 +15,9 @@ import pandas as pd
 from harness.core.conditions import EFFECTS
 from harness.core.errors import UserError
 from harness.core.settings import option, pick
-from harness.stats.analysis import AnalysisSettings, FitSettings, divergences, refit_target_accept, sample
+from harness.stats.analysis import AnalysisSettings
 from harness.stats.bayes import cell_data
+from harness.stats.sampling import FitSettings, divergences, refit_target_accept, sample
 
 
 @dataclass(kw_only=True)
