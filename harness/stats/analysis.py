@@ -188,14 +188,14 @@ def format_fits(records: list[dict]) -> str:
     for r in records:
         lines.append(tasks_excluding_zero(r))
     for r in records:
-        if r.get("refitted_after"):
+        if r["refitted_after"]:
             lines.append(
                 f"note: m={r['m']} n={r['n']} {r['effect']}: {r['refitted_after']} divergent transitions at "
                 f"target acceptance {r['settings']['target_accept']}; refitted at {r['target_accept']}"
             )
     for r in records:
         if r["divergences"]:
-            ta = r.get("target_accept", r["settings"]["target_accept"])  # records written before the refit
+            ta = r["target_accept"]
             lines.append(
                 f"warning: m={r['m']} n={r['n']} {r['effect']}: {r['divergences']} divergent transitions at "
                 f"target acceptance {ta}: the posterior may be biased where they occurred; refit with "

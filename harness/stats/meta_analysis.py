@@ -71,7 +71,7 @@ def meta_analysis(
     parts = slices(rows, s.slices, s.seed)
     first = cell_data(parts[0], effect)
     clock = time.perf_counter()
-    means, diverging, levels, refitted = [], [], [], 0
+    means, diverging, refitted = [], [], 0
     for number, part in enumerate(tqdm(parts, desc="meta-analysis slices", unit="fit", disable=not progress)):
         d = cell_data(part, effect)
         if d.coords != first.coords:
@@ -81,7 +81,6 @@ def meta_analysis(
         trace = sample(d, dataclasses.replace(s, seed=s.seed + number))
         means.append(float(trace.posterior["beta"].mean()))
         diverging.append(divergences(trace))
-        levels.append(trace.attrs["target_accept"])
         refitted += trace.attrs["refitted_after"] > 0
     means = np.array(means)
     return {
@@ -101,7 +100,6 @@ def meta_analysis(
         "divergences": sum(diverging),
         "slices_with_divergences": sum(d > 0 for d in diverging),
         "slices_refitted": refitted,  # diverged at target_accept, refitted at retry_target_accept
-        "target_accept": max(levels),  # the highest level a reported fit used
         "settings": pick(s, FitSettings),
         "posterior_means": means.tolist(),
     }
@@ -123,7 +121,8 @@ def format_meta_analysis(result: dict, agreement: dict | None, source: str) -> s
             f"{s['target_accept']} and were refitted at {s['retry_target_accept']}"
         )
     if result["divergences"]:
-        ta = result["target_accept"]
+        # divergences left after a refit are at the retry level; with none refitted, at the first
+        ta = s["retry_target_accept"] if result["slices_refitted"] else s["target_accept"]
         lines.append(
             f"  warning: {result['divergences']} divergent transitions in "
             f"{result['slices_with_divergences']} "
