@@ -198,3 +198,13 @@ def test_a_target_acceptance_of_1_or_more_is_refused_before_anything_is_fitted(t
 
     with pytest.raises(SettingsError, match="target_accept must be below 1"):
         FitSettings(target_accept=1.2)
+
+
+def test_analyze_help_names_where_its_flags_are(capsys):
+    """`analyze --help` lists only fit and meta: it says which command shows the flags."""
+    from harness.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "tapt-bench analyze fit --help" in shown and "tapt-bench analyze meta --help" in shown

@@ -103,6 +103,7 @@ def register(sub) -> None:
         help="the hierarchical Bayesian model (`analyze RESULTS` is `analyze fit RESULTS`)",
         description="`analyze fit RESULTS` (or `analyze RESULTS`): the model per cell; "
         "`analyze meta RESULTS`: the meta-analysis",
+        epilog="each one's flags: `tapt-bench analyze fit --help`, `tapt-bench analyze meta --help`",
     ).add_subparsers(dest="action", required=True)
     results = "a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv"
     fit = command(
