@@ -7,6 +7,8 @@ is known by design (conditions.TAPT), so a detector's flag rate on the others is
 rate and on those its power. Each detector is a two-sample test of test against extra documents:
 - `exposure text` / `exposure label`: the exposure test (calibrated by base);
 - `exposure label (twin)`: the label statistic of each model on the text it saw (exposure.twin_label_test);
+- `exposure label (verdict)`: the single-checkpoint verdict's labels SEEN: the margin, where neither side's
+  text was seen (the verdict reads a label flag beside a text flag as "text or labels");
 - `loss` / `Min-K%++` (uncalibrated): the suspect's own scores, no base subtracted;
 - `zlib ratio`: log-perplexity over the zlib-compressed length of the text (Carlini et al. 2021), negated
   so that higher reads as member-like.
@@ -54,6 +56,18 @@ def recorded(statistic: str) -> Callable[[dict, str, list[str]], float | None]:
     return pvalue
 
 
+def label_verdict(record: dict, cond: str, texts: list[str]) -> float | None:
+    """What `contamination exposure` on one checkpoint says of the labels: the margin's p-value where the
+    verdict reads it as labels SEEN, 1 where a text flag on either side makes it 'text or labels' or
+    inconclusive (the verdict then claims no labels)."""
+    test = record["tests"][cond]
+    if not test["calibrated"]:
+        return None
+    a = test["alpha"]
+    text_seen = test["text"]["p_test"] <= a or test["text"]["p_extra"] <= a
+    return 1.0 if text_seen else test["label"]["p_test"]
+
+
 def uncalibrated(score: Callable[[pd.DataFrame, list[str]], np.ndarray]) -> Callable:
     """A per-document score of the condition's model alone, test documents against extra documents."""
 
@@ -76,6 +90,7 @@ DETECTORS: dict[str, Detector] = {
     "exposure text": Detector(TEXT, recorded("text")),
     "exposure label": Detector(LABELS, recorded("label")),
     "exposure label (twin)": Detector(LABELS, recorded("label_twin")),
+    "exposure label (verdict)": Detector(LABELS, label_verdict),
     "loss (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["text"])),
     "Min-K%++ (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["mink"])),
     "zlib ratio": Detector(TEXT, uncalibrated(zlib_ratio)),

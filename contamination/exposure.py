@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from contamination.shift import reference_check
 from harness.core import conditions
 from harness.core.errors import UserError
-from harness.core.power import ALPHA, POWER, RESAMPLES, detectable
+from harness.core.power import ALPHA, RESAMPLES, detectable
 
 TEXT_SCORES = {"loss": "text", "mink++": "mink"}  # --text-score -> the doc_scores column
 TEXT_UNITS = {"loss": "nats/token", "mink++": "Min-K%++ units"}
@@ -42,9 +43,10 @@ class Statistic:
     seen: str  # "text" or "labels"
 
 
+LABELS_SEEN = "labels"
 STATISTICS = {
     "text": Statistic(TEXT_SCORES.__getitem__, TEXT_UNITS.__getitem__, "text"),
-    "label": Statistic(lambda _: "margin", lambda _: "nats of log-odds", "labels"),
+    "label": Statistic(lambda _: "margin", lambda _: "nats of log-odds", LABELS_SEEN),
 }
 
 
@@ -53,14 +55,21 @@ def smallest_pvalue(n_test: int, n_extra: int) -> float:
     return 1 / comb(n_test + n_extra, n_test)
 
 
-def check_sizes(n_test: int, n_extra: int, alpha: float = ALPHA) -> None:
+def check_sizes(n_test: int, n_extra: int, alpha: float = ALPHA, whole_split: bool = False) -> None:
     """A test that can never reject at alpha is refused before anything is scored."""
-    if smallest_pvalue(n_test, n_extra) > alpha:
+    if smallest_pvalue(n_test, n_extra) <= alpha:
+        return
+    splits = f"1/{comb(n_test + n_extra, n_test)}"
+    if whole_split:
         raise UserError(
-            f"n = {n_test}: a permutation test of {n_test} test against {n_extra} extra documents cannot "
-            f"reach p <= {alpha} (its smallest p-value is 1/{comb(n_test + n_extra, n_test)}); "
-            "raise --n to at least 3"
+            f"a permutation test of {n_test} suspect against {n_extra} reference documents cannot reach "
+            f"p <= {alpha} (its smallest p-value is {splits}); use more documents a side (--suspect-n, "
+            "--reference-n, or a larger reference file)"
         )
+    raise UserError(
+        f"n = {n_test}: a permutation test of {n_test} test against {n_extra} extra documents cannot "
+        f"reach p <= {alpha} (its smallest p-value is {splits}); raise --n to at least 3"
+    )
 
 
 def _mean_difference(x, y, axis=-1):
@@ -131,10 +140,15 @@ def exposure_test(
     text_score: str = "loss",
     seed: int = 0,
     names: dict[str, str] | None = None,
+    texts: list[str] | None = None,
 ) -> dict:
     """Every statistic for one model: per-doc scores (doc_scores) of the suspect (split `test`) and
     reference (split `extra`) documents under the suspect model and, when given, the reference model,
-    whose own scores are the shift check. `names` says what the two sets are, for the verdict."""
+    whose own scores are the shift check. `names` says what the two sets are, for the verdict.
+
+    `texts` (each document's text, in the rows' order) marks a reference that is not exchangeable with
+    the suspect documents by design (a whole split, a file): the verdict then needs the reference check
+    (contamination.shift) to find no shift, and to be able to find one, before it says SEEN."""
     scores = calibrate(suspect, reference)
     check_sizes(*(int((scores["split"] == s).sum()) for s in ("test", "extra")))
     out = {
@@ -143,6 +157,9 @@ def exposure_test(
         "alpha": ALPHA,
         "names": names or {"test": "test", "extra": "extra"},
     }
+    if reference is not None and texts is not None:
+        base = {"text": reference["text"].to_numpy(), "Min-K%++": reference["mink"].to_numpy()}
+        out["reference_check"] = reference_check(texts, base, (reference["split"] == "test").to_numpy(), seed)
     for name, values in split_scores(scores, text_score).items():
         out[name] = two_sample(values["test"], values["extra"], seed)
     if reference is not None:  # the shift check: the base's own scores, suspect against reference
@@ -151,70 +168,6 @@ def exposure_test(
             r = two_sample(v["test"], v["extra"], seed)
             out["shift"][name] = r | {"p_two_sided": two_sided(r)}
     return out
-
-
-def flags(result: dict) -> dict[str, bool]:
-    """Which exposures the result shows at alpha: each statistic for the suspect documents, and the
-    other side of the text statistic (the reference's text)."""
-    a = result["alpha"]
-    return {name: result[name]["p_test"] <= a for name in STATISTICS} | {
-        "extra_text": result["text"]["p_extra"] <= a
-    }
-
-
-def shifted(result: dict) -> list[str]:
-    """The statistics whose base scores alone separate the two sets (two-sided, at alpha)."""
-    return [name for name, r in result.get("shift", {}).items() if r["p_two_sided"] <= result["alpha"]]
-
-
-def verdict(result: dict) -> list[str]:
-    """The result in words: a line per statistic (and caveats: uncalibrated, a shifted reference)."""
-    a, names, seen = result["alpha"], result["names"], flags(result)
-    suspect, reference = names["test"], names["extra"]
-    lines = []
-    if not result["calibrated"]:
-        lines.append(
-            "UNCALIBRATED: no base model was scored to subtract; a suspect set that is easier for any "
-            "model reads as exposure"
-        )
-    shift = shifted(result)
-    for name in shift:
-        lines.append(
-            f"REFERENCE SHIFTED: the base alone separates {suspect} from {reference} on the {name} "
-            f"statistic (two-sided p {result['shift'][name]['p_two_sided']:.4g} <= {a}): they are not "
-            "exchangeable, so the calibrated result rests on the base's calibration alone; prefer a "
-            "reference of the same distribution"
-        )
-    for name, stat in STATISTICS.items():
-        r, what = result[name], f"{stat.seen} of {suspect}"
-        caveat = " (UNRELIABLE: the reference is shifted on this statistic)" if name in shift else ""
-        if seen[name]:
-            lines.append(f"{what}: SEEN (p {r['p_test']:.4g} <= {a}){caveat}")
-        elif r["p_extra"] <= a:
-            lines.append(
-                f"{what}: not seen; the {stat.seen} of the reference {reference} WERE "
-                f"(p {r['p_extra']:.4g} <= {a}): the model saw the reference{caveat}"
-            )
-        else:
-            lines.append(
-                f"{what}: no evidence of it (p {r['p_test']:.4g}); a gain above {r['detectable']:.4g} "
-                f"would have been seen with {POWER:.0%} power{caveat}"
-            )
-    return lines
-
-
-def format_result(result: dict) -> str:
-    lines = [f"  {'statistic':11} {'effect':>9} {'95% interval':>21} {'p(test)':>9} {'p(extra)':>9}"]
-    rows = [(name, result[name], "") for name in STATISTICS]
-    rows += [(name, r, "base alone, ") for name, r in result.get("shift", {}).items()]
-    for name, r, shift in rows:
-        unit = STATISTICS[name].unit(result["text_score"])
-        lines.append(
-            f"  {(shift and 'shift ') + name:11} {r['effect']:+9.4f} "
-            f"[{r['ci_low']:+9.4f}, {r['ci_high']:+9.4f}] "
-            f"{r['p_test']:9.4g} {r['p_extra']:9.4g}  ({shift}{unit}, suspect - reference)"
-        )
-    return "\n".join(lines + verdict(result))
 
 
 def twin_label_test(scores: dict[str, pd.DataFrame], reference: str, seed: int = 0) -> dict[str, dict]:

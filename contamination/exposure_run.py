@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from contamination import doc_scores
@@ -95,10 +96,18 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         spec = find_spec(self.task, self.include_path)
         if self.whole_split():
             sets, names = self.sources(spec)
+            check_sizes(len(sets["test"]), len(sets["extra"]), whole_split=True)
+            both = set(sets["test"]["text"]) & set(sets["extra"]["text"])
+            if both:
+                raise UserError(
+                    f"{len(both)} of the reference documents ({names['extra']}) are also suspect documents "
+                    f"(e.g. {next(iter(both))[:60]!r}); a reference must hold documents the model cannot "
+                    "have seen: remove them from it"
+                )
         else:
             sets = subsample_docs(spec, self, self.subsample)
             names = {s: s for s in SPLITS}
-        check_sizes(len(sets["test"]), len(sets["extra"]))
+            check_sizes(len(sets["test"]), len(sets["extra"]))
         docs = pd.concat([sets[s].assign(split=s) for s in SPLITS], ignore_index=True)
         return spec, docs, names
 
@@ -151,15 +160,40 @@ def check(args: ExposureArgs) -> None:
         print("note: no --checkpoint or --peft: the base is tested against itself (nothing can differ)")
 
 
+def check_lengths(args: ExposureArgs, spec: Spec, docs: pd.DataFrame, names: dict[str, str]) -> None:
+    """Prompt-format documents must fit the model's positions (the raw format keeps each text's first
+    MAX_LENGTH tokens, as pretrain-text trains on them): a longer one is refused, named, before scoring."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(args.base)
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if args.format != "prompt" or not limit:
+        return
+    tokenizer = models.tokenizer(args.base)
+    choices = sorted({spec.target_delimiter + c for cs in docs["choices"] for c in cs})
+    longest = max(len(ids) for ids in tokenizer(choices, add_special_tokens=False)["input_ids"])
+    sizes = np.array([len(ids) for ids in tokenizer(list(docs["prompt"]))["input_ids"]]) + longest
+    over = sizes > limit
+    if over.any():
+        i = int(sizes.argmax())
+        raise UserError(
+            f"{int(over.sum())} document(s) are longer than the model's {limit} positions as prompts (the "
+            f"longest, row {docs['row'].iloc[i]} of {names[docs['split'].iloc[i]]}, has {sizes[i]} tokens); "
+            "shorten or drop them, or pass --format raw (which reads each text's first tokens)"
+        )
+
+
 def run(args: ExposureArgs) -> dict[str, Any]:
     """The test for the suspect (checkpoint or base, + adapter) against the base, with every
     document's scores, the settings and the wall time in the result."""
     spec, docs, names = args.documents()
     check(args)
+    check_lengths(args, spec, docs, names)
     start = time.perf_counter()
     suspect = scores_of(args.checkpoint or args.base, args.peft, spec, docs, args)
     reference = None if args.uncalibrated else scores_of(args.base, None, spec, docs, args)
-    result = exposure_test(suspect, reference, args.text_score, args.seed, names)
+    texts = list(docs["text"]) if args.whole_split() else None  # a reference not drawn with the suspect's
+    result = exposure_test(suspect, reference, args.text_score, args.seed, names, texts)
     per_doc = {"suspect": suspect.to_dict("list")}
     if reference is not None:
         per_doc["reference"] = reference.to_dict("list")

@@ -41,7 +41,8 @@ def adapt(x: Inputs) -> Adapted:
                 p.copy_(saved[n][0]).requires_grad_(saved[n][1])
         return x.model
 
-    return Adapted(x.model, {"losses": losses}, restore)
+    # learned_from: how many documents it learned from (0 marks the condition as not adapted)
+    return Adapted(x.model, {"losses": losses, "learned_from": len(losses), "steps": len(losses)}, restore)
 
 
 METHOD = Method("norm-tuning", ("zero_shot",), NormSettings, adapt, "tune only the normalisation weights")

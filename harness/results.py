@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core import conditions
-from harness.core.errors import SettingsError, UserError
+from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.settings import differences
 
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
@@ -33,6 +34,9 @@ UNITS = "m*/n*/*/*/units/*.json"
 UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")
 PROVENANCE = ("seconds", "base_from")  # how a unit was computed, not what: shards may differ in them
 CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, beside its per-mode grids
+# a unit's conditions whose model is not an adaptation ({condition: why}); accuracies.csv's column of the
+# same name lists them (comma-separated), and every effect leaves those rows out
+NOT_ADAPTED = "not_adapted"
 
 
 # ---- writing -----------------------------------------------------------------------------------------
@@ -52,6 +56,20 @@ def manifest_path(mdir: Path, shard: tuple[int, int]) -> Path:
 
 def new_log_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / "logs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-shard{shard[0]}of{shard[1]}.log"
+
+
+def folder_problem(path: str | Path) -> str | None:
+    """Why results cannot be written under `path` (None when they can): it or a parent is a file, or
+    the nearest folder that exists refuses a new folder (probed with an empty one, removed at once)."""
+    path = Path(path).absolute()
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder: name a folder for the results"
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".tapt-bench-probe-"))
+    except OSError as err:
+        return f"cannot create a folder in {existing} ({err.strerror}): name a folder you can write to"
+    return None
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -75,9 +93,26 @@ def is_done(tdir: Path, subsample: int) -> bool:
     return unit_paths(tdir, subsample)[0].is_file()
 
 
+def read_unit(path: Path) -> dict[str, Any]:
+    """One unit's record; a file that is not one (cut short, edited) is named, with the fix."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(
+            f"{path}: not a readable unit record ({type(err).__name__}: {err}); delete it and its "
+            f"{Path(path).with_suffix('.parquet').name} to recompute that unit (rerun the grid)"
+        ) from None
+    if not isinstance(record, dict) or not isinstance(record.get("subsample"), int):
+        raise UserError(
+            f"{path}: not a unit record (no subsample index); delete it and its "
+            f"{Path(path).with_suffix('.parquet').name} to recompute that unit (rerun the grid)"
+        )
+    return record
+
+
 def finished(tdir: Path) -> dict[int, dict[str, Any]]:
     """The finished units of a task dir: subsample -> its record (accuracies, settings, timings)."""
-    records = (json.loads(p.read_text()) for p in sorted((tdir / "units").glob("*.json")))
+    records = (read_unit(p) for p in sorted((tdir / "units").glob("*.json")))
     return {r["subsample"]: r for r in records}
 
 
@@ -92,8 +127,9 @@ def write_unit(
 ) -> None:
     """Record one finished unit: per-example probabilities, then its accuracies and record (the marker)."""
     record_path, table = unit_paths(tdir, subsample)
+    data = json.dumps({"subsample": subsample, **accuracies, **record}, indent=1).encode()  # fails first
     atomic_write(table, probs.assign(subsample=subsample).to_parquet(index=False))
-    write_json(record_path, {"subsample": subsample, **accuracies, **record})
+    atomic_write(record_path, data)
 
 
 def rebuild(tdir: Path) -> pd.DataFrame:
@@ -101,6 +137,8 @@ def rebuild(tdir: Path) -> pd.DataFrame:
     units = list(finished(tdir).values())
     columns = COLUMNS + [c for c in OPTIONAL if units and all(c in u for u in units)]
     acc = pd.DataFrame([{c: u[c] for c in columns} for u in units], columns=columns)
+    if any(u.get(NOT_ADAPTED) for u in units):
+        acc[NOT_ADAPTED] = [",".join(u.get(NOT_ADAPTED, {})) for u in units]
     atomic_write(tdir / "accuracies.csv", acc.to_csv(index=False).encode())
     tables = [pd.read_parquet(unit_paths(tdir, u["subsample"])[1]) for u in units]
     if tables:
@@ -116,7 +154,7 @@ def check_same_settings(sources: list[Path]) -> None:
     for src in sources:
         for path in sorted(Path(src).glob(UNITS)):
             folder = path.relative_to(src).parents[2]
-            unit = json.loads(path.read_text())
+            unit = read_unit(path)
             tag = unit.get("settings_hash", "not recorded")
             first = seen.setdefault(folder, (tag, path, unit.get("settings", {})))
             if first[0] != tag:
@@ -166,7 +204,7 @@ def same_unit(a: Path, b: Path) -> bool:
     per-example probabilities."""
     if a.read_bytes() == b.read_bytes():
         return True
-    ja, jb = ({k: v for k, v in json.loads(p.read_text()).items() if k not in PROVENANCE} for p in (a, b))
+    ja, jb = ({k: v for k, v in read_unit(p).items() if k not in PROVENANCE} for p in (a, b))
     if ja != jb:
         return False
     pa, pb = (pd.read_parquet(p.with_suffix(".parquet")) for p in (a, b))
@@ -196,6 +234,8 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
                 "number; fix or delete that row"
             )
         df[col] = numbers
+    if NOT_ADAPTED in df:
+        df[NOT_ADAPTED] = df[NOT_ADAPTED].fillna("").astype(str)
     accs = df[[*conditions.PAIRED, *optional]]
     outside = (accs < 0) | (accs > 1)
     if outside.any().any():
@@ -234,6 +274,16 @@ def collect(root: str | Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def measured(df: pd.DataFrame, effect: str) -> pd.Series:
+    """The rows whose two conditions of `effect` are both adaptations (or the base): an effect of a
+    condition whose method adapted on nothing is not a measurement of the method."""
+    pair = conditions.EFFECTS[effect]
+    if NOT_ADAPTED not in df:
+        return pd.Series(True, index=df.index)
+    skipped = df[NOT_ADAPTED].fillna("").astype(str).str.split(",")
+    return ~skipped.map(lambda conds: any(c in conds for c in pair))
+
+
 def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
     """Per task under root: the predicted class of every test document (rows: subsample, row;
     columns: the conditions)."""
@@ -253,7 +303,7 @@ def exposure_tests(root: str | Path) -> pd.DataFrame:
     rows = []
     for path in sorted(Path(root).rglob("units/*.json")):
         match = UNIT_LAYOUT.search(path.as_posix())
-        unit = json.loads(path.read_text()) if match else {}
+        unit = read_unit(path) if match else {}
         for cond, test in unit.get("exposure", {}).get("tests", {}).items():
             m, n, model, task, k = match.groups()
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "subsample": int(k)}
@@ -269,6 +319,8 @@ def calibration(root: str | Path) -> dict | None:
     """The detectors' error rates of `contamination calibrate` in root or its parent (root being one
     mode's grid), None where there are none."""
     for folder in (Path(root), Path(root).parent):
-        if (folder / CALIBRATION).is_file():
-            return json.loads((folder / CALIBRATION).read_text())
+        path = folder / CALIBRATION
+        if path.is_file():
+            fix = "delete it, or rerun `tapt-bench contamination calibrate` to write it again"
+            return read_json_object(path, f"{path} (the detectors' error rates)", fix)
     return None

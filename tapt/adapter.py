@@ -164,6 +164,7 @@ def record_of(run: Prepared) -> dict:
         "sequences": len(ids),
         "tokens": int(sum(map(len, ids))),
         "rows": run.docs["row"].tolist(),
+        "learned_from": len(run.docs),
         **run.steps.summary(),
     }
 

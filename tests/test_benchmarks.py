@@ -32,6 +32,7 @@ def test_every_benchmark_script_is_covered_here():
         "prompt_once_speed.py",
         "ray_workers.py",
         "shared_cores.py",
+        "shifted_reference.py",
         "tapt_step.py",
     }
     assert {p.name for p in BENCHMARKS.glob("*.py")} == covered
@@ -62,6 +63,16 @@ def test_the_ray_benchmark_runs_a_tiny_config(tmp_path, tiny_llama, data_dir):
     pytest.importorskip("ray")
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "grid")
     assert "2 units at a time" in script("ray_workers.py", "--config", str(config))
+
+
+def test_the_shifted_reference_benchmark_reads_a_tiny_grid(tmp_path, tiny_llama, data_dir):
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, tmp_path / "grid", tasks=["rotten_tomatoes"], subsamples=1
+    )
+    shown = script(
+        "shifted_reference.py", "--smoke", "--config", str(config), "--out", str(tmp_path / "grid")
+    )
+    assert "never saw them             prefix" in shown and "SEEN after" in shown
 
 
 def test_compare_log_samples_reads_two_runs(tmp_path):

@@ -79,6 +79,8 @@ def test_every_detector_reads_planted_models_and_the_twin_label_statistic_ignore
     # the twin statistic: test's margins on the text it read against extra's on the text it read
     assert not flagged["exposure label (twin)", "test"] and flagged["exposure label (twin)", "leak"]
     assert ("exposure label (twin)", "extra") not in flagged
+    # the single checkpoint's verdict: a label flag beside a text flag on either side claims no labels
+    assert not any(flagged["exposure label (verdict)", c] for c in ("extra", "test", "leak"))
 
 
 def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(

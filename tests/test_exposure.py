@@ -13,8 +13,9 @@ from helpers import planted
 from transformers import LlamaForCausalLM
 
 from contamination import doc_scores
-from contamination.exposure import exposure_test, flags, two_sample
+from contamination.exposure import exposure_test, two_sample
 from contamination.exposure_run import ExposureArgs
+from contamination.verdict import flags
 from harness.cli.main import main
 from harness.core import loglik, models
 

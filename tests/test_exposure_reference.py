@@ -4,13 +4,15 @@ errors, all before any model is scored."""
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers import planted
 
 from contamination import doc_scores
-from contamination.exposure import exposure_test, flags, shifted, verdict
+from contamination.exposure import exposure_test
 from contamination.exposure_run import ExposureArgs
+from contamination.verdict import flags, shifted, verdict
 from harness.cli.main import main
 from harness.core import models
 
@@ -146,7 +148,7 @@ def test_the_command_writes_the_shift_check_beside_the_verdict(split_task, tiny_
         ),
         (
             "--suspect-split test --reference-file {folder}/nothing.csv",
-            "nothing.csv: not a .csv/.jsonl/.parquet file",
+            "nothing.csv: no such file",
         ),
         (
             "--suspect-split test --reference-file {folder}/bad.csv",
@@ -184,3 +186,91 @@ def test_a_tapt_task_offers_its_pool_as_the_suspect_split_and_reads_a_file_of_cl
             f"contamination exposure --task rotten_tomatoes --data-dir {data_dir} --suspect-split train "
             f"--reference-file {file}".split()
         )
+
+
+REVIEWS = [
+    "A Warm, Funny Film That Never Condescends To Its Audience.",
+    "The plot is thin, but the performances carry it a long way.",
+    "Spielberg's best work in a decade: tense, humane and beautifully shot.",
+    "An overlong mess; even the jokes feel tired by the second act.",
+    "Charming, if slight. Kids will love it; parents may check their watches.",
+    "It's a bold, strange movie, and I admired nearly every minute of it.",
+    "Dull. The script mistakes noise for wit, and volume for feeling.",
+    "Hanks is terrific, and the final scene earns every tear it draws.",
+    "A clumsy thriller whose twists arrive exactly when you expect them.",
+    "Smart, brisk and generous: the rare sequel that improves on the original.",
+    "Nothing here you haven't seen before, done better, in 1994.",
+    "The cast is game, but the material gives them nowhere to go.",
+    "Gorgeous to look at, empty to think about; a postcard, not a film.",
+    "By turns hilarious and heartbreaking, with a superb lead turn.",
+    "A tedious, self-important slog that confuses length with depth.",
+    "Quietly devastating. One of the year's best, and one of its bravest.",
+]
+
+
+def frames(effect: float, n: int, margin_effect: float = 0.0):
+    """(suspect model's, base's) scores of n suspect and n reference documents: the suspect documents
+    gain `effect` nats/token (and `margin_effect` nats of margin) over the reference under the model."""
+    rng = np.random.default_rng(0)
+    base = pd.DataFrame(
+        {
+            "split": ["test"] * n + ["extra"] * n,
+            "row": list(range(n)) * 2,
+            "label": [0] * 2 * n,
+            "text": np.tile(rng.normal(-3.0, 0.3, n), 2),  # the same values a side: no shift in the base
+            "mink": np.tile(rng.normal(0.0, 0.3, n), 2),
+            "margin": np.tile(rng.normal(0.0, 0.3, n), 2),
+        }
+    )
+    gain = np.r_[np.full(n, effect), np.zeros(n)] + rng.normal(0.3, 0.05, 2 * n)
+    model = base.assign(
+        text=base["text"] + gain,
+        mink=base["mink"] + gain,
+        margin=base["margin"] + np.r_[np.full(n, margin_effect), np.zeros(n)],
+    )
+    return model, base
+
+
+def test_a_reference_rewritten_from_the_suspect_distribution_is_found_shifted_at_n_8():
+    import string
+
+    suspect, reference = REVIEWS[:8], REVIEWS[8:]
+    model, base = frames(1.0, 8)
+    plain = exposure_test(model, base, texts=suspect + reference)
+    assert not plain["reference_check"]["shifted"] and plain["reference_check"]["p"] > 0.2
+    assert "text of test: SEEN" in "\n".join(verdict(plain))
+    strip = str.maketrans("", "", string.punctuation)
+    for rewritten in (
+        [r.lower().translate(strip) for r in reference],
+        ["<script>x</script> ünïcödé 日本語 🎬 " + r for r in reference],
+    ):
+        result = exposure_test(model, base, texts=suspect + rewritten)
+        check = result["reference_check"]
+        assert check["shifted"] and check["p"] < 0.001, check
+        shown = "\n".join(verdict(result))
+        assert "INCONCLUSIVE: the reference is unlike the suspect documents" in shown
+        assert "SEEN" not in shown.replace("no SEEN", "")
+
+
+def test_a_whole_split_verdict_where_the_check_cannot_reach_alpha_is_inconclusive():
+    model, base = frames(1.0, 3)
+    result = exposure_test(model, base, texts=REVIEWS[:6])
+    assert flags(result)["text"] and not result["reference_check"]["can_reject"]
+    shown = "\n".join(verdict(result))
+    assert "INCONCLUSIVE: too few documents to check that the reference is like the suspect" in shown
+    assert "text of test: inconclusive" in shown
+
+
+def test_a_label_flag_beside_a_text_flag_reads_text_or_labels():
+    model, base = frames(1.0, 8, margin_effect=1.0)
+    shown = "\n".join(verdict(exposure_test(model, base)))
+    assert "text of test: SEEN" in shown
+    assert "text or labels of test: SEEN" in shown and "cannot tell labels from text here" in shown
+    only_labels = "\n".join(verdict(exposure_test(*frames(0.0, 8, margin_effect=1.0))))
+    assert "labels of test: SEEN" in only_labels and "text or labels" not in only_labels
+
+
+def test_a_label_flag_where_the_reference_text_was_seen_is_inconclusive():
+    model, base = frames(-1.0, 8, margin_effect=1.0)  # the reference gained: its text was seen
+    shown = "\n".join(verdict(exposure_test(model, base)))
+    assert "labels of test: inconclusive" in shown and "the text of the reference extra was seen" in shown

@@ -65,13 +65,14 @@ def test_hand_computed_means(fixture_dir, capsys):
         "n",
         "model",
         "task",
+        "rows",
         "boost_mean",
         "bias_mean",
         "bias_p_value",
         "bias_p_adjusted",
         "detectable_bias",
     }
-    assert a["detectable_bias"] == b["detectable_bias"] == float("inf")
+    assert a["detectable_bias"] == b["detectable_bias"] == float("inf") and (a["rows"], b["rows"]) == (2, 3)
     main(["summarize", str(fixture_dir)])
     assert (
         "with under 5 subsamples per task no permutation p-value can fall below 0.05"

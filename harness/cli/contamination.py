@@ -45,8 +45,8 @@ def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
 
 
 def cmd_contamination_exposure(args: argparse.Namespace) -> None:
-    from contamination.exposure import format_result
     from contamination.exposure_run import ExposureArgs, run
+    from contamination.verdict import format_result
 
     test, result = run_test(ExposureArgs, run, args)
     if test.json:
@@ -73,6 +73,8 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     opts = from_namespace(CalibrateOptions, args)
     cfg = grid_config(opts.config, args)
     result = calibrate(cfg, opts)
+    for note in result["notes"]:
+        print(f"note: {note}")
     print(format_rates(result["rates"]))
     if len({r["task"] for r in result["rates_by_task"]}) > 1:
         print("\nper task:\n" + format_rates(result["rates_by_task"]))

@@ -22,7 +22,8 @@ def cmd_methods_show(args: argparse.Namespace) -> None:
 
     m = methods.find(args.name)
     where = " (this config's own keys)" if m.name in ("prompt-tapt", "raw-text") else " (method_settings)"
-    print(f"{m.name}: {m.about}\nflows: {', '.join(m.flows)}; from: {m.source}\nsettings{where}:")
+    ran = "" if m.source == "built in" else " (naming it ran its top-level code, as importing a plugin does)"
+    print(f"{m.name}: {m.about}\nflows: {', '.join(m.flows)}; from: {m.source}{ran}\nsettings{where}:")
     print(key_table(m.settings))
 
 

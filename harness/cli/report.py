@@ -23,7 +23,18 @@ def cmd_report(args: argparse.Namespace) -> None:
         fitted = analysis.fits_of(df, analysis.AnalysisSettings(), str(root), progress=True)
         fits = {"results": str(root), "fits": [fit["record"] for _, _, fit in fitted]}
     out = Path(args.out or root / "report.html")
-    page = report.build(root, fits, df).encode()
+    try:
+        page = report.build(root, fits, df).encode()
+    except UserError:  # a file the report reads, named with its fix
+        raise
+    except (TypeError, ValueError, KeyError, IndexError) as err:  # a number where text was expected...
+        inputs = " or ".join(
+            filter(None, [args.analysis and f"--analysis {args.analysis}", "calibration.json"])
+        )
+        raise UserError(
+            f"report: a value of the wrong form in {inputs} ({type(err).__name__}: {err}); write them "
+            "again with the command that makes them (`tapt-bench analyze`, `contamination calibrate`)"
+        ) from None
     atomic_write(out, page)
     print(f"report: {out} ({len(page) / 1024:.0f} KiB)")
 

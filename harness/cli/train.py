@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.errors import UserError
+from harness.core.errors import UserError, read_json_object
 from harness.core.settings import from_namespace
 
 
@@ -20,6 +20,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     train.base = resolve(train.base)
     if args.method != "prompt-tapt":
         return train_method(args, train)
+    if json_value(args.method_settings) != {}:
+        raise UserError(
+            "--method-settings: prompt-tapt's settings are this command's own flags (--lr, --epochs, "
+            "--batch-size, ...; see `tapt-bench train --help`); --method-settings is for other methods"
+        )
     rec = train_adapter(train)
     print(
         f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
@@ -33,7 +38,6 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def train_method(args: argparse.Namespace, train) -> None:
     """`train --method NAME`: another method on the same split, its settings from --method-settings."""
-    from harness.core.errors import read_json_object
     from tapt import methods
     from tapt.methods.single import adapt_and_save
 
@@ -42,14 +46,12 @@ def train_method(args: argparse.Namespace, train) -> None:
         raise UserError(
             f"--method {method.name} serves the flow(s) {list(method.flows)}; train runs zero_shot"
         )
-    fix = "give a JSON object or a file of one"
-    if args.method_settings.strip().startswith("{"):
-        try:
-            given = json.loads(args.method_settings)
-        except json.JSONDecodeError as err:
-            raise UserError(f"--method-settings: not valid JSON ({err}); {fix}") from None
-    else:
-        given = read_json_object(args.method_settings, "--method-settings", fix)
+    given = json_value(args.method_settings)
+    if not isinstance(given, dict):
+        raise UserError(
+            f"--method-settings: a JSON object was expected, got {type(given).__name__} "
+            f"({args.method_settings!r}); give a JSON object or a file of one"
+        )
     settings = method.configured(given, "--method-settings")
     rec, peft = adapt_and_save(train, method, settings)
     print(
@@ -61,6 +63,19 @@ def train_method(args: argparse.Namespace, train) -> None:
     print(
         "evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train, model_args)
     )
+
+
+def json_value(text: str):
+    """--method-settings: inline JSON (anything that parses as JSON), else a file holding an object."""
+    fix = "give a JSON object or a file of one"
+    stripped = text.strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError as err:
+        if stripped[:1] in '{["' or not Path(stripped).is_file():
+            where = "not valid JSON" if stripped[:1] in '{["' else "neither valid JSON nor a file"
+            raise UserError(f"--method-settings {text!r}: {where} ({err}); {fix}") from None
+    return read_json_object(stripped, f"--method-settings {stripped}", fix)
 
 
 def lm_eval_command(train, model_args: str) -> str:

@@ -13,7 +13,6 @@ the exchangeability p-values are cached in <out>/exchangeability.json; the table
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from contamination import detectors
 from contamination.exchangeability import examples, sharded_test
 from harness import results
 from harness.core import conditions
-from harness.core.errors import SettingsError
+from harness.core.errors import SettingsError, read_json_object
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, field_names, option
 from harness.grid import run as grid_run
@@ -105,7 +104,8 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
     cached by (mode, task, subsample, condition, format, shards, permutations)."""
     from peft import PeftModel
 
-    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    fix = "delete it to compute the exchangeability p-values again"
+    cache = read_json_object(cache_path, str(cache_path), fix) if cache_path.is_file() else {}
     base, tokenizer = load_scoring_model(resolve(cfg.base))
     rows = []
     for slug in cfg.slugs:
@@ -153,8 +153,14 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
 def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
     """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json."""
     started = time.perf_counter()
-    rows = []
+    rows, notes = [], []
     for cell in cfg.cell_configs():
+        if modes_of(cell, opts) == [DEFAULT]:
+            note = (
+                f"{cell.adaptation().name} has no packing setting: its one mode ({DEFAULT}) was run, "
+                f"not {', '.join(opts.modes)}"
+            )
+            notes += [note] if note not in notes else []
         for mode in modes_of(cell, opts):
             grid = mode_config(cell, mode)
             grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
@@ -170,6 +176,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
         "rates": detectors.error_rates(pvalues, sees, ("method", "mode", "detector")),
         "rates_by_task": detectors.error_rates(pvalues, sees, ("method", "mode", "task", "detector")),
         "pvalues": pvalues.to_dict("records"),
+        "notes": notes,
         "seconds": time.perf_counter() - started,
     }
     results.write_json(Path(cfg.out) / results.CALIBRATION, out)

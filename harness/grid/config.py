@@ -12,6 +12,7 @@ import yaml
 
 from contamination.exposure import check_sizes
 from contamination.exposure_run import ExposureSettings
+from harness import results
 from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, ModelSettings
@@ -112,8 +113,8 @@ class GridConfig(
         if not self.tasks:
             problem = "is empty: name at least one task (see `tapt-bench tasks list`)"
             raise SettingsError(f"tasks {problem}", "tasks", problem)
-        if Path(self.out).exists() and not Path(self.out).is_dir():
-            problem = f"{self.out} is a file, not a folder: name a folder for the results"
+        problem = results.folder_problem(self.out)
+        if problem:
             raise SettingsError(f"out {problem}", "out", problem)
         fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
         for slug, values in self.task_overrides.items():
@@ -131,9 +132,17 @@ class GridConfig(
             )
             raise SettingsError(f"method {problem}", "method", problem)
         key = "methods" if self.methods else "method"
+        if self.model_tag is not None and not methods.NAME.fullmatch(self.model_tag):
+            problem = (
+                f"{self.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no paths)"
+            )
+            raise SettingsError(f"model_tag {problem}", "model_tag", problem)
         used = set()
         for config in self.per_method():
             method = config.adaptation()
+            if method.name in used:
+                problem = f"names {method.name} twice ({self.methods}); name each method once"
+                raise SettingsError(f"{key} {problem}", key, problem)
             if self.flow not in method.flows:
                 problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
                 raise SettingsError(f"{key} {problem}", key, problem)

@@ -19,7 +19,8 @@ import pandas as pd
 from contamination import doc_scores
 from contamination.exposure import condition_tests
 from harness import results
-from harness.core import conditions, models
+from harness.core import conditions, models, weights
+from harness.core.errors import UserError
 from harness.core.settings import fingerprint, pick
 from harness.grid.config import GridConfig
 from harness.scoring import classifier, zero_shot
@@ -41,7 +42,8 @@ class Unit:
     record: dict  # settings, their hash, seconds per stage, training records
 
 
-# the zero-shot base of this process, kept loaded for every unit it runs (locally or in a Ray worker)
+# the zero-shot base of this process, kept loaded for every unit it runs (locally or in a Ray worker), with
+# the fingerprint of its weights at load: every reuse and every method's restore is checked against it
 _LOADED: dict = {}
 # the base's scores per (results root, base settings, task, subsample), with the model folder that computed
 # them: methods side by side score the base once per unit (the same numbers: scoring is deterministic)
@@ -53,16 +55,32 @@ def base_key(cfg: GridConfig) -> tuple:
 
 
 def loaded_base(cfg: GridConfig):
-    """(model, tokenizer) of cfg's base, loaded once per process; a different base replaces it."""
+    """(model, tokenizer, fingerprint at load) of cfg's base, loaded once per process; a different base
+    replaces it; a kept one is checked unchanged before it is reused."""
+    if base_key(cfg) in _LOADED:
+        model, _, at_load = _LOADED[base_key(cfg)]
+        if weights.differences(at_load, weights.fingerprint(model)):  # never reused unverified
+            _LOADED.clear()
     if base_key(cfg) not in _LOADED:
         _LOADED.clear()
         path = models.resolve(cfg.base)
         models.check_base(path)
-        _LOADED[base_key(cfg)] = (
-            models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora),
-            models.tokenizer(path),
-        )
+        model = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora)
+        _LOADED[base_key(cfg)] = (model, models.tokenizer(path), weights.fingerprint(model))
     return _LOADED[base_key(cfg)]
+
+
+def check_restored(method: methods.Method, cond: str, at_load: dict, base) -> None:
+    """Stop the run when a method's restore did not give the base back as it was loaded: the next
+    condition (and unit) would be scored on a changed base."""
+    named = hasattr(base, "named_parameters")
+    changed = weights.differences(at_load, weights.fingerprint(base)) if named else "not a model"
+    if changed:
+        raise UserError(
+            f"method {method.name} ({method.source}) did not give the base back after the {cond} condition "
+            f"(its weights differ from the base as loaded: {changed}); its Adapted.restore must return the "
+            "base unchanged (e.g. a PEFT model's unload()). Stopped before the next condition was scored."
+        )
 
 
 def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False) -> Unit:
@@ -88,13 +106,13 @@ def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
 def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> Unit:
     """Score base, then adapt (the config's method) and score once per condition, restoring the base
     after each."""
-    base, tokenizer = loaded_base(cfg)
+    base, tokenizer, at_load = loaded_base(cfg)
     method = cfg.adaptation()
     settings = cfg.settings_of(method, spec.slug)
     metadata = {**pick(cfg, SampleSettings), "subsample": k, "split": conditions.TEST}
     task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
     tdir = results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, spec.slug)
-    seconds, training, exposed = {}, {}, {}
+    seconds, training, exposed, skipped = {}, {}, {}, {}
     clock = time.perf_counter()
 
     def lap(name: str) -> None:
@@ -135,9 +153,11 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
                 output.write_record(tmp, {"kind": "adapter", "task": spec.slug, "subsample": k, **rec})
         lap(f"train_{cond}")
         score(cond, adapted.model)
+        skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
         base = adapted.base()  # the adaptation undone: the same base serves the next condition
-    _LOADED[base_key(cfg)] = base, tokenizer
-    unit = unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
+        check_restored(method, cond, at_load, base)
+    _LOADED[base_key(cfg)] = base, tokenizer, at_load
+    unit = unit_of(cfg, spec, k, docs, scored, seconds, training, exposed, skipped)
     if base_from:
         unit.record["base_from"] = base_from
     return unit
@@ -150,7 +170,7 @@ def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
     method = cfg.adaptation()
     method_settings = cfg.settings_of(method, spec.slug)
     unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
-    seconds, training, scored, exposed = {}, {}, {}, {}
+    seconds, training, scored, exposed, skipped = {}, {}, {}, {}, {}
     for cond in cfg.conditions:
         clock = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
@@ -178,9 +198,22 @@ def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
                 cfg.eval_batch_size,
                 unit_seed,
             )
+        if cond != conditions.BASE:
+            skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
-    return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed)
+    return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed, skipped)
+
+
+def not_adapted(record: dict, scored: pd.DataFrame, base: pd.DataFrame) -> str | None:
+    """Why a condition's model is not an adaptation (None when it is): its method learned from no
+    document or took no step, or its model scores every test document exactly as the base does."""
+    why = methods.nothing_learned(record)
+    if why:
+        return why
+    if np.array_equal(np.stack(scored["probs"].to_numpy()), np.stack(base["probs"].to_numpy())):
+        return "scores every test document exactly as the base does"
+    return None
 
 
 def exposure_docs(docs: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -212,8 +245,10 @@ def unit_of(
     seconds: dict,
     training: dict,
     exposed: dict,
+    skipped: dict,
 ) -> Unit:
-    """The unit's accuracies, its per-example probabilities, and what made them."""
+    """The unit's accuracies, its per-example probabilities, and what made them (with the conditions
+    whose model is not an adaptation, and why)."""
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs)
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     record = {
@@ -222,6 +257,8 @@ def unit_of(
         "seconds": seconds,
         "training": training,
     }
+    if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
+        record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}
     if all("correct_norm" in df for df in scored.values()):  # the task defines acc_norm too
         record["acc_norm"] = {cond: float(df["correct_norm"].mean()) for cond, df in scored.items()}
     if exposed:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from harness import results
 from harness.core.errors import UserError
 from harness.core.settings import option, pick
 from harness.stats.bayes import CellData, cell_data, model_of
@@ -140,7 +141,20 @@ def fits_of(df: pd.DataFrame, s: AnalysisSettings, source: str, progress: bool =
 
     for m, n, rows in cells_of(df, s, source):
         for effect in effects_of(s):
-            d = cell_data(rows, effect, f"{source} m={m} n={n}")
+            # an LM type (method) with a unit whose condition was not adapted is not a measurement of it:
+            # left out of this effect's fit whole (the model shares V_jk over the LM types of a subsample)
+            unmeasured = sorted(rows.loc[~results.measured(rows, effect), "model"].unique())
+            if unmeasured:
+                print(
+                    f"m={m} n={n} {effect}: left out {unmeasured}: a condition of the effect was not adapted "
+                    "in some of their units (see `tapt-bench summarize`)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            kept = rows[~rows["model"].isin(unmeasured)]
+            if kept.empty:
+                continue
+            d = cell_data(kept, effect, f"{source} m={m} n={n}")
             if progress:
                 print(f"fitting m={m} n={n} {effect}: {d.shape}", file=sys.stderr, flush=True)
             yield f"m{m}_n{n}_{effect}", d, fit_cell(d, s)

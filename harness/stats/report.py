@@ -17,6 +17,7 @@ import pandas as pd
 
 from harness import results
 from harness.core import conditions
+from harness.core.errors import read_json_object
 from harness.stats import plots, summary
 from harness.stats.analysis import tasks_excluding_zero
 
@@ -46,12 +47,16 @@ def esc(value: Any) -> str:
     return html.escape(str(value))
 
 
-def table(headers: list[str], rows: list[list[tuple[str, float | str]]], caption: str) -> str:
-    """A sortable table; each cell is (shown text, sort value)."""
+def td(text: Any, value: Any, cls: str = "") -> str:
+    """One cell: its text escaped (whatever file it came from), its sort value, its style class."""
+    shown = f'<span class="{esc(cls)}">{esc(text)}</span>' if cls else esc(text)
+    return f'<td data-v="{esc(value)}">{shown}</td>'
+
+
+def table(headers: list[str], rows: list[list[tuple]], caption: str) -> str:
+    """A sortable table; each cell is (shown text, sort value[, style class]), escaped here."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td data-v="{esc(v)}">{text}</td>' for text, v in row) + "</tr>" for row in rows
-    )
+    body = "".join("<tr>" + "".join(td(*cell) for cell in row) + "</tr>" for row in rows)
     return (
         f'<table class="sortable"><caption>{esc(caption)}</caption>'
         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -64,14 +69,15 @@ def figure(png: bytes, caption: str) -> str:
     return f"<figure>{img}<figcaption>{esc(caption)}</figcaption></figure>"
 
 
-def points(x: float, significant: bool = False, signed: bool = True) -> tuple[str, float]:
-    """A difference in points (red when positive, bold when significant), with its sort value."""
+def points(x: float, significant: bool = False, signed: bool = True) -> tuple[str, float, str]:
+    """A difference in points (red when positive, bold when significant), its sort value and class;
+    n/a where nothing measured it (a signed effect), inf where no test could see it (an MDE)."""
     if not np.isfinite(x):
-        return "inf", 1e9
+        return ("inf", 1e9, "") if not signed else ("n/a", -1e9, "")
     if not signed:
-        return f"{100 * x:.2f}", x
+        return f"{100 * x:.2f}", x, ""
     cls = " ".join(c for c, on in (("pos", x > 0), ("sig", significant)) if on)
-    return f'<span class="{cls}">{100 * x:+.2f}</span>', x
+    return f"{100 * x:+.2f}", x, cls
 
 
 def details(summary_text: str, body: str) -> str:
@@ -80,8 +86,9 @@ def details(summary_text: str, body: str) -> str:
 
 def provenance(mdir: Path) -> str:
     """The settings and versions of the runs that wrote this folder (its manifests; else its units)."""
-    manifests = [json.loads(p.read_text()) for p in sorted(mdir.glob("manifest-shard*.json"))]
-    units = [json.loads(p.read_text()) for p in sorted(mdir.glob("*/units/*.json"))[:1]]
+    fix = "delete it; the next run of the grid writes it again"
+    manifests = [read_json_object(p, str(p), fix) for p in sorted(mdir.glob("manifest-shard*.json"))]
+    units = [results.read_unit(p) for p in sorted(mdir.glob("*/units/*.json"))[:1]]
     if manifests:
         m = manifests[0]
         versions = ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items()))
@@ -108,10 +115,10 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
     ]
     rows = []
     for t in sorted(tasks, key=lambda t: -t[f"{conditions.PRIMARY}_mean"]):
-        row = [(esc(t["task"]), t["task"])]
+        row = [(t["task"], t["task"])]
         for e, _, key, kind in cols:
             if kind == "p":
-                row.append((f"{t[key]:.4f}", t[key]))
+                row.append((f"{t[key]:.4f}", t[key]) if np.isfinite(t[key]) else ("n/a", 2.0))
             elif kind == "mde":
                 row.append(points(t[key], signed=False))
             else:  # bold where its BH-adjusted p-value is significant
@@ -119,13 +126,16 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         rows.append(row)
     primary = conditions.PRIMARY
     means = ", ".join(
-        f"{esc(conditions.label(e, ' - '))} <b>{100 * config[f'{e}_mean']:+.2f}</b> pts" for e in effects
+        f"{esc(conditions.label(e, ' - '))} <b>{esc(summary.pts(config[f'{e}_mean']))}</b> pts"
+        for e in effects
     )
+    skipped = "".join(f"<br>{esc(line)}" for line in summary.not_adapted_lines(tasks, indent=""))
     head = (
-        f"<p>{config['tasks']} tasks, {config['rows']} subsample rows. {means[:1].upper()}{means[1:]}"
-        + f"; tasks with {primary} &gt; 0: {config[f'tasks_positive_{primary}']}, "
-        f"&lt; 0: {config[f'tasks_negative_{primary}']}; "
-        f"median MDE {100 * config[f'detectable_{primary}_median']:.2f} pts.</p>"
+        f"<p>{esc(config['tasks'])} tasks, {esc(config['rows'])} subsample rows. "
+        f"{means[:1].upper()}{means[1:]}"
+        + f"; tasks with {primary} &gt; 0: {esc(config[f'tasks_positive_{primary}'])}, "
+        f"&lt; 0: {esc(config[f'tasks_negative_{primary}'])}; "
+        f"median MDE {100 * config[f'detectable_{primary}_median']:.2f} pts.{skipped}</p>"
     )
     caption = (
         "Per task, in accuracy points: means over subsamples, one-sided paired permutation p-values "
@@ -146,7 +156,7 @@ def changes_section(mdir: Path) -> str:
         return ""
     pairs = [c for c in changes.columns if "/" in c]
     rows = [
-        [(esc(r["task"]), r["task"]), (str(r["docs"]), r["docs"])] + [(f"{r[p]:.1%}", r[p]) for p in pairs]
+        [(r["task"], r["task"]), (r["docs"], r["docs"])] + [(f"{r[p]:.1%}", r[p]) for p in pairs]
         for r in changes.to_dict("records")
     ]
     return "<h3>Changed predictions</h3>" + table(
@@ -167,7 +177,7 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
     rows = []
     for s in shares:
         t = effects.get(s["task"], {})
-        row = [(esc(s["task"]), s["task"])]
+        row = [(s["task"], s["task"])]
         row += [points(t.get(f"{e}_mean", np.nan)) for e in conditions.READ_TEST]
         shown = {c: {"text": s[c]["text"], "label": summary.label_share(s[c])} for c in conds if c in s}
         row += [
@@ -198,9 +208,9 @@ def calibration_section(root: Path) -> str:
 
     rows = [
         [
-            (esc(r.get("method", "")), r.get("method", "")),  # files written before methods lack it
-            (esc(r["mode"]), r["mode"]),
-            (esc(r["detector"]), r["detector"]),
+            (r.get("method", ""), r.get("method", "")),  # files written before methods lack it
+            (r["mode"], r["mode"]),
+            (r["detector"], r["detector"]),
             (r["sees"], r["sees"]),
             cell(r["false_positive"]),
             cell(r["power"]),
@@ -225,11 +235,11 @@ def bayes_section(analysis: dict) -> str:
     rows = [
         [
             (f"m={r['m']} n={r['n']}", r["m"] * 10000 + r["n"]),
-            (esc(r["effect"]), r["effect"]),
+            (r["effect"], r["effect"]),
             (f"{r['beta_mean']:+.3f}", r["beta_mean"]),
             (f"[{r['beta_hdi'][0]:+.3f}, {r['beta_hdi'][1]:+.3f}]", r["beta_hdi"][0]),
             (f"{r['rhat_max']:.3f}", r["rhat_max"]),
-            (str(r["divergences"]), r["divergences"]),
+            (r["divergences"], r["divergences"]),
             (f"{r['beta_ess_bulk']:.0f}", r["beta_ess_bulk"]),
             points(r["average_difference"]["mean"]),
             (

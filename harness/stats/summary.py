@@ -57,31 +57,44 @@ def effects_in(df: pd.DataFrame) -> list[str]:
 def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
     """The JSON summary: per (m, n, model) and per task, each effect's mean (`bias_mean`); for the
     tested effects its one-sided p-value and its BH adjustment over tasks (`bias_p_value`,
-    `bias_p_adjusted`); for the primary effect its detectable size (`detectable_bias`)."""
+    `bias_p_adjusted`); for the primary effect its detectable size (`detectable_bias`). Rows where a
+    condition of an effect was not adapted (results.NOT_ADAPTED) are left out of that effect and counted
+    (`bias_not_adapted`); an effect with no row left is NaN, not a measurement."""
     effects, primary = effects_in(df), conditions.PRIMARY
     tested = [e for e in effects if e in conditions.TESTED]
     configs, tasks = [], []
     for (m, n, model), group in df.groupby(["m", "n", "model"], sort=True):
         per_task = []
         for task, t in group.groupby("task", sort=True):
-            row = {"m": int(m), "n": int(n), "model": model, "task": task}
+            row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
+            row |= not_adapted_counts(t)
             for e in effects:
-                control, treatment = (t[c].to_numpy() for c in conditions.EFFECTS[e])
-                row[f"{e}_mean"] = float((treatment - control).mean())
+                keep = results.measured(t, e)
+                control, treatment = (t.loc[keep, c].to_numpy() for c in conditions.EFFECTS[e])
+                row[f"{e}_mean"] = float((treatment - control).mean()) if keep.any() else float("nan")
+                if not keep.all():
+                    row[f"{e}_not_adapted"] = int((~keep).sum())
                 if e in tested:
-                    row[f"{e}_p_value"] = paired_pvalue(treatment, control, seed)
+                    row[f"{e}_p_value"] = paired_pvalue(treatment, control, seed) if keep.any() else np.nan
                 if e == primary:
                     row[f"detectable_{e}"] = detectable_effect(treatment - control)
             per_task.append(row)
         for e in tested:
-            adjusted = stats.false_discovery_control([t[f"{e}_p_value"] for t in per_task], method="bh")
+            ps = np.array([t[f"{e}_p_value"] for t in per_task])
+            adjusted = np.full(len(ps), np.nan)
+            if np.isfinite(ps).any():
+                adjusted[np.isfinite(ps)] = stats.false_discovery_control(ps[np.isfinite(ps)], method="bh")
             for t, p in zip(per_task, adjusted):
                 t[f"{e}_p_adjusted"] = float(p)
         tasks += per_task
         config = {"m": int(m), "n": int(n), "model": model}
         for e in effects:
             control, treatment = conditions.EFFECTS[e]
-            config[f"{e}_mean"] = float((group[treatment] - group[control]).mean())
+            keep = results.measured(group, e)
+            diff = (group[treatment] - group[control])[keep]
+            config[f"{e}_mean"] = float(diff.mean()) if keep.any() else float("nan")
+            if not keep.all():
+                config[f"{e}_not_adapted"] = int((~keep).sum())
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
             config |= {
@@ -93,6 +106,34 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
             }
         configs.append(config)
     return {"configs": configs, "tasks": tasks}
+
+
+def not_adapted_counts(rows: pd.DataFrame) -> dict[str, Any]:
+    """The units of these rows with a condition that was not adapted, and how many per condition."""
+    if results.NOT_ADAPTED not in rows or not (rows[results.NOT_ADAPTED] != "").any():
+        return {}
+    listed = rows[results.NOT_ADAPTED].str.split(",")
+    per_condition = {c: int(listed.map(lambda x, c=c: c in x).sum()) for c in conditions.ALL}
+    return {
+        "not_adapted_units": int((rows[results.NOT_ADAPTED] != "").sum()),
+        "not_adapted": {c: k for c, k in per_condition.items() if k},
+    }
+
+
+def same_config(task: dict, config: dict) -> bool:
+    return (task["m"], task["n"], task["model"]) == (config["m"], config["n"], config["model"])
+
+
+def not_adapted_lines(tasks: list[dict], indent: str = "  ") -> list[str]:
+    """One line per task with units whose method adapted on nothing: counted, and left out."""
+    return [
+        f"{indent}{t['model']} · {t['task']}: no adaptation in {t['not_adapted_units']} of {t['rows']} "
+        "units ("
+        + ", ".join(f"{c} {k}" for c, k in t["not_adapted"].items())
+        + "): the effects of those conditions leave those units out (n/a where none is left)"
+        for t in tasks
+        if t.get("not_adapted_units")
+    ]
 
 
 def effect_columns(effects: list[str]) -> list[tuple[str, str, str, str]]:
@@ -117,7 +158,7 @@ def format_tables(summary: dict[str, Any]) -> str:
         effects = [e for e in conditions.EFFECTS if f"{e}_mean" in c]
         lines.append(
             f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
-            + ", ".join(f"{conditions.label(e)} {100 * c[f'{e}_mean']:+.2f} pts" for e in effects)
+            + ", ".join(f"{conditions.label(e)} {pts(c[f'{e}_mean'])} pts" for e in effects)
             + (
                 f"; tasks with {primary} >0: {c[f'tasks_positive_{primary}']}, "
                 f"<0: {c[f'tasks_negative_{primary}']}"
@@ -128,12 +169,21 @@ def format_tables(summary: dict[str, Any]) -> str:
         cols = effect_columns(effects)
         lines.append(f"  {'task':34}" + "".join(f" {h:>{width[f]}}" for _, h, _, f in cols))
         for t in summary["tasks"]:
-            if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"]):
+            if same_config(t, c):
                 cells = {"points": "{:+7.2f}", "p": "{:7.4f}", "mde": "{:6.2f}"}
                 lines.append(
                     f"  {t['task']:34}"
-                    + "".join(" " + cells[f].format(t[k] if f == "p" else 100 * t[k]) for _, _, k, f in cols)
+                    + "".join(
+                        " "
+                        + (
+                            cells[f].format(t[k] if f == "p" else 100 * t[k])
+                            if np.isfinite(t[k])
+                            else f"{'n/a' if f != 'mde' else 'inf':>{width[f]}}"
+                        )
+                        for _, _, k, f in cols
+                    )
                 )
+        lines += not_adapted_lines([t for t in summary["tasks"] if same_config(t, c)])
         median = c.get(f"detectable_{primary}_median", float("inf"))
         if np.isfinite(median):
             lines.append(
@@ -148,6 +198,11 @@ def format_tables(summary: dict[str, Any]) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def pts(x: float) -> str:
+    """An effect in points, or n/a where no unit measured it."""
+    return f"{100 * x:+.2f}" if np.isfinite(x) else "n/a"
 
 
 def prediction_changes(root: str | Path) -> pd.DataFrame:

@@ -35,12 +35,25 @@ def file_docs(spec: Spec, path: str | Path) -> pd.DataFrame:
     columns (as its data file has them); an lm-eval task's dataset columns, through its process_docs
     and prompt. Columns and labels are checked before any model runs."""
     path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file; pass an existing {'/'.join(FILE_SUFFIXES)} file of documents")
     if path.suffix not in FILE_SUFFIXES or not path.is_file():
         raise UserError(f"{path}: not a {'/'.join(FILE_SUFFIXES)} file; pass a file of documents of the task")
     raw = read_local(path)
     if raw.empty:
         raise UserError(f"{path}: no rows; the file needs one document per row")
-    return spec.file_docs(raw, path)
+    docs = spec.file_docs(raw, path)
+    counts = docs["choices"].map(len).to_numpy()
+    labels = docs["label"].to_numpy()
+    bad = (labels < 0) | (labels >= counts)
+    if bad.any():
+        i = int(bad.argmax())
+        raise UserError(
+            f"{path}: row {i}: label {labels[i]} is not one of the task's {counts[i]} classes (0 to "
+            f"{counts[i] - 1}: {list(docs['choices'].iloc[i])}); {int(bad.sum())} row(s) like it; fix the "
+            "labels (0-indexed in the task's class order)"
+        )
+    return docs
 
 
 def sample(docs: pd.DataFrame, n: int | None, seed: int, what: str) -> pd.DataFrame:

@@ -7,6 +7,12 @@ call. The built-ins are in `builtin()`; a method from outside the package is nam
 the group `tapt_bench.methods`, as lm-eval's models and pytest's plugins are. The documents an `adapt`
 call receives carry the gold `label` column only for the `leak` condition: every other condition gets
 them without it.
+
+What a method promises is checked where it can be: the grid fingerprints the base and stops the run when
+a restore does not give it back unchanged (harness.core.weights); a condition whose method learned
+from no document (the record's `learned_from` is 0, or it took no optimizer step), or whose model scores
+every test document exactly as the base does, is marked as not adapted and kept out of the effects.
+Naming a method by file or module runs that file's top-level code, as installing a pytest plugin does.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,6 +36,8 @@ from harness.tasks.splits import Spec
 
 ENTRY_POINTS = "tapt_bench.methods"
 FLOWS = ("zero_shot", "classifier")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
+LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)
 
 
 @dataclass
@@ -53,7 +63,7 @@ class Adapted:
     base for the next condition; by default a PEFT model's `unload()` (the adapter detached)."""
 
     model: Any  # zero_shot: a causal LM; classifier: the dir of the adapted backbone
-    record: dict = field(default_factory=dict)  # JSON-able: steps, losses, what was selected
+    record: dict = field(default_factory=dict)  # JSON-able: steps, losses, what was selected, learned_from
     restore: Callable[[], Any] | None = None
 
     def base(self) -> Any:
@@ -74,7 +84,8 @@ class Method:
     source: str = "built in"
 
     def run(self, inputs: Inputs) -> Adapted:
-        """`adapt`, with a method's own failure named as its own."""
+        """`adapt`, with a method's own failure named as its own and what it returned checked: a model
+        of the kind it was given, a JSON-able record."""
         try:
             out = self.adapt(inputs)
         except (UserError, KeyboardInterrupt):
@@ -83,11 +94,29 @@ class Method:
             raise UserError(
                 f"method {self.name} ({self.source}) failed: {type(err).__name__}: {err}"
             ) from err
+        who = f"method {self.name} ({self.source})"
         if not isinstance(out, Adapted):
             raise UserError(
-                f"method {self.name} ({self.source}) returned {type(out).__name__}; adapt must return "
-                "tapt.methods.Adapted(model, record)"
+                f"{who} returned {type(out).__name__}; adapt must return tapt.methods.Adapted(model, record)"
             )
+        given_dir = isinstance(inputs.model, (str, Path))
+        if given_dir and not (isinstance(out.model, (str, Path)) and Path(out.model).is_dir()):
+            raise UserError(f"{who} returned Adapted({out.model!r}); the classifier flow needs a model dir")
+        if not given_dir and not callable(getattr(out.model, "named_parameters", None)):
+            raise UserError(
+                f"{who} returned Adapted({type(out.model).__name__}); adapt must return the adapted model "
+                "(a torch module, such as a PEFT model over Inputs.model)"
+            )
+        if not isinstance(out.record, dict):
+            raise UserError(f"{who} returned a record of type {type(out.record).__name__}; it must be a dict")
+        for key, value in out.record.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError) as err:
+                raise UserError(
+                    f"{who} returned a record whose key {key!r} is not JSON-able ({err}); record only "
+                    "numbers, strings, lists and dicts"
+                ) from None
         return out
 
     def configured(self, values: dict | None, where: str) -> Settings:
@@ -95,6 +124,15 @@ class Method:
         from harness.core.settings import from_mapping
 
         return from_mapping(self.settings, values or {}, where)
+
+
+def nothing_learned(record: dict) -> str | None:
+    """Why a method's record says it adapted on nothing (None where it learned from something)."""
+    if record.get(LEARNED_FROM) == 0:
+        return "learned from 0 documents"
+    if record.get("steps") == 0:
+        return "took 0 optimizer steps"
+    return None
 
 
 def builtin() -> dict[str, Method]:
@@ -124,17 +162,53 @@ def find(name: str) -> Method:
         )
         raise SettingsError(f"method {problem}", "method", problem)
     module, _, attr = target.rpartition(":")
+    if not module or not attr:
+        problem = f"{target!r} must name a module or file and an attribute, as `path/to/file.py:METHOD`"
+        raise SettingsError(f"method {problem}", "method", problem)
     try:
         value = getattr(load_module(module), attr)
     except (ImportError, AttributeError, OSError) as err:
         fix = "check the path" if module.endswith(".py") else "put its folder on PYTHONPATH"
         problem = f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
         raise SettingsError(f"method {problem}", "method", problem) from None
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # the file's own code failed as it ran (a syntax error, a raise)
+        where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
+        problem = f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
+        raise SettingsError(f"method {problem}", "method", problem) from None
     if not isinstance(value, Method):
         problem = f"{target!r} is a {type(value).__name__}, not a tapt.methods.Method"
         raise SettingsError(f"method {problem}", "method", problem)
-    source = f"entry point {name}" if name in installed() else target
+    check_method(value, target)
+    if name in installed():
+        source = f"entry point {name} ({target})"
+    elif module.endswith(".py"):
+        source = f"{Path(module).resolve()}:{attr}"
+    else:
+        source = target
     return dataclasses.replace(value, source=source)
+
+
+def check_method(value: Method, target: str) -> None:
+    """A Method's own fields, checked before it runs: a name that is a safe folder name, known flows, a
+    Settings dataclass, a callable adapt."""
+    problems = []
+    if not isinstance(value.name, str) or not NAME.fullmatch(value.name):
+        problems.append(
+            f"its name {value.name!r} must be letters, digits, '.', '_' or '-' (it names a results folder)"
+        )
+    if not value.flows or any(f not in FLOWS for f in value.flows):
+        problems.append(f"its flows {value.flows!r} must be some of {list(FLOWS)}")
+    if not (isinstance(value.settings, type) and issubclass(value.settings, Settings)):
+        problems.append(
+            f"its settings {value.settings!r} must be a dataclass subclassing harness.core.settings.Settings"
+        )
+    if not callable(value.adapt):
+        problems.append("its adapt must be a function of Inputs returning Adapted")
+    if problems:
+        problem = f"{target!r}: " + "; ".join(problems)
+        raise SettingsError(f"method {problem}", "method", problem)
 
 
 def load_module(module: str):

@@ -10,7 +10,7 @@ from tapt.raw_text import TextSettings, pretrain
 
 def adapt(x: Inputs) -> Adapted:
     record = pretrain(x.model, raw_texts(x.docs, x.labeled), x.settings, x.seed, x.workdir)
-    return Adapted(str(x.workdir), record, restore=lambda: x.model)
+    return Adapted(str(x.workdir), {**record, "learned_from": len(x.docs)}, restore=lambda: x.model)
 
 
 METHOD = Method(

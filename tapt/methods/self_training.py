@@ -55,8 +55,8 @@ def adapt(x: Inputs) -> Adapted:
         keep = confidence >= s.min_confidence
         docs = docs.assign(label=label)[keep].reset_index(drop=True)
         record = {"labels": "pseudo", "kept": int(keep.sum()), "of": len(keep)}
-        if not len(docs):
-            return Adapted(x.model, {**record, "trained": False}, restore=lambda: x.model)
+        if not len(docs):  # nothing confident enough: nothing to learn from, the base as it was
+            return Adapted(x.model, {**record, "learned_from": 0, "steps": 0}, restore=lambda: x.model)
     run = adapter.prepare(x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir)
     return Adapted(adapter.train(run), {**record, **adapter.record_of(run)})
 

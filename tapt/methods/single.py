@@ -8,10 +8,11 @@ import tempfile
 from pathlib import Path
 
 from harness.core import models
+from harness.core.errors import UserError
 from harness.core.settings import Settings
 from tapt import output
 from tapt.adapter import AdapterArgs
-from tapt.methods import Inputs, Method
+from tapt.methods import Inputs, Method, nothing_learned
 
 
 def adapt_and_save(args: AdapterArgs, method: Method, settings: Settings) -> tuple[dict, bool]:
@@ -24,6 +25,12 @@ def adapt_and_save(args: AdapterArgs, method: Method, settings: Settings) -> tup
         model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
         tokenizer = models.tokenizer(args.base)
         adapted = method.run(Inputs(model, tokenizer, spec, docs, settings, args.seed, Path(work)))
+        why = nothing_learned(adapted.record)
+        if why:
+            raise UserError(
+                f"{method.name} {why} of the {len(docs)} in {args.split} (subsample {args.subsample}): "
+                f"nothing was adapted and nothing is written; change its settings (--method-settings)"
+            )
         adapted.model.save_pretrained(tmp)
         peft = hasattr(adapted.model, "peft_config")
         if not peft:

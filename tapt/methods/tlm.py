@@ -62,6 +62,7 @@ def trainer_class():
         """The Trainer with TLM's weighted input-perplexity loss; counts the inputs it learned from."""
 
         selected = seen = 0
+        learned: set  # the distinct inputs (their tokens) that got a weight above 0 in some step
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs.pop("labels")
@@ -69,6 +70,8 @@ def trainer_class():
             nll = log_perplexity(out.logits, labels)
             w = weights(nll.detach(), self.tlm.threshold, self.tlm.lamb)
             self.selected, self.seen = self.selected + int((w > 0).sum()), self.seen + len(w)
+            for row in labels[w > 0]:
+                self.learned.add(tuple(row[row != -100].tolist()))
             loss = (w * nll).mean()
             return (loss, out) if return_outputs else loss
 
@@ -109,13 +112,14 @@ def adapt(x: Inputs) -> Adapted:
         data_collator=DataCollatorForLanguageModeling(x.tokenizer, mlm=False),
         callbacks=[steps],
     )
-    trainer.tlm = s
+    trainer.tlm, trainer.learned = s, set()
     trainer.train()
     record = {
         "sequences": len(ids),
         "tokens": int(sum(map(len, ids))),
         "selected": trainer.selected,
         "seen": trainer.seen,
+        "learned_from": len(trainer.learned),
         "rows": x.docs["row"].tolist(),
         **steps.summary(),
     }
