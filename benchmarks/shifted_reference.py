@@ -34,9 +34,11 @@ from harness.grid.config import load_config
 from harness.tasks import prompts
 from harness.tasks.splits import find_spec, subsample_docs
 
+SAME = "same task"
+UNION = "suspect and same-task pools"  # the unshifted draws: both sets from both pools, split afresh
 PREFIX = "<script>x</script> ünïcödé 日本語 🎬 "  # the issue's prefix
 SHIFTS = {
-    "same task": lambda t: t,
+    SAME: lambda t: t,
     "prefix": lambda t: PREFIX + t,
     "lowercased, no punctuation": lambda t: t.lower().translate(str.maketrans("", "", string.punctuation)),
 }
@@ -110,6 +112,12 @@ def one_test(model_scores, base_scores, sets, suspect: str, reference: str, rows
     }
 
 
+def fresh_splits(n: int, size: int, count: int, seed: int) -> list[tuple]:
+    """Disjoint suspect and reference sets of `size` drawn from one pool of n, `count` times."""
+    rng = np.random.default_rng([seed, size])
+    return [tuple(np.split(rng.choice(n, 2 * size, replace=False), 2)) for _ in range(count)]
+
+
 def draws(n_suspect: int, n_reference: int, size: int, count: int, seed: int) -> list[tuple]:
     if size >= n_suspect and size >= n_reference:
         return [(np.arange(n_suspect), np.arange(n_reference))]
@@ -145,26 +153,33 @@ def main() -> None:
         for k in range(grid.subsamples):
             for cond in (conditions.EXTRA, conditions.TEST):
                 mine, mine_base = dict(sets), dict(base_scores)
-                if cond == conditions.TEST:  # the documents it saw, as the suspect set
-                    mine["suspect"] = subsample_docs(spec, grid, k)[conditions.TEST]
+                if cond == conditions.TEST:  # the documents it saw, as the suspect set; power where unshifted
+                    mine = {"suspect": subsample_docs(spec, grid, k)[conditions.TEST], SAME: sets[SAME]}
                     mine_base |= scored(base, tokenizer, spec, {"suspect": mine["suspect"]}, args.batch_size)
                 model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}").eval()
                 mine_scores = scored(model, tokenizer, spec, mine, args.batch_size)
                 base = model.unload()
                 n_suspect = len(mine["suspect"])
-                for shift in [*SHIFTS, OTHER]:
+                if cond == conditions.EXTRA:  # unshifted: both sets drawn afresh from both pools each time
+                    for who in (mine, mine_scores, mine_base):
+                        who[UNION] = pd.concat([who["suspect"], who[SAME]], ignore_index=True)
+                for shift in [s for s in (*SHIFTS, OTHER) if s in mine]:
                     for size in [s for s in args.sizes if s <= n_suspect]:
-                        for i, idx in enumerate(draws(n_suspect, len(sets[shift]), size, args.draws, k)):
-                            test = one_test(mine_scores, mine_base, mine, "suspect", shift, idx)
+                        pair = ("suspect", shift)
+                        if shift == SAME and UNION in mine:
+                            pair, chosen = (UNION, UNION), fresh_splits(len(mine[UNION]), size, args.draws, k)
+                        else:
+                            chosen = draws(n_suspect, len(sets[shift]), size, args.draws, k)
+                        for i, idx in enumerate(chosen):
+                            test = one_test(mine_scores, mine_base, mine, *pair, idx)
                             saw = "saw the suspect documents" if cond == conditions.TEST else "never saw them"
                             rows.append({"task": slug, "subsample": k, "adapter": saw, "shift": shift,
                                          "size": int(len(idx[0])), "draw": i, **test})  # fmt: skip
         print(f"{slug}: {sum(r['task'] == slug for r in rows)} tests", flush=True)
-    table = pd.DataFrame(rows)
-    print(format_table(table))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"settings": vars(args), "tests": rows}, f, indent=1)
+        if args.json:  # after every task: a long run that is stopped keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump({"settings": vars(args), "tests": rows}, f, indent=1)
+    print(format_table(pd.DataFrame(rows)))
 
 
 def rate(column: pd.Series) -> str:
