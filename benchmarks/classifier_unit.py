@@ -21,7 +21,7 @@ from tapt_step import interleaved_medians  # benchmarks/ is on the path when a s
 from harness.core.models import MINILM, SMOLLM2, resolve
 from harness.core.settings import option, parse_script
 from harness.scoring.classifier import ClassifierSettings, classify, trainer
-from harness.tasks.splits import SplitSettings
+from harness.tasks.protocol import SplitSettings
 from tapt.corpus import raw_texts
 from tapt.raw_text import TextSettings, pretrain
 
@@ -83,7 +83,7 @@ def step_costs(a: UnitBenchArgs, base: str, docs: dict, classes: int) -> tuple[f
 def main() -> None:
     a = parse_script(UnitBenchArgs, __doc__)
     spec, _ = a.docs()
-    from harness.tasks.splits import subsample_docs
+    from harness.tasks.protocol import subsample_docs
 
     docs = subsample_docs(spec, a, a.subsample)
     print(

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contamination.exchangeability import SEPARATOR, ContaminationArgs, examples, sharded_test
+from contamination.exchangeability_run import SEPARATOR, ContaminationArgs, examples, sharded_test
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import option, parse_script
 

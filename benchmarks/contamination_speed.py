@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contamination.exchangeability import ContaminationArgs, examples, result_of, shard_texts
+from contamination.exchangeability_run import ContaminationArgs, examples, result_of, shard_texts
 from contamination.logprobs import logprob_one, logprobs_batched
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import option, parse_script

@@ -19,8 +19,8 @@ from harness.core import models
 from harness.core.settings import option, parse_script, pick
 from harness.scoring.prompt_once import PromptOnceLM
 from harness.scoring.zero_shot import lm_eval_task
+from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import load_spec
-from harness.tasks.splits import subsample_docs
 from harness.tasks.subsample import SampleSettings
 
 TASKS = (

@@ -32,7 +32,7 @@ from harness.core.settings import Settings, option, parse_script
 from harness.grid import calibrate, run
 from harness.grid.config import load_config
 from harness.tasks import prompts
-from harness.tasks.splits import find_spec, subsample_docs
+from harness.tasks.protocol import find_spec, subsample_docs
 
 SAME = "same task"
 UNION = "suspect and same-task pools"  # the unshifted draws: both sets from both pools, split afresh

@@ -23,7 +23,7 @@ import torch
 from harness.core import models
 from harness.core.models import ModelSettings, resolve
 from harness.core.settings import option, parse_script
-from harness.tasks.splits import SplitSettings
+from harness.tasks.protocol import SplitSettings
 from tapt.adapter import AdapterArgs, prepare
 
 

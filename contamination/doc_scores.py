@@ -24,7 +24,7 @@ import torch
 from scipy.special import logsumexp
 
 from harness.core import loglik, training
-from harness.tasks.splits import Spec
+from harness.tasks.protocol import Spec
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
 MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in MLM training)

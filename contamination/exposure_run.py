@@ -18,7 +18,7 @@ from harness.core.errors import UserError
 from harness.core.models import ModelSettings
 from harness.core.settings import Settings, option
 from harness.tasks import documents
-from harness.tasks.splits import Spec, find_spec, subsample_docs
+from harness.tasks.protocol import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 
 SPLITS = ("test", "extra")

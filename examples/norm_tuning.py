@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.core.settings import Settings, option
-from harness.tasks.splits import answered
+from harness.tasks.protocol import answered
 from tapt.methods import Adapted, Inputs, Method
 
 

@@ -1,1 +1,1 @@
-"""Task-adaptive pretraining: prompt adapters (zero-shot flow) and raw-text MLM/CLM (classifier flow)."""
+"""Task-adaptive pretraining: prompt adapters (zero-shot flow) and MLM/CLM on raw texts (classifier flow)."""

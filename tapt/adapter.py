@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import pandas as pd
 
-from harness.core import models, training
+from harness.core import training
 from harness.core.settings import Settings, option
 from harness.tasks.prompts import PACK_SIZE
-from harness.tasks.splits import Spec
-from tapt import output
+from harness.tasks.protocol import Spec
 from tapt.corpus import TaptInput, prompt_sequences
 
 LORA = {
@@ -43,7 +41,7 @@ class LoraTrainingSettings(Settings):
     bf16: bool = option(
         False,
         "on a CPU too, train under bf16 autocast (opt-in: faster where the CPU has bf16 instructions, "
-        "and it moves the numbers; benchmarks/tapt_step.py measures both; a GPU uses bf16 where it can)",
+        "and it moves the numbers; a GPU uses bf16 where it can)",
     )
 
     def sequence_length(self) -> int:
@@ -167,17 +165,3 @@ def record_of(run: Prepared) -> dict:
         "learned_from": len(run.docs),
         **run.steps.summary(),
     }
-
-
-def train_adapter(args: AdapterArgs) -> dict:
-    """Train and save the adapter to args.out with its tapt.json; returns the record."""
-    spec, docs = args.docs()
-    models.check_base(args.base, "--base")
-    with output.staged(Path(args.out), args.overwrite) as tmp:
-        model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
-        run = prepare(spec, docs, args, args.answers, args.seed, model, models.tokenizer(args.base), tmp)
-        train(run).save_pretrained(tmp)
-        settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}
-        rec = {"kind": "adapter", **settings, "task": spec.slug, **record_of(run)}
-        output.write_record(tmp, rec)
-    return rec

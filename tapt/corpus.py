@@ -11,7 +11,7 @@ from harness.core.errors import SettingsError
 from harness.core.models import ModelSettings
 from harness.core.settings import option
 from harness.tasks import prompts
-from harness.tasks.splits import Spec, SplitSettings, answered
+from harness.tasks.protocol import Spec, SplitSettings, answered
 
 
 @dataclass(kw_only=True)
@@ -31,7 +31,7 @@ class TaptInput(SplitSettings, ModelSettings):
         if self.split not in TAPT_SPLITS:
             why = "TAPT never trains on the labeled train split"
             problem = f"must be one of {TAPT_SPLITS} ({why}), got {self.split!r}"
-            raise SettingsError(f"split {problem}", "split", problem)
+            raise SettingsError.of("split", problem)
 
 
 def prompt_sequences(spec: Spec, docs: pd.DataFrame, packing: bool, answers: bool = False) -> list[str]:

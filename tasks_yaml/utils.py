@@ -9,33 +9,19 @@ the error sees it as before.
 """
 
 import dataclasses
-import os
-import sys
 
 import datasets
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, print_user_errors
 from harness.core.settings import field_names
+from harness.tasks.protocol import SplitSettings, subsample_docs
 from harness.tasks.spec import TaskSpec
-from harness.tasks.splits import SplitSettings, subsample_docs
 
 FACTS = {f.name for f in dataclasses.fields(TaskSpec)}
 METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
 
 
-def _print_user_errors(previous):
-    def hook(kind, error, traceback):
-        if issubclass(kind, UserError) and not os.environ.get("TAPT_BENCH_TRACEBACK"):
-            print(f"lm_eval: error: {error}", file=sys.stderr)
-        else:
-            previous(kind, error, traceback)
-
-    hook.tapt_bench = True
-    return hook
-
-
-if not getattr(sys.excepthook, "tapt_bench", False):
-    sys.excepthook = _print_user_errors(sys.excepthook)
+print_user_errors("lm_eval")
 
 
 def load_docs(**kwargs) -> datasets.DatasetDict:

@@ -1,4 +1,5 @@
-"""Shared fixtures: the offline data and reference dirs, tiny random-weight models with real tokenizers,
+"""Shared fixtures: the data (the repository's made-up fixture data for the default tier; the offline
+samples in ../shared for the slow tier's real-data runs), tiny random-weight models with real tokenizers,
 and one tiny zero-shot grid run that the tests which only read its results share."""
 
 from __future__ import annotations
@@ -6,10 +7,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# the tests reach no hub: a model or dataset missing locally fails at once instead of after the hub
+# client's retries (seconds each), in this process and in the commands the tests start; set before any
+# library that reads it is imported
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of several test processes: a core each, as a grid worker has
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 from helpers import tiny_grid_config
 
 REPO = Path(__file__).resolve().parent.parent
+FIXTURE_DATA = REPO / "tests" / "data"  # made-up texts of 4 tasks (tests/data/make_fixtures.py)
 SHARED = REPO.parent / "shared"
 DATA_DIR = SHARED / "data"
 REFERENCE = SHARED / "reference"
@@ -27,6 +37,13 @@ def shared_path(path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
+    """ag_news, rotten_tomatoes, trec and climate_fever, made up in the samples' shape: in every clone."""
+    return FIXTURE_DATA
+
+
+@pytest.fixture(scope="session")
+def real_data_dir() -> Path:
+    """The offline samples of 20 real datasets, beside the checkout (the slow tier's real-data runs)."""
     return shared_path(DATA_DIR)
 
 

@@ -102,6 +102,7 @@ def test_the_kernel_that_nuts_evaluates_is_the_binomial_log_likelihood_less_a_co
         assert difference == pytest.approx(constant, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_the_fast_model_has_the_study_models_prior():
     """The reparametrisation is exact: beta is N(0, 1) a priori, and the prior predictive counts and
     their treatment - control differences match the study's model's within Monte Carlo error."""
@@ -128,6 +129,7 @@ def test_the_fast_model_has_the_study_models_prior():
         assert np.quantile(a, 0.9) == pytest.approx(np.quantile(b, 0.9), rel=0.15, abs=2), key
 
 
+@pytest.mark.slow
 def test_a_planted_bias_is_recovered_and_a_null_one_is_not_found():
     # On 4 tasks the sampler leaves a few divergences in the sigma_W tail (how many depends on the
     # machine's floating point: trajectories differ across CPUs); the table's warning says to refit at
@@ -151,6 +153,7 @@ def test_a_planted_bias_is_recovered_and_a_null_one_is_not_found():
     assert "warning" not in analysis.format_fits([{**null, "divergences": 0}])
 
 
+@pytest.mark.slow
 def test_a_fit_that_diverges_is_refitted_once_at_the_higher_target_acceptance_and_says_so():
     # target acceptance 0.5 after 50 tuning steps diverges on 4 tasks (the meta test's setting too)
     rough = dataclasses.replace(FAST, target_accept=0.5, tune=50, retry_target_accept=0.9)
@@ -170,6 +173,7 @@ def test_a_fit_that_diverges_is_refitted_once_at_the_higher_target_acceptance_an
     ]
 
 
+@pytest.mark.slow
 def test_a_model_is_compiled_once_per_layout_and_refitted_with_new_data():
     """The boost and bias of one cell, and a cell of another n with the same coords, share one
     compiled model; each fit still sees its own counts."""
@@ -196,6 +200,7 @@ def test_a_model_is_compiled_once_per_layout_and_refitted_with_new_data():
         assert fit["average_difference"]["observed"] == pytest.approx(observed) and 0 < low < observed < high
 
 
+@pytest.mark.slow
 def test_analyze_json_shape(tmp_path, capsys):
     from harness.cli.main import main
 
@@ -315,6 +320,7 @@ def test_bad_input(tmp_path):
         collect(root)
 
 
+@pytest.mark.slow
 def test_checks_calibration_and_recovery_on_a_small_cell():
     d = bayes.cell_data(synthetic(beta=0.1, seed=5), "bias")
     fit = analysis.fit_cell(d, FAST)

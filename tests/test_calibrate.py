@@ -83,6 +83,7 @@ def test_every_detector_reads_planted_models_and_the_twin_label_statistic_ignore
     assert not any(flagged["exposure label (verdict)", c] for c in ("extra", "test", "leak"))
 
 
+@pytest.mark.slow
 def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
     tmp_path, tiny_llama, data_dir, capsys
 ):
@@ -124,6 +125,7 @@ def test_calibrate_refuses_an_unknown_mode_before_anything_is_written(tmp_path, 
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_calibrate_takes_a_method_and_labels_its_rates_with_it(tmp_path, tiny_llama, data_dir, capsys):
     out = tmp_path / "cal"
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, subsamples=1)

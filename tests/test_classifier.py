@@ -19,8 +19,8 @@ from harness.grid import config as grid_config
 from harness.grid import run as grid_run
 from harness.results import merge
 from harness.scoring.classifier import ClassifierSettings, classify, load_classifier
+from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import load_spec
-from harness.tasks.splits import subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt.raw_text import TextArgs, pretrain_text
 
@@ -121,6 +121,7 @@ def test_layout_and_the_units_record(uninterrupted):
     assert unit["settings"]["flow"] == "classifier" and "quantize" not in unit["settings"]
 
 
+@pytest.mark.slow
 def test_the_exposure_setting_scores_each_pretrained_encoder_on_its_raw_texts(tmp_path, tiny_bert, data_dir):
     out = tmp_path / "exposed"
     grid_run.run(
@@ -153,6 +154,7 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
         pd.testing.assert_frame_equal(got, want)
 
 
+@pytest.mark.slow
 def test_a_shard_recomputes_its_unit_and_merges_with_the_rest_into_the_unsharded_run(
     uninterrupted, tmp_path, tiny_llama, data_dir
 ):

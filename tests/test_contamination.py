@@ -5,14 +5,14 @@ import math
 
 import pytest
 
-from contamination.exchangeability import ContaminationArgs, examples, run, sharded_test
+from contamination.exchangeability import pvalue_from_log, shard_sizes, split_shards, t_statistic
+from contamination.exchangeability_run import ContaminationArgs, examples, run, sharded_test
 from contamination.logprobs import logprob_one, logprobs_batched, windows
-from contamination.stat import pvalue_from_log, shard_sizes, split_shards, t_statistic
 from harness.cli.main import main
 from harness.core.errors import UserError
 from harness.core.models import check_adapter_base
+from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import load_spec
-from harness.tasks.splits import subsample_docs
 from harness.tasks.subsample import SampleSettings
 
 
@@ -24,6 +24,7 @@ def test_statistic_by_hand():
     assert p == pytest.approx(0.5 - math.sqrt(18) / (2 * math.sqrt(20)))
 
 
+@pytest.mark.slow  # the study's logs are in ../shared, beside the checkout
 @pytest.mark.parametrize("name", ["test_split_adapter", "extra_split_adapter"])
 def test_study_logs_reproduce_their_pval(reference_dir, name, capsys):
     path = reference_dir / "contamination" / f"{name}.log.json"

@@ -3,7 +3,8 @@
 import pytest
 
 from harness.core import models
-from tapt.adapter import AdapterArgs, train_adapter
+from tapt.adapter import AdapterArgs
+from tapt.methods.single import train
 from tapt.raw_text import TextArgs, pretrain_text
 
 pytestmark = pytest.mark.slow
@@ -14,14 +15,14 @@ def smollm2_dir():
     return models.prepare(models.SMOLLM2)  # dequantised from the package's GGUF once per machine
 
 
-def test_minilm_masked_lm_pretraining_lowers_its_loss(data_dir, tmp_path):
+def test_minilm_masked_lm_pretraining_lowers_its_loss(real_data_dir, tmp_path):
     rec = pretrain_text(
         TextArgs(
             task="ag_news",
             split="test",
             base=str(models.prepare(models.MINILM)),
             out=tmp_path / "mlm",
-            data_dir=str(data_dir),
+            data_dir=str(real_data_dir),
             n=32,
             m=8,
             pretrain_batch_size=16,
@@ -31,14 +32,14 @@ def test_minilm_masked_lm_pretraining_lowers_its_loss(data_dir, tmp_path):
     assert rec["final_loss"] < rec["losses"][0]
 
 
-def test_smollm2_qlora_adapter_on_test_prompts(data_dir, smollm2_dir, tmp_path):
-    rec = train_adapter(
+def test_smollm2_qlora_adapter_on_test_prompts(real_data_dir, smollm2_dir, tmp_path):
+    rec = train(
         AdapterArgs(
             task="ag_news",
             split="test",
             base=str(smollm2_dir),
             out=tmp_path / "ad",
-            data_dir=str(data_dir),
+            data_dir=str(real_data_dir),
             n=8,
             m=8,
             batch_size=4,

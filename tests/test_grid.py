@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -87,6 +88,7 @@ def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, ti
     assert {p: p.stat().st_mtime_ns for p in out.rglob("units/*")} == before
 
 
+@pytest.mark.slow
 def test_a_shard_recomputes_its_units_and_merges_with_the_rest_into_the_unsharded_run(
     tiny_grid, tmp_path, tiny_llama, data_dir
 ):
@@ -138,7 +140,7 @@ def test_merge_takes_overlapping_units_that_differ_only_in_timings_and_names_the
         pd.testing.assert_frame_equal(got, want)
     unit = odd / TINY_GRID_DIR / "units" / "2.json"
     record = json.loads(unit.read_text())
-    record["test"] = 1.0 - record["test"]
+    record["test"] += 0.125  # another number, whatever the accuracy was
     unit.write_text(json.dumps(record))
     with pytest.raises(
         SystemExit, match=f"unit {TINY_GRID_DIR}/units/2.json differs between .*full/.* and {odd}"
@@ -147,6 +149,7 @@ def test_merge_takes_overlapping_units_that_differ_only_in_timings_and_names_the
     assert not (tmp_path / "merged2").exists()  # nothing half-merged is left
 
 
+@pytest.mark.slow
 def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path, tiny_llama, data_dir):
     out = tmp_path / "out"
     grid_run.run(
@@ -183,7 +186,7 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
     with pytest.raises(TaskError, match="a.yaml: unknown task 'nope'"):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
     with pytest.raises(
-        TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 1535"
+        TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 300"
     ):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
     with pytest.raises(SettingsError, match="unknown key\\(s\\) \\['subsample'\\]"):
@@ -260,6 +263,14 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(tiny_grid, tmp_path, t
         pd.testing.assert_frame_equal(got, want)
 
 
+def ctrl_c_as_in_a_shell():
+    """The child as a terminal starts it: SIGINT handled and not blocked. A child inherits an ignored or
+    blocked SIGINT from the process that starts it, and in the full default tier the child of this test
+    process once ran to its end through the signal (exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.slow
 def test_ctrl_c_mid_run_ends_in_one_line_with_exit_130_and_keeps_the_finished_units(
     tmp_path, tiny_llama, data_dir
@@ -267,7 +278,9 @@ def test_ctrl_c_mid_run_ends_in_one_line_with_exit_130_and_keeps_the_finished_un
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "interrupted")
     cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
     stderr = tmp_path / "stderr.txt"
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr.open("w"))
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=stderr.open("w"), preexec_fn=ctrl_c_as_in_a_shell
+    )
     logs = tmp_path / "interrupted" / MODEL_DIR / "logs"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:  # mid-unit: unit 1's extra adapter trained
@@ -283,11 +296,17 @@ def test_ctrl_c_mid_run_ends_in_one_line_with_exit_130_and_keeps_the_finished_un
     assert done == ["0.json"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_libraries_load_ends_in_one_line_and_writes_nothing(tmp_path, tiny_llama, data_dir):
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "early")
     cmd = [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--no-summary"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)  # torch and transformers take seconds to import; the run itself has not begun
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_shell
+    )
+    maps = Path(f"/proc/{proc.pid}/maps")
+    deadline = time.time() + 120  # torch's import takes seconds after its library is mapped, on any host
+    while time.time() < deadline and proc.poll() is None and "libtorch" not in maps.read_text():
+        time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 130, err[-2000:]
@@ -295,6 +314,7 @@ def test_ctrl_c_while_the_libraries_load_ends_in_one_line_and_writes_nothing(tmp
     assert not (tmp_path / "early").exists()
 
 
+@pytest.mark.slow
 def test_a_run_ends_with_the_seconds_of_each_stage_summed_over_its_units(
     tmp_path, tiny_llama, data_dir, capsys
 ):

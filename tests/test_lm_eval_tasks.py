@@ -12,8 +12,8 @@ from harness.core.errors import SettingsError, TaskError
 from harness.grid import run as grid_run
 from harness.grid.config import load_config
 from harness.tasks.lm_eval_spec import LmEvalSpec, folder_name
+from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.spec import TASKS_DIR, load_task_config
-from harness.tasks.splits import find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt.corpus import prompt_sequences
 
@@ -235,3 +235,49 @@ def test_a_group_named_as_a_task_and_a_task_with_empty_texts_are_refused_before_
             main(["tasks", "validate", str(path), "--m", "8", "--n", "6"])
     shown = capsys.readouterr().out
     assert "group.yaml: a group YAML (group: my_group)" in shown and "my_blank: every evaluation doc" in shown
+
+
+@pytest.mark.slow
+def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
+    tiny_llama, data_dir, tmp_path, capsys
+):
+    """`lm_eval --model hf --model_args peft=ADAPTER --tasks tapt_ag_news --metadata ...`: no
+    --include_path, no pretrained= (the adapter's config names its base), run as `train` prints it."""
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ad = tmp_path / "ad"
+    main(
+        [*"train --task ag_news --split test --m 4 --n 6 --quantize none --data-dir".split(), str(data_dir)]
+        + ["--base", str(tiny_llama), "--out", str(ad)]
+    )
+    command = capsys.readouterr().out.strip().splitlines()[-1]
+    argv = shlex.split(command)
+    assert argv[:5] == ["lm_eval", "--model", "hf", "--model_args", f"peft={ad}"]
+    assert "--include_path" not in argv and "pretrained" not in command
+    lm_eval = str(Path(sys.executable).parent / "lm_eval")
+    done = subprocess.run(
+        [lm_eval, *argv[1:], "--output_path", str(tmp_path / "eval")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(next((tmp_path / "eval").rglob("results_*.json")).read_text())
+    assert results["n-samples"]["tapt_ag_news"]["effective"] == 6
+    assert results["config"]["model_args"] == {"peft": str(ad)} or f"peft={ad}" in str(results["config"])
+    missing = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={tmp_path / 'nowhere'}", "--tasks", "tapt_ag_news"],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines()[-1].startswith("lm_eval: error: lm_eval --model_args peft=")
+
+
+def test_the_installed_hook_adds_the_tapt_tasks_to_every_task_manager_once():
+    from lm_eval.tasks import TaskManager
+
+    found = TaskManager(include_defaults=False)
+    assert "tapt_ag_news" in found.all_tasks and "tapt_all" in found.all_groups
+    again = TaskManager(include_path=str(TASKS_DIR), include_defaults=False)  # named too: scanned once
+    assert again.all_tasks == found.all_tasks

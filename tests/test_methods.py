@@ -99,7 +99,14 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
     assert not all(torch.equal(kept[False]["leak"][k], kept[True]["leak"][k]) for k in kept[False]["leak"])
 
 
-@pytest.mark.parametrize("way", ["file", "module:attr", "entry point"])
+@pytest.mark.parametrize(
+    "way",
+    [
+        "file",
+        pytest.param("module:attr", marks=pytest.mark.slow),
+        pytest.param("entry point", marks=pytest.mark.slow),
+    ],
+)
 def test_the_readme_users_method_runs_through_run_summarize_and_report(
     way, tmp_path, tiny_llama, data_dir, capsys, monkeypatch
 ):
@@ -296,6 +303,7 @@ def test_a_bad_method_setting_is_named_with_the_method_before_anything_is_writte
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_several_methods_run_side_by_side_on_the_same_subsamples_and_share_the_base(
     tmp_path, tiny_llama, data_dir, capsys
 ):
@@ -342,3 +350,44 @@ def test_several_methods_run_side_by_side_on_the_same_subsamples_and_share_the_b
     main(["summarize", str(out)])
     shown = capsys.readouterr().out
     assert "model=tiny+test-time-learning:" in shown and "model=tiny:" in shown
+
+
+def test_tlm_offline_weights_are_the_frozen_bases_and_online_weights_follow_the_model_being_trained(
+    tmp_path, tiny_llama, data_dir
+):
+    """`rule: offline` (the default) weighs each input by the base's log-perplexity, the adapter off;
+    `rule: online` by the model being trained, which after a few steps at a high lr reads them otherwise."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.core import training
+    from harness.tasks.protocol import find_spec, subsample_docs
+    from tapt.methods import tlm
+
+    def test_weights(rule):
+        settings = {"threshold": 10.0, "lr": 0.05, "rule": rule}
+        config = tiny_grid_config(
+            tmp_path,
+            tiny_llama,
+            data_dir,
+            tmp_path / rule,
+            method="test-time-learning",
+            method_settings={"test-time-learning": settings},
+            exposure=False,
+        )
+        cfg = load_config(config)
+        unit = units.compute_unit(cfg, "ag_news", 0)
+        return cfg, [w for step in unit.record["training"]["test"]["weights"] for w in step]
+
+    cfg, offline = test_weights("offline")
+    _, online = test_weights("online")
+    docs = subsample_docs(find_spec("ag_news"), cfg, 0)["test"]
+    tok, base = AutoTokenizer.from_pretrained(tiny_llama), AutoModelForCausalLM.from_pretrained(tiny_llama)
+    with torch.no_grad():
+        ids = [tok(p, truncation=True, max_length=training.MAX_LENGTH)["input_ids"] for p in docs["prompt"]]
+        scored = [tlm.log_perplexity(base(torch.tensor([i])).logits, torch.tensor([i]))[0] for i in ids]
+    expected = tlm.weights(torch.stack(scored), 10.0, 0.1).tolist()
+    assert len(offline) == len(expected) == 6
+    assert sorted(offline) == pytest.approx(sorted(expected), rel=1e-4)  # in the trainer's shuffled order
+    assert online[0] == pytest.approx(offline[0], rel=1e-4)  # step 1: nothing trained yet
+    assert max(abs(a - b) / b for a, b in zip(online[1:], offline[1:])) > 0.01

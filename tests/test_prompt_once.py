@@ -208,6 +208,7 @@ def test_a_prompt_learning_adapter_falls_back_to_hf_and_says_so(tiny_llama, tmp_
     assert_same(hf.loglikelihood(reqs), ours)
 
 
+@pytest.mark.slow
 def test_lm_eval_finds_the_model_by_name_in_a_fresh_process():
     code = "from lm_eval.api.registry import get_model as m; print(m('hf-prompt-once').__name__, m('hf'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

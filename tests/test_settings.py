@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from contamination.stat import t_statistic
+from contamination.exchangeability import t_statistic
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
 from harness.grid.config import GridConfig, load_config
@@ -120,13 +120,24 @@ def test_p_value_of_a_large_t_does_not_underflow():
     assert p > 0 and p == pytest.approx(stats.t.sf(12.0, 255)) and p < 1e-25
 
 
-def test_the_lm_eval_hook_changes_nothing_in_the_process_that_imports_it():
+def test_the_lm_eval_hook_prints_a_user_error_as_one_line_and_passes_every_other_error_on(
+    monkeypatch, capsys
+):
     import importlib
     import sys
 
-    before = sys.excepthook
+    from harness.core.errors import UserError
+
+    passed_on = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, error, tb: passed_on.append(kind))
     importlib.reload(importlib.import_module("tasks_yaml.utils"))
-    assert sys.excepthook is before  # lm-eval's own error handling stays as lm-eval has it
+    hook = sys.excepthook
+    importlib.reload(importlib.import_module("tasks_yaml.utils"))
+    assert sys.excepthook is hook  # a second import wraps nothing twice
+    hook(UserError, UserError("task tapt_x: bad n"), None)
+    assert capsys.readouterr().err == "lm_eval: error: task tapt_x: bad n\n" and passed_on == []
+    hook(KeyError, KeyError("k"), None)
+    assert passed_on == [KeyError]  # lm-eval's own errors keep their traceback
 
 
 def test_every_commands_help_renders_its_percent_signs_and_defaults(capsys):
@@ -208,3 +219,39 @@ def test_analyze_help_names_where_its_flags_are(capsys):
         main(["analyze", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert "tapt-bench analyze fit --help" in shown and "tapt-bench analyze meta --help" in shown
+
+
+@pytest.mark.parametrize(
+    "name, settings_hash", [("demo", "74353ae2ce351f80"), ("study_control", "029d06971211a1cf")]
+)
+def test_the_shipped_configs_keep_the_settings_hash_their_results_were_made_with(
+    name, settings_hash, data_dir
+):
+    from harness.grid.config import load_config
+
+    assert load_config(name, {"data_dir": str(data_dir)}).settings_hash() == settings_hash
+
+
+def test_the_default_methods_settings_in_its_own_section_make_the_same_run(data_dir, tmp_path):
+    import yaml
+
+    from harness.grid.config import CONFIGS_DIR, load_config
+
+    flat = yaml.safe_load((CONFIGS_DIR / "demo.yaml").read_text())
+    section = {k: flat.pop(k) for k in ("epochs", "batch_size", "lr", "quantize")}
+    path = tmp_path / "sectioned.yaml"
+    path.write_text(yaml.safe_dump(flat | {"method_settings": {"prompt-tapt": section}}))
+    sectioned = load_config(path, {"data_dir": str(data_dir)})
+    shipped = load_config("demo", {"data_dir": str(data_dir)})
+    assert (sectioned.settings_hash(), sectioned.tag) == (shipped.settings_hash(), shipped.tag)
+    assert sectioned.lr == 0.002 and sectioned.method_settings == {}
+    path.write_text(yaml.safe_dump(flat | {"lr": 0.1, "method_settings": {"prompt-tapt": section}}))
+    with pytest.raises(
+        SettingsError, match="key 'method_settings' sets prompt-tapt's lr to 0.002, and the key lr sets 0.1"
+    ):
+        load_config(path, {"data_dir": str(data_dir)})
+    path.write_text(yaml.safe_dump(flat | {"method_settings": {"prompt-tapt": {"threshold": 3}}}))
+    with pytest.raises(
+        SettingsError, match=r"key 'method_settings' prompt-tapt: \['threshold'\] are not its settings"
+    ):
+        load_config(path, {"data_dir": str(data_dir)})

@@ -40,7 +40,7 @@ def test_different_subsamples_differ_and_same_one_repeats():
 
 def test_identical_rows_in_separate_processes(data_dir):
     code = (
-        "import json; from harness.tasks.splits import subsample_docs; from harness.tasks.spec "
+        "import json; from harness.tasks.protocol import subsample_docs; from harness.tasks.spec "
         "import load_spec;"
         "from harness.tasks.subsample import SampleSettings;"
         f"d = subsample_docs(load_spec('ag_news'), SampleSettings(data_dir={str(data_dir)!r}, "

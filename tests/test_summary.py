@@ -135,6 +135,7 @@ def test_bh_adjustment_matches_the_formula(tmp_path):
     assert [t["bias_p_adjusted"] for t in tasks] == pytest.approx(expected.tolist())
 
 
+@pytest.mark.slow  # the study's release is in ../shared, beside the checkout
 @pytest.mark.parametrize(
     "family, rows", [("bert_gpt2", 27000), ("zero_shot", 500), ("zero_shot_packing", 500)]
 )

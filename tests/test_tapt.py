@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from harness.core.errors import UserError
+from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import TASKS_DIR, load_spec
-from harness.tasks.splits import subsample_docs
 from harness.tasks.subsample import SampleSettings
 from harness.tasks.validate import build_task
-from tapt.adapter import AdapterArgs, train_adapter
+from tapt.adapter import AdapterArgs
 from tapt.corpus import prompt_sequences, raw_texts
+from tapt.methods.single import train
 from tapt.raw_text import TextArgs, collator, pretrain_text
 
 SUB = {"subsample": 1, "m": 8, "n": 20}
@@ -106,7 +107,7 @@ def test_split_test_trains_on_exactly_the_test_texts_and_changes_the_model(
 ):
     from lm_eval.models.huggingface import HFLM
 
-    rec = train_adapter(adapter_args(tiny_llama, data_dir, tmp_path))
+    rec = train(adapter_args(tiny_llama, data_dir, tmp_path))
     saved = json.loads((tmp_path / "ad" / "tapt.json").read_text())
     assert saved["rows"] == docs["test"]["row"].tolist() and saved["sequences"] == 20
     assert not set(saved["rows"]) & set(docs["train"]["row"])
@@ -120,11 +121,12 @@ def test_split_test_trains_on_exactly_the_test_texts_and_changes_the_model(
 
 
 def test_same_seed_same_losses(tiny_llama, data_dir, tmp_path):
-    a = train_adapter(adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8))
-    b = train_adapter(adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8, overwrite=True))
+    a = train(adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8))
+    b = train(adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8, overwrite=True))
     assert a["losses"] == b["losses"]
 
 
+@pytest.mark.slow
 def test_bf16_is_opt_in_trains_under_autocast_and_the_adapted_model_is_scored_in_its_own_precision(
     tiny_llama, data_dir, tmp_path
 ):
@@ -191,14 +193,14 @@ def test_pretrain_text_saves_a_model_dir(which, request, data_dir, tmp_path):
 )
 def test_bad_input(tiny_llama, data_dir, tmp_path, change, message):
     with pytest.raises(UserError, match=message.replace("(", "\\(").replace(")", "\\)")):
-        train_adapter(adapter_args(tiny_llama, data_dir, tmp_path, **change))
+        train(adapter_args(tiny_llama, data_dir, tmp_path, **change))
 
 
 def test_existing_output_is_kept_unless_overwrite(tiny_llama, data_dir, tmp_path):
     (tmp_path / "ad").mkdir()
     (tmp_path / "ad" / "keep.txt").write_text("old")
     with pytest.raises(UserError, match="exists; pass --overwrite"):
-        train_adapter(adapter_args(tiny_llama, data_dir, tmp_path))
+        train(adapter_args(tiny_llama, data_dir, tmp_path))
     assert (tmp_path / "ad" / "keep.txt").read_text() == "old"
 
 

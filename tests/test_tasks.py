@@ -3,8 +3,8 @@ import pytest
 
 from harness.core.errors import TaskError
 from harness.tasks import prompts
+from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import TASKS_DIR, all_slugs, load_spec, load_task_config
-from harness.tasks.splits import subsample_docs
 from harness.tasks.subsample import SampleSettings
 from harness.tasks.validate import build_task, render_first
 

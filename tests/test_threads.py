@@ -19,6 +19,8 @@ def restore_threads():
 
 def test_a_busy_program_beside_this_one_is_counted_as_a_busy_core():
     idle = threads.others_busy(0.5)
+    if idle > threads.cores() - 1:
+        pytest.skip(f"{idle:.1f} of {threads.cores()} cores are busy already: a busy loop cannot add one")
     loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)

@@ -123,7 +123,11 @@ def register(sub) -> None:
     )
     meta.add_argument("results", metavar="RESULTS", help=results)
 
-    simulate = sub.add_parser("simulate", help="simulations").add_subparsers(dest="action", required=True)
+    simulate = sub.add_parser(
+        "simulate",
+        help="a simulation where pretraining on the test features does bias the score",
+        description="a simulation where pretraining on the test features does bias the score",
+    ).add_subparsers(dest="action", required=True)
     command(
         simulate,
         "pca",

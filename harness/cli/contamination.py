@@ -1,5 +1,5 @@
-"""`tapt-bench contamination test` and `contamination pvalue` (the exchangeability test of Oren et al.),
-and `contamination exposure` (the two-sample exposure test against the extra split)."""
+"""`tapt-bench contamination ...`: `exposure` (the two-sample exposure test), `calibrate` (every
+detector's error rates), `exchangeability` and `pvalue` (the exchangeability test of Oren et al.)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,11 @@ def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
     return test, result
 
 
-def cmd_contamination_test(args: argparse.Namespace) -> None:
-    from contamination.exchangeability import ContaminationArgs, run
+def cmd_contamination_exchangeability(args: argparse.Namespace) -> None:
+    from contamination.exchangeability_run import ContaminationArgs, run
 
+    if args.action == "test":
+        print("note: `contamination test` is now `contamination exchangeability`; the old name still works")
     test, result = run_test(ContaminationArgs, run, args)
     print(
         f"pval {result['pval']:.6g}  t {result['t']:.4f}  shards {result['num_shards']}  "
@@ -36,9 +38,9 @@ def cmd_contamination_test(args: argparse.Namespace) -> None:
 
 
 def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
-    from contamination.stat import pvalue_from_log
+    from contamination.exchangeability import pvalue_from_log
 
-    fix = "pass the .json file written by `contamination test --out` or a study log"
+    fix = "pass the .json file written by `contamination exchangeability --out` or a study log"
     log = read_json_object(args.log, f"{args.log} (a test log)", fix)
     pval = pvalue_from_log(log, args.log)
     print(json.dumps({"pval": pval}) if args.json else f"pval {pval:.10g}")
@@ -82,22 +84,26 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
 
 
 def register(sub) -> None:
-    from contamination.exchangeability import ContaminationArgs
+    from contamination.exchangeability_run import ContaminationArgs
     from contamination.exposure_run import ExposureArgs
-    from harness.cli.run import config_key_flags
-    from harness.core.settings import key_table
+    from harness.cli.run import CONFIG_KEYS, config_key_flags
     from harness.grid.calibrate import CalibrateOptions
     from harness.grid.config import GridConfig
 
-    cont = sub.add_parser(
-        "contamination", help="contamination checks: the exposure test and the exchangeability test"
+    about = (
+        "did a model see a test set's text, or its labels? The exposure test, every detector's error "
+        "rates, and the exchangeability test"
     )
+    cont = sub.add_parser("contamination", help=about, description=about)
+    GridConfig._argument_group_name = CONFIG_KEYS
     cont = cont.add_subparsers(dest="action", required=True)
     command(
         cont,
         "exposure",
         cmd_contamination_exposure,
-        "did a model see the test split's text, or its labels? (test vs extra, against the base)",
+        "did a model see a test split's text, or its labels? Its scores on the suspect documents against a "
+        "reference it cannot have seen (a subsample's extra split, another split, or a file), each "
+        "calibrated by the base",
         ExposureArgs,
     )
     p = command(
@@ -108,16 +114,23 @@ def register(sub) -> None:
         "TAPT mode)",
         CalibrateOptions,
         GridConfig,
-        epilog="config keys (each also a flag, which overrides the file's value):\n" + key_table(GridConfig),
     )
     config_key_flags(p)
     command(
         cont,
-        "test",
-        cmd_contamination_test,
-        "run the test on a task split for a model, optionally with an adapter",
+        "exchangeability",
+        cmd_contamination_exchangeability,
+        "the exchangeability test (Oren et al. 2024): does a model prefer a split's examples in their "
+        "canonical order to shuffled orders? (also `contamination test`, its former name)",
         ContaminationArgs,
+        aliases=["test"],
     )
-    p = command(cont, "pvalue", cmd_contamination_pvalue, "recompute the p-value of a test log")
-    p.add_argument("log")
-    p.add_argument("--json", action="store_true")
+    p = command(
+        cont,
+        "pvalue",
+        cmd_contamination_pvalue,
+        "recompute the p-value of an exchangeability test from its log (the JSON that `exchangeability "
+        "--out` writes, or one of the study's logs)",
+    )
+    p.add_argument("log", help="the test's log: a JSON file")
+    p.add_argument("--json", action="store_true", help="print the p-value as JSON")

@@ -9,13 +9,20 @@ import sys
 
 from harness.core.errors import UserError
 
+ABOUT = (
+    "Does task-adaptive pretraining on a test set's unlabeled text inflate the scores on it? And did a "
+    "checkpoint see a test set's text, or its labels? Train and score adapters, run the experiment grid "
+    "and its statistics, and check checkpoints for contamination."
+)
+EPILOG = "`tapt-bench COMMAND --help` shows what a command does and its options."
+
 
 def parser() -> argparse.ArgumentParser:
     from transformers import HfArgumentParser
 
     from harness.cli import analyze, contamination, methods, report, run, tasks, train
 
-    top = argparse.ArgumentParser(prog="tapt-bench", description=__doc__)
+    top = argparse.ArgumentParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
     sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
     for group in (tasks, train, run, methods, analyze, contamination, report):
         group.register(sub)

@@ -21,16 +21,24 @@ def cmd_methods_show(args: argparse.Namespace) -> None:
     from tapt import methods
 
     m = methods.find(args.name)
-    where = " (this config's own keys)" if m.name in ("prompt-tapt", "raw-text") else " (method_settings)"
+    where = (
+        f" (method_settings: {{{m.name}: {{...}}}}, or, as the flow's default method, the config's own keys)"
+        if m.default_for
+        else f" (method_settings: {{{m.name}: {{...}}}})"
+    )
     ran = "" if m.source == "built in" else " (naming it ran its top-level code, as importing a plugin does)"
     print(f"{m.name}: {m.about}\nflows: {', '.join(m.flows)}; from: {m.source}{ran}\nsettings{where}:")
     print(key_table(m.settings))
+    if m.recipe:
+        print(f"\nthe recipe against its authors' code:\n{m.recipe}")
 
 
 def register(sub) -> None:
-    group = sub.add_parser("methods", help="the adaptation methods").add_subparsers(
-        dest="action", required=True
-    )
+    group = sub.add_parser(
+        "methods",
+        help="the adaptation methods a grid can audit",
+        description="the adaptation methods a grid can audit: built in, installed, or named by file",
+    ).add_subparsers(dest="action", required=True)
     command(
         group, "list", cmd_methods_list, "every method: built in, installed (entry points), with its flows"
     )

@@ -5,25 +5,35 @@ from __future__ import annotations
 import argparse
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults after each flag's help (unless the help already says its default); epilogs kept as written."""
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag once (`--data-dir`, not also `--data_dir`, which still parses), its default after its help
+    unless the help says it or it is empty."""
 
     def _get_help_string(self, action):
         text = (action.help or "").replace("%", "%%")  # a literal percent ("95% intervals"), not a format
-        if "(default" in text:
+        if "(default" in text or "default:" in text or action.default in (None, [], {}):
             return text
         return super()._get_help_string(argparse.Namespace(**{**vars(action), "help": text}))
 
+    def _format_action_invocation(self, action):
+        dashed = [o for o in action.option_strings if "_" not in o]
+        if dashed and len(dashed) < len(action.option_strings):
+            action = argparse.Namespace(**{**vars(action), "option_strings": dashed})
+        return super()._format_action_invocation(action)
 
-def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None):
+
+def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None, aliases=()):
     """A subcommand whose flags are the fields of `settings` (transformers' HfArgumentParser)."""
     p = group.add_parser(
         name,
+        aliases=list(aliases),
         dataclass_types=list(settings),
         help=help,
         description=help,
         epilog=epilog,
         formatter_class=HelpFormatter,
     )
+    for action in p._actions:  # the usage line shows the first spelling: the dashed one
+        action.option_strings.sort(key=lambda o: "_" in o)
     p.set_defaults(func=func)
     return p

@@ -60,7 +60,13 @@ def check_fits(fits: dict, path: str) -> None:
 
 
 def register(sub) -> None:
-    p = command(sub, "report", cmd_report, "one self-contained HTML page of a results folder")
+    p = command(
+        sub,
+        "report",
+        cmd_report,
+        "write one self-contained HTML page of a results folder: its provenance, summary, figures, the "
+        "exposure test and the Bayesian fits",
+    )
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--out", help="the HTML file (default: RESULTS/report.html)")
     p.add_argument("--analysis", help="the fits of `tapt-bench analyze RESULTS --out FILE`, to include")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.cli.parsing import command
 from harness.core.errors import SettingsError
-from harness.core.settings import Settings, field_names, from_namespace, key_table, option
+from harness.core.settings import Settings, field_names, from_namespace, option
 
 
 @dataclass(kw_only=True)
@@ -72,13 +72,26 @@ def grid_config(config_path: str, args: argparse.Namespace):
     return config.load_config(config_path, overrides)
 
 
+CONFIG_KEYS = (
+    "config keys: each flag here is also a key of the config file (--data-dir is data_dir); a flag given "
+    "overrides the file, and the file overrides the default shown (input paths in a file resolve against "
+    "its folder, out against the current one)"
+)
+
+
 def config_key_flags(p) -> None:
-    """A config key's flag counts only when given; else the file's value stays."""
+    """A config key's flag counts only when given; else the file's value stays. Its help shows the key's
+    default (argparse would show none: the flag's own default is 'not given')."""
     from harness.grid.config import GridConfig
 
+    defaults = GridConfig()
     for action in p._actions:
         if action.dest in field_names(GridConfig):
             action.default = argparse.SUPPRESS
+            default = getattr(defaults, action.dest)
+            said = "(default" in (action.help or "") or "default:" in (action.help or "")
+            if default not in (None, [], {}) and not said:
+                action.help = f"{action.help} (default: {default})"
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -148,24 +161,35 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 def register(sub) -> None:
     from harness.grid.config import GridConfig
 
+    GridConfig._argument_group_name = CONFIG_KEYS
     p = command(
         sub,
         "run",
         cmd_run,
-        "run an experiment grid (resumable; shardable)",
+        "run an experiment grid: every (task, subsample) unit of a config, each written as it finishes; "
+        "the same command resumes, and --shard, --workers or --ray split the units",
         RunOptions,
         GridConfig,
-        epilog="config keys and their defaults; each is also a flag, which overrides the file's value\n"
-        "(input paths in the file resolve against its folder, `out` against the current one):\n"
-        + key_table(GridConfig),
     )
     config_key_flags(p)
 
-    p = command(sub, "merge", cmd_merge, "combine the finished units of shard outputs and rebuild the tables")
-    p.add_argument("sources", nargs="+", help="output dirs of the shards")
-    p.add_argument("--out", required=True)
+    p = command(
+        sub,
+        "merge",
+        cmd_merge,
+        "combine the finished units of shard runs into one results folder and rebuild its tables (shards "
+        "run with different settings are refused)",
+    )
+    p.add_argument("sources", nargs="+", help="the results folders of the shards")
+    p.add_argument("--out", required=True, help="the results folder to write the merged units to")
 
-    p = command(sub, "summarize", cmd_summarize, "boost, bias, per-task permutation tests with BH adjustment")
+    p = command(
+        sub,
+        "summarize",
+        cmd_summarize,
+        "print a results folder's summary: per task and overall, the boost, the bias with its paired "
+        "permutation test (BH-adjusted) and the smallest bias it could have seen, and the leak beside them",
+    )
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")

@@ -49,8 +49,8 @@ def cmd_tasks_path(args: argparse.Namespace) -> None:
 
 def cmd_tasks_show(args: argparse.Namespace) -> None:
     from harness.tasks.lm_eval_spec import LmEvalSpec
+    from harness.tasks.protocol import SplitSettings, draw_rows, find_spec
     from harness.tasks.spec import task_path
-    from harness.tasks.splits import SplitSettings, draw_rows, find_spec
     from harness.tasks.validate import build_task, render_first
 
     chosen = from_namespace(SplitSettings, args)
@@ -73,7 +73,7 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
 def show_lm_eval_task(spec, chosen) -> None:
     """`tasks show` of a task that is not a tapt_* task: the design on lm-eval's own definition of it."""
     from harness.cli.train import lm_eval_command
-    from harness.tasks.splits import subsample_docs
+    from harness.tasks.protocol import subsample_docs
 
     docs = subsample_docs(spec, chosen, chosen.subsample)
     metrics = [m["metric"] for m in spec.task.config.metric_list or []]
@@ -158,12 +158,12 @@ def cmd_tasks_new(args: argparse.Namespace) -> None:
 
 
 def register(sub) -> None:
-    from harness.tasks.splits import SplitSettings
+    from harness.tasks.protocol import SplitSettings
     from harness.tasks.subsample import DataSettings, SampleSettings
 
-    models = sub.add_parser("models", help="embedded default models").add_subparsers(
-        dest="action", required=True
-    )
+    models = sub.add_parser(
+        "models", help="the embedded default models", description="the embedded default models"
+    ).add_subparsers(dest="action", required=True)
     p = command(
         models,
         "prepare",
@@ -172,7 +172,12 @@ def register(sub) -> None:
     )
     p.add_argument("names", nargs="*", help="default: all")
 
-    tasks = sub.add_parser("tasks", help="the task YAMLs").add_subparsers(dest="action", required=True)
+    tasks = sub.add_parser(
+        "tasks",
+        help="the tasks: list, show, validate, or write a new one",
+        description="the tasks: the 25 shipped tapt_* tasks, your own task YAMLs, and any lm-eval "
+        "multiple-choice task",
+    ).add_subparsers(dest="action", required=True)
     command(
         tasks, "list", cmd_tasks_list, "the tasks, their classes and whether data is offline", DataSettings
     )
@@ -180,7 +185,7 @@ def register(sub) -> None:
         tasks,
         "path",
         cmd_tasks_path,
-        "print the folder of the shipped task YAMLs (for lm_eval --include_path)",
+        "print the folder of the shipped task YAMLs (lm_eval finds them itself once tapt-bench is installed)",
     )
     command(
         tasks, "show", cmd_tasks_show, "render one real prompt with its choices and target", SplitSettings

@@ -14,54 +14,29 @@ from harness.core.settings import from_namespace
 
 def cmd_train(args: argparse.Namespace) -> None:
     from harness.core.models import resolve
-    from tapt.adapter import AdapterArgs, train_adapter
+    from tapt.adapter import AdapterArgs
+    from tapt.methods.single import train as adapt
 
     train = from_namespace(AdapterArgs, args)
     train.base = resolve(train.base)
-    if args.method != "prompt-tapt":
-        return train_method(args, train)
-    if json_value(args.method_settings) != {}:
-        raise UserError(
-            "--method-settings: prompt-tapt's settings are this command's own flags (--lr, --epochs, "
-            "--batch-size, ...; see `tapt-bench train --help`); --method-settings is for other methods"
-        )
-    rec = train_adapter(train)
-    print(
-        f"adapter: {train.out}  sequences {rec['sequences']}  tokens {rec['tokens']}  steps {rec['steps']}  "
-        f"loss {rec['losses'][0]:.4f} -> {rec['final_loss']:.4f}  {rec['seconds_per_step']:.2f} s/step"
-    )
-    model_args = f"pretrained={train.base},peft={Path(train.out).resolve()}"
-    print(
-        "evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train, model_args)
-    )
-
-
-def train_method(args: argparse.Namespace, train) -> None:
-    """`train --method NAME`: another method on the same split, its settings from --method-settings."""
-    from tapt import methods
-    from tapt.methods.single import adapt_and_save
-
-    method = methods.find(args.method)
-    if "zero_shot" not in method.flows:
-        raise UserError(
-            f"--method {method.name} serves the flow(s) {list(method.flows)}; train runs zero_shot"
-        )
     given = json_value(args.method_settings)
     if not isinstance(given, dict):
         raise UserError(
             f"--method-settings: a JSON object was expected, got {type(given).__name__} "
             f"({args.method_settings!r}); give a JSON object or a file of one"
         )
-    settings = method.configured(given, "--method-settings")
-    rec, peft = adapt_and_save(train, method, settings)
+    rec = adapt(train, args.method, given)
+    shown = ("sequences", "tokens", "learned_from", "steps", "final_loss", "seconds_per_step")
     print(
-        f"{method.name}: {train.out}  "
-        + "  ".join(f"{k} {rec[k]}" for k in ("steps", "final_loss") if k in rec)
+        f"{rec['method']}: {train.out}  "
+        + "  ".join(
+            f"{k} {rec[k]:.4g}" if isinstance(rec[k], float) else f"{k} {rec[k]}" for k in shown if k in rec
+        )
     )
     out = Path(train.out).resolve()
-    model_args = f"pretrained={train.base},peft={out}" if peft else f"pretrained={out}"
     print(
-        "evaluate it on the test split of the same subsample with:\n  " + lm_eval_command(train, model_args)
+        "evaluate it on the test split of the same subsample with:\n  "
+        + lm_eval_command(train, f"peft={out}" if rec["kind"] == "adapter" else f"pretrained={out}")
     )
 
 
@@ -79,10 +54,10 @@ def json_value(text: str):
 
 
 def lm_eval_command(train, model_args: str) -> str:
-    """The lm_eval command that scores a model on a subsample's test split (its flags from the task:
-    for a tapt_* task its folder and the subsample as --metadata, for any other lm-eval task its test
-    rows as --samples); lm-eval needs the base as `pretrained=` and an adapter as `peft=`."""
-    from harness.tasks.splits import find_spec
+    """The lm_eval command that scores a model on a subsample's test split (its flags from the task: for
+    a tapt_* task the subsample as --metadata, and --include_path where the task is not a shipped one;
+    for any other lm-eval task its test rows as --samples). An adapter's base comes from its config."""
+    from harness.tasks.protocol import find_spec
 
     spec = find_spec(train.task, train.include_path)
     return shlex.join(["lm_eval", "--model", "hf", "--model_args", model_args, *spec.lm_eval_args(train)])
@@ -110,20 +85,27 @@ def register(sub) -> None:
         sub,
         "train",
         cmd_train,
-        "TAPT: train a (Q)LoRA adapter on a subsample split's unlabeled prompts (or adapt with --method)",
+        "adapt a base on one subsample split, by default with the study's prompt TAPT (a (Q)LoRA adapter on "
+        "the split's unlabeled prompts), and print the lm_eval command that scores it",
         AdapterArgs,
     )
     p.add_argument(
         "--method",
-        default="prompt-tapt",
-        help="the adaptation method (`tapt-bench methods list`); another than prompt-tapt reads its "
-        "settings from --method-settings, and of the flags above only the split's, the base's and quantize",
+        default=None,
+        help="the adaptation method (`tapt-bench methods list`; default: the study's prompt TAPT, whose "
+        "settings are the flags above); another reads its settings from --method-settings, and of the "
+        "flags above only the split's, the base's and quantize",
     )
-    p.add_argument("--method-settings", default="{}", help="its settings: a JSON object, or a file of one")
+    p.add_argument(
+        "--method-settings",
+        default="{}",
+        help="its settings: a JSON object, or a file of one (default: its own defaults)",
+    )
     command(
         sub,
         "pretrain-text",
         cmd_pretrain_text,
-        "classifier TAPT: MLM (encoder) or CLM (decoder) on raw texts",
+        "the classifier flow's TAPT: pretrain all weights of an encoder (masked LM) or a decoder (causal LM) "
+        "on a subsample split's raw texts",
         TextArgs,
     )

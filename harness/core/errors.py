@@ -1,6 +1,10 @@
 """The errors a user can fix: every message names the file, key or field and how to fix it."""
 
+from __future__ import annotations
+
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,10 @@ class UserError(ValueError):
 
 class TaskError(UserError):
     """A task YAML or its data is unusable; the message names the task and the fix."""
+
+
+class UnknownTaskError(TaskError):
+    """No task YAML of that name in the shipped or included folders (lm-eval may still know it)."""
 
 
 class SettingsError(UserError):
@@ -24,6 +32,11 @@ class SettingsError(UserError):
         super().__init__(message)
         self.key, self.problem = key, problem
 
+    @classmethod
+    def of(cls, key: str, problem: str) -> SettingsError:
+        """`KEY PROBLEM`, with the key and the problem kept apart for each entry point to name its way."""
+        return cls(f"{key} {problem}", key, problem)
+
 
 def read_json_object(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     """A JSON file that must hold an object: a UserError naming it (`what`) and `fix` where it does not."""
@@ -34,3 +47,21 @@ def read_json_object(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UserError(f"{what}: a JSON object was expected, got {type(value).__name__}; {fix}")
     return value
+
+
+def print_user_errors(program: str) -> None:
+    """In a process whose own entry point is not ours (lm_eval), print an uncaught UserError as one line
+    `PROGRAM: error: MESSAGE` instead of a traceback (TAPT_BENCH_TRACEBACK=1 shows it); every other
+    exception goes to the hook that was there. Installed once however often it is called."""
+    if getattr(sys.excepthook, "tapt_bench", False):
+        return
+    previous = sys.excepthook
+
+    def hook(kind, error, traceback):
+        if issubclass(kind, UserError) and not os.environ.get("TAPT_BENCH_TRACEBACK"):
+            print(f"{program}: error: {error}", file=sys.stderr)
+        else:
+            previous(kind, error, traceback)
+
+    hook.tapt_bench = True
+    sys.excepthook = hook

@@ -16,6 +16,7 @@ import copy
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -85,55 +86,84 @@ def score(
     head = None  # the shared prefix's pass
     if share_prefix:
         head = _Prefix.run(model, contexts, context_logprobs, token_stats, softmax_dtype, last_only)
-    start_at = head.length if head else 0  # each batch runs its contexts' tokens from here
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        lengths = [len(contexts[i]) - start_at for i in idx]
-        ids, mask = _right_padded([contexts[i][start_at:] for i in idx])
         pairs = [(row, cont) for row, i in enumerate(idx) for cont in continuations[i]]
-        needs_cache = any(len(c) > 1 for _, c in pairs)
-        kwargs = {}
-        if last_only:  # the distinct last positions of the batch's contexts
-            keep = sorted({n - 1 for n in lengths})
-            kwargs["logits_to_keep"] = torch.tensor(keep, device=model.device)
-        if head:
-            kwargs["past_key_values"] = head.cache(len(idx))
-            kwargs["position_ids"] = (start_at + torch.arange(ids.shape[1]))[None].to(model.device)
-            mask = torch.cat([torch.ones((len(idx), start_at), dtype=mask.dtype), mask], dim=1)
-        run = model(
-            input_ids=ids.to(model.device),
-            attention_mask=mask.to(model.device),
-            use_cache=needs_cache,
-            **kwargs,
-        )
-        if needs_cache and run.past_key_values is None:
-            raise NoCacheError(f"{type(model).__name__} returned no KV cache")
-        at = torch.tensor([keep.index(n - 1) for n in lengths] if last_only else [n - 1 for n in lengths])
-        rows = torch.arange(len(idx))
-        if context_logprobs:
-            logp = torch.log_softmax(run.logits, dim=-1, dtype=softmax_dtype).cpu()
-            last = logp[rows, at]  # each row's prediction of its first continuation token
-        else:
-            dev = run.logits.device
-            last = torch.log_softmax(run.logits[rows.to(dev), at.to(dev)], -1, dtype=softmax_dtype).cpu()
+        batch = _Batch.forward(model, [contexts[i] for i in idx], head, pairs, last_only)
+        logp, last = batch.logprobs(context_logprobs, softmax_dtype)
         for row, i in enumerate(idx):
             picked, stats = np.empty(0, dtype=np.float32), (None, None)
             if context_logprobs:
-                own = logp[row, : lengths[row] - 1]
-                picked = own.gather(1, ids[row, 1 : lengths[row], None])[:, 0].numpy()
-                stats = distribution_stats(own.float()) if token_stats else stats
+                picked, stats = batch.own(row, logp, token_stats)
                 if head:
                     picked, stats = head.joined(contexts[i], picked, stats)
             out[i] = Scored(picked, [], *stats)
         rest = {}
-        if needs_cache:  # the continuations' tokens after the first, from the cache of their context
-            rest = _continuations(model, run.past_key_values, pairs, mask, batch_size, softmax_dtype)
+        if batch.needs_cache:  # the continuations' tokens after the first, from the cache of their context
+            rest = _continuations(
+                model, batch.run.past_key_values, pairs, batch.mask, batch_size, softmax_dtype
+            )
         for r, (row, cont) in enumerate(pairs):
             total, greedy = float(last[row, cont[0]]), int(last[row].argmax()) == cont[0]
             if r in rest:
                 total, greedy = total + rest[r][0], greedy and rest[r][1]
             out[idx[row]].choices.append((total, greedy))
     return out
+
+
+@dataclass
+class _Batch:
+    """One batch of contexts run after the shared prefix (if any): the model's output, and where each
+    context's last position is among the logits it kept."""
+
+    run: Any  # the model's output
+    ids: torch.Tensor
+    mask: torch.Tensor  # the prefix's positions included
+    lengths: list[int]  # each context's own tokens after the prefix
+    at: torch.Tensor  # each context's last position, as an index into the logits kept
+    needs_cache: bool
+
+    @classmethod
+    def forward(cls, model, contexts, head, pairs, last_only: bool) -> _Batch:
+        start_at = head.length if head else 0  # each batch runs its contexts' tokens from here
+        lengths = [len(c) - start_at for c in contexts]
+        ids, mask = _right_padded([c[start_at:] for c in contexts])
+        needs_cache = any(len(c) > 1 for _, c in pairs)
+        kwargs = {}
+        if last_only:  # the distinct last positions of the batch's contexts
+            keep = sorted({n - 1 for n in lengths})
+            kwargs["logits_to_keep"] = torch.tensor(keep, device=model.device)
+        if head:
+            kwargs["past_key_values"] = head.cache(len(contexts))
+            kwargs["position_ids"] = (start_at + torch.arange(ids.shape[1]))[None].to(model.device)
+            mask = torch.cat([torch.ones((len(contexts), start_at), dtype=mask.dtype), mask], dim=1)
+        out = model(
+            input_ids=ids.to(model.device),
+            attention_mask=mask.to(model.device),
+            use_cache=needs_cache,
+            **kwargs,
+        )
+        if needs_cache and out.past_key_values is None:
+            raise NoCacheError(f"{type(model).__name__} returned no KV cache")
+        at = torch.tensor([keep.index(n - 1) for n in lengths] if last_only else [n - 1 for n in lengths])
+        return cls(out, ids, mask, lengths, at, needs_cache)
+
+    def logprobs(self, context_logprobs: bool, softmax_dtype) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(every position's log-probs, or None; each row's prediction of its first continuation token)."""
+        rows = torch.arange(len(self.lengths))
+        if context_logprobs:
+            logp = torch.log_softmax(self.run.logits, dim=-1, dtype=softmax_dtype).cpu()
+            return logp, logp[rows, self.at]
+        dev = self.run.logits.device
+        return None, torch.log_softmax(
+            self.run.logits[rows.to(dev), self.at.to(dev)], -1, dtype=softmax_dtype
+        ).cpu()
+
+    def own(self, row: int, logp: torch.Tensor, token_stats: bool):
+        """A context's own tokens' log-probs (and their distribution statistics, when asked)."""
+        own = logp[row, : self.lengths[row] - 1]
+        picked = own.gather(1, self.ids[row, 1 : self.lengths[row], None])[:, 0].numpy()
+        return picked, distribution_stats(own.float()) if token_stats else (None, None)
 
 
 @dataclass

@@ -74,11 +74,16 @@ def prepare(name: str) -> Path:
     dest = cache_dir() / name
     if (dest / "config.json").is_file():
         return dest
-    tmp = dest.with_name(dest.name + ".tmp")
+    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")  # this process's own: others may build it too
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
     (_write_smollm2 if name == SMOLLM2 else _write_minilm)(tmp)
-    tmp.rename(dest)
+    try:
+        tmp.rename(dest)
+    except OSError:  # another process put it in place first: theirs is the same model
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (dest / "config.json").is_file():
+            raise
     return dest
 
 

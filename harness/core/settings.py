@@ -1,7 +1,7 @@
 """Stage settings as dataclasses: one declaration gives the defaults, the checks, the CLI flags and
 the config keys of a setting.
 
-Each stage (subsample, prompt TAPT, raw-text TAPT, contamination, grid) declares its settings once
+Each stage (subsample, prompt TAPT, raw text TAPT, contamination, grid) declares its settings once
 as a `Settings` dataclass (help text in `field(metadata={"help": ...})`); transformers'
 `HfArgumentParser` turns the fields into CLI flags, and `from_mapping` reads config keys into the
 same classes. Every instance checks its own types and bounds on construction, so a bad value gets
@@ -112,12 +112,12 @@ class Settings:
             ok, converted = conform(value, hints[f.name])
             if not ok:
                 problem = f"must be {describe(hints[f.name])}, got {value!r}"
-                raise SettingsError(f"{f.name} {problem}", f.name, problem)
+                raise SettingsError.of(f.name, problem)
             setattr(self, f.name, converted)
             low = minimum.get(f.name)
             if low is not None and converted is not None and converted < low:
                 problem = f"must be at least {low}, got {converted!r}"
-                raise SettingsError(f"{f.name} {problem}", f.name, problem)
+                raise SettingsError.of(f.name, problem)
         self.check()
 
     def check(self) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from contamination import detectors
-from contamination.exchangeability import examples, sharded_test
+from contamination.exchangeability_run import examples, sharded_test
 from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError, read_json_object
@@ -28,7 +28,7 @@ from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, field_names, option
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
-from harness.tasks.splits import find_spec, subsample_docs
+from harness.tasks.protocol import find_spec, subsample_docs
 
 FORMATS = {"labeled": detectors.LABELS, "text-only": detectors.TEXT}  # what each exchangeability test sees
 MODES = ("padding", "packing")  # the TAPT modes: the adapter setting `packing` off and on
@@ -55,7 +55,7 @@ class CalibrateOptions(Settings):
         unknown = [m for m in self.modes if m not in MODES]
         if unknown or not self.modes:
             problem = f"must be some of {list(MODES)}, got {self.modes}"
-            raise SettingsError(f"modes {problem}", "modes", problem)
+            raise SettingsError.of("modes", problem)
 
 
 def modes_of(cfg: GridConfig, opts: CalibrateOptions) -> list[str]:

@@ -4,7 +4,7 @@ with every key checked before anything is written."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -28,8 +28,8 @@ from harness.core.settings import (
     pick,
 )
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
+from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
-from harness.tasks.splits import draw_rows, find_spec
 from harness.tasks.subsample import SampleSettings
 from tapt import methods
 from tapt.adapter import AdapterSettings, LoraTrainingSettings
@@ -55,7 +55,7 @@ class GridConfig(
 
     flow: Literal["zero_shot", "classifier"] = option(
         "zero_shot",
-        "zero_shot: prompt adapters scored zero-shot; classifier: raw-text TAPT, then a head "
+        "zero_shot: prompt adapters scored zero-shot; classifier: TAPT on raw texts, then a head "
         "fine-tuned on train",
     )
     task_overrides: dict[str, dict] = option(
@@ -69,8 +69,8 @@ class GridConfig(
     method: str | None = option(
         None,
         "the adaptation method audited: a built-in (`tapt-bench methods list`), an installed entry point, "
-        "package.module:attr or path/to/file.py:attr (default: the flow's study method, prompt-tapt or "
-        "raw-text, whose settings are this config's own keys); another method's units go to <model>+<method>",
+        "package.module:attr or path/to/file.py:attr (default: the flow's default method, the study's); "
+        "another method's units go to <model>+<method>",
     )
     methods: list[str] = option(
         [],
@@ -78,7 +78,9 @@ class GridConfig(
         "(empty: the one `method`)",
     )
     method_settings: dict[str, dict] = option(
-        {}, "settings of another method, {method: {key: value}} (`tapt-bench methods show NAME` lists them)"
+        {},
+        "each method's settings, {method: {key: value}} (`tapt-bench methods show NAME` lists them); the "
+        "flow's default method may also take its settings as this config's own keys (epochs, lr, ...)",
     )
     exposure: bool = option(
         False,
@@ -100,7 +102,35 @@ class GridConfig(
     def __post_init__(self) -> None:
         if isinstance(self.tasks, str):
             self.tasks = [self.tasks]
+        self.fold_default_section()
         super().__post_init__()
+
+    def fold_default_section(self) -> None:
+        """The flow's default method keeps its settings in this config's own keys (the study's layout, on
+        which every settings hash and results folder rests); its section of method_settings, when given,
+        is read into them, so that both spellings make the same run."""
+        if not isinstance(self.method_settings, dict) or self.flow not in methods.FLOWS:
+            return  # the type checks that follow name the problem
+        default = methods.find(methods.for_flow(self.flow))
+        section = self.method_settings.get(default.name)
+        if section is None:
+            return
+        own = field_names(default.settings)
+        if not isinstance(section, dict) or set(section) - set(own):
+            unknown = sorted(set(section) - set(own)) if isinstance(section, dict) else section
+            problem = f"{default.name}: {unknown!r} are not its settings; its keys are {own}"
+            raise SettingsError.of("method_settings", problem)
+        defaults = {
+            f.name: f.default for f in dataclasses.fields(default.settings) if f.default is not MISSING
+        }
+        for name, value in section.items():
+            flat = getattr(self, name)
+            if name in defaults and flat != defaults[name] and flat != value:
+                problem = f"sets {default.name}'s {name} to {value!r}, and the key {name} sets {flat!r}; "
+                problem += "set it once"
+                raise SettingsError.of("method_settings", problem)
+            setattr(self, name, value)
+        self.method_settings = {k: v for k, v in self.method_settings.items() if k != default.name}
 
     def check(self) -> None:
         super().check()
@@ -108,14 +138,14 @@ class GridConfig(
         if len(chosen) < len(self.conditions) or not set(conditions.PAIRED) <= chosen <= set(conditions.ALL):
             allowed = f"{', '.join(conditions.PAIRED)} and optionally {', '.join(conditions.OPTIONAL)}"
             problem = f"must be {allowed}, got {self.conditions}"
-            raise SettingsError(f"conditions {problem}", "conditions", problem)
+            raise SettingsError.of("conditions", problem)
         self.conditions = [c for c in conditions.ALL if c in self.conditions]
         if not self.tasks:
             problem = "is empty: name at least one task (see `tapt-bench tasks list`)"
-            raise SettingsError(f"tasks {problem}", "tasks", problem)
+            raise SettingsError.of("tasks", problem)
         problem = results.folder_problem(self.out)
         if problem:
-            raise SettingsError(f"out {problem}", "out", problem)
+            raise SettingsError.of("out", problem)
         fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
         for slug, values in self.task_overrides.items():
             keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
@@ -125,37 +155,33 @@ class GridConfig(
                     f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
                     "such as clf_epochs"
                 )
-                raise SettingsError(f"task_overrides {problem}", "task_overrides", problem)
+                raise SettingsError.of("task_overrides", problem)
         if self.methods and self.method:
             problem = (
                 f"and methods are both set ({self.method!r}, {self.methods}); name every method in methods"
             )
-            raise SettingsError(f"method {problem}", "method", problem)
+            raise SettingsError.of("method", problem)
         key = "methods" if self.methods else "method"
         if self.model_tag is not None and not methods.NAME.fullmatch(self.model_tag):
             problem = (
                 f"{self.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no paths)"
             )
-            raise SettingsError(f"model_tag {problem}", "model_tag", problem)
+            raise SettingsError.of("model_tag", problem)
         used = set()
         for config in self.per_method():
             method = config.adaptation()
             if method.name in used:
                 problem = f"names {method.name} twice ({self.methods}); name each method once"
-                raise SettingsError(f"{key} {problem}", key, problem)
+                raise SettingsError.of(key, problem)
             if self.flow not in method.flows:
                 problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
-                raise SettingsError(f"{key} {problem}", key, problem)
+                raise SettingsError.of(key, problem)
             config.settings_of(method)  # checks them
             used.add(method.name)
         unused = sorted(set(self.method_settings) - used)
         if unused:
             problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
-            raise SettingsError(f"method_settings {problem}", "method_settings", problem)
-        study = methods.for_flow(self.flow)
-        if study in self.method_settings:
-            problem = f"{study}'s settings are this config's own keys (epochs, lr, ...), not method_settings"
-            raise SettingsError(f"method_settings {problem}", "method_settings", problem)
+            raise SettingsError.of("method_settings", problem)
         for cell in self.cell_configs():  # checks the form of each cell
             if self.exposure:
                 try:
@@ -171,7 +197,7 @@ class GridConfig(
                 m, n, subsamples = (int(x) for x in cell.split("/"))
             except ValueError:
                 problem = f"entries look like 'm/n/subsamples' (e.g. 50/500/20), got {cell!r}"
-                raise SettingsError(f"cells {problem}", "cells", problem) from None
+                raise SettingsError.of("cells", problem) from None
             out.append(dataclasses.replace(self, m=m, n=n, subsamples=subsamples, cells=[]))
         return [c for cell in out or [self] for c in cell.per_method()]
 

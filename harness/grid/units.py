@@ -1,7 +1,7 @@
 """One (task, subsample) unit of the grid, computed in one pass down the layers: the task and its
 subsample are loaded once, each stage gets its own settings and the objects it needs.
 
-Two flows: zero_shot (prompt adapters, scored zero-shot through lm-eval) and classifier (raw-text
+Two flows: zero_shot (prompt adapters, scored zero-shot through lm-eval) and classifier (raw text
 pretraining, then a classification head fine-tuned on train)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from harness.core.errors import UserError
 from harness.core.settings import fingerprint, pick
 from harness.grid.config import GridConfig
 from harness.scoring import classifier, zero_shot
-from harness.tasks.splits import Spec, find_spec, subsample_docs
+from harness.tasks.protocol import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt import methods, output
 

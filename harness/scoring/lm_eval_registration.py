@@ -1,51 +1,146 @@
-"""Makes `lm_eval --model hf-prompt-once` work in any process where tapt-bench is installed.
+"""Makes the design's command work as written in any process where tapt-bench is installed:
+`lm_eval --model hf --model_args peft=ADAPTER --tasks tapt_ag_news`.
 
-lm-eval 0.4 finds a model only in its own registry and has no plugin entry point, so the install adds
+lm-eval 0.4 has no plugin entry point for models or task folders, so the install adds
 `tapt_bench_lm_eval.pth` (see setup.py), whose one line calls `install()` at interpreter start-up. It
-imports nothing: it waits for lm-eval to import its model list, then registers the model lazily (as the
-module path lm-eval imports on first use, the way lm-eval lists its own models).
+imports nothing itself: it waits for lm-eval to import the module that holds each thing, then adds
+- the `hf-prompt-once` model to lm-eval's registry (lazily, as the module path, the way lm-eval lists its
+  own models);
+- the tapt_* task folder to every TaskManager's paths, after the user's `--include_path` (which may still
+  name it: it is scanned once);
+- `pretrained` read from the adapter's `base_model_name_or_path` when an `hf` model gets `peft=` alone.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 
 NAME = "hf-prompt-once"
 TARGET = "harness.scoring.prompt_once:PromptOnceLM"
-MODELS = "lm_eval.models"  # lm-eval's model list, imported before any model is looked up
 
 
-def register() -> None:
+def register(models=None) -> None:  # `models`: lm-eval's model list, once imported
     from lm_eval.api.registry import model_registry
 
     if NAME not in model_registry:
         model_registry.register(NAME, target=TARGET)
 
 
-class _AfterModelList:
+def with_tapt_tasks(include_path):
+    """`include_path` (None, a path, or a list of them) with the tapt_* task folder added once."""
+    from pathlib import Path
+
+    from harness.tasks.spec import TASKS_DIR
+
+    paths = (
+        []
+        if include_path is None
+        else list(include_path)
+        if isinstance(include_path, list | tuple)
+        else [include_path]
+    )
+    if all(Path(p).resolve() != TASKS_DIR for p in paths):
+        paths.append(str(TASKS_DIR))
+    return paths
+
+
+def add_task_folder(manager) -> None:
+    init = manager.TaskManager.__init__
+    if getattr(init, "tapt_bench", False):
+        return
+
+    @functools.wraps(init)
+    def with_ours(self, verbosity=None, include_path=None, *args, **kwargs):
+        init(self, verbosity, with_tapt_tasks(include_path), *args, **kwargs)
+
+    with_ours.tapt_bench = True
+    manager.TaskManager.__init__ = with_ours
+
+
+def base_of(peft) -> str:
+    """The base model an adapter names in its config (a folder or a hub id)."""
+    from peft import PeftConfig
+
+    from harness.core.errors import UserError, print_user_errors
+
+    print_user_errors("lm_eval")
+    if not peft:
+        raise UserError(
+            "lm_eval --model hf: --model_args needs pretrained=MODEL, or peft=ADAPTER alone (its "
+            "adapter_config.json names the base)"
+        )
+    try:
+        base = PeftConfig.from_pretrained(str(peft)).base_model_name_or_path
+    except Exception as err:  # a missing folder, a hub miss, a config that is not PEFT's
+        raise UserError(
+            f"lm_eval --model_args peft={peft}: no adapter config could be read ({type(err).__name__}: "
+            f"{err}); add pretrained=MODEL, or name a folder that holds adapter_config.json"
+        ) from None
+    if not base:
+        raise UserError(
+            f"lm_eval --model_args peft={peft}: its adapter config names no base; add pretrained=MODEL"
+        )
+    return base
+
+
+def pretrained_from_adapter(huggingface) -> None:
+    init = huggingface.HFLM.__init__
+    if getattr(init, "tapt_bench", False):
+        return
+
+    @functools.wraps(init)
+    def with_base(self, pretrained=None, *args, **kwargs):
+        init(self, base_of(kwargs.get("peft")) if pretrained is None else pretrained, *args, **kwargs)
+
+    with_base.tapt_bench = True
+    huggingface.HFLM.__init__ = with_base
+
+
+AFTER = {  # lm-eval's module -> what to add once it has run
+    "lm_eval.models": register,
+    "lm_eval.tasks.manager": add_task_folder,
+    "lm_eval.models.huggingface": pretrained_from_adapter,
+}
+
+
+class _After:
     """A meta-path finder (a protocol; importlib.abc would cost every start-up ~10 ms) that finds
-    nothing itself: when lm-eval's model list is imported, it adds `register()` after it runs."""
+    nothing itself: when one of AFTER's modules is imported, it runs that module's addition after it."""
+
+    def __init__(self):
+        self.left = set(AFTER)
 
     def find_spec(self, name, path, target=None):
-        if name != MODELS:
+        if name not in self.left:
             return None
         import importlib.util
 
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        sys.meta_path.remove(self)  # find the real spec without finding ourselves
+        self.left.discard(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if self.left:
+                sys.meta_path.insert(0, self)
         if spec is not None and spec.loader is not None:
-            run = spec.loader.exec_module
+            run, add = spec.loader.exec_module, AFTER[name]
 
             def exec_module(module):
                 run(module)
-                register()
+                add(module)
 
             spec.loader.exec_module = exec_module
         return spec
 
 
 def install() -> None:
-    if MODELS in sys.modules:
-        register()
-    elif not any(isinstance(f, _AfterModelList) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterModelList())
+    if any(isinstance(f, _After) for f in sys.meta_path):
+        return
+    finder = _After()
+    for name, add in AFTER.items():
+        if name in sys.modules:
+            add(sys.modules[name])
+            finder.left.discard(name)
+    if finder.left:
+        sys.meta_path.insert(0, finder)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.tasks.splits import Spec
+from harness.tasks.protocol import Spec
 
 
 @dataclass

@@ -35,7 +35,7 @@ class MetaAnalysisSettings(AnalysisSettings):
     target_accept: float = option(
         0.95,
         "NUTS target acceptance (slices of one subsample per task nearly all diverge at 0.8 and would "
-        "be refitted; the README has the measurement)",
+        "be refitted)",
     )
 
     def check_meta_analysis(self) -> None:

@@ -49,10 +49,10 @@ class PcaSettings(Settings):
         bad = [r for r in self.ranks if not 1 <= r <= self.features]
         if bad:
             problem = f"must each be between 1 and --features ({self.features}): got {bad}"
-            raise SettingsError(f"ranks {problem}", "ranks", problem)
+            raise SettingsError.of("ranks", problem)
         if self.components > self.features:
             problem = f"must be at most --features ({self.features}), got {self.components}"
-            raise SettingsError(f"components {problem}", "components", problem)
+            raise SettingsError.of("components", problem)
 
 
 def r_squared(X: np.ndarray, y: np.ndarray, fit_on: slice, train: slice, test: slice, k: int) -> np.ndarray:

@@ -34,7 +34,7 @@ class FitSettings(Settings):
     retry_target_accept: float = option(
         0.95,
         "a fit with divergences is refitted once, with the same seed, at this target acceptance when it "
-        "is higher (0.8 diverged on small grids of few tasks; the README compares the levels); 0: never",
+        "is higher (0.8 diverged on small grids of few tasks); 0: never",
     )
     sampler: Literal["nutpie", "pymc"] = option("nutpie", "NUTS implementation (nutpie: compiled with numba)")
     likelihood: Literal["kernel", "binomial"] = option(
@@ -44,7 +44,7 @@ class FitSettings(Settings):
     )
     parametrization: Literal["fast", "study"] = option(
         "fast",
-        "fast: the study's model without its ridges (same posterior; see harness/stats/bayes.py); "
+        "fast: the study's model reparametrised without its ridges (the same posterior, sampled faster); "
         "study: as written",
     )
 
@@ -54,7 +54,7 @@ class FitSettings(Settings):
             value = getattr(self, name)
             if value >= 1:
                 problem = f"must be below 1 (a probability of accepting a NUTS step), got {value}"
-                raise SettingsError(f"{name} {problem}", name, problem)
+                raise SettingsError.of(name, problem)
 
 
 # (parametrization, centred slopes, likelihood, layout) -> the nutpie-compiled model, refitted with new data

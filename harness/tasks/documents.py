@@ -14,7 +14,7 @@ from harness.core.errors import UserError
 from harness.tasks.data import read_local
 
 if TYPE_CHECKING:
-    from harness.tasks.splits import Spec
+    from harness.tasks.protocol import Spec
 
 FILE_SUFFIXES = (".csv", ".jsonl", ".parquet")
 

@@ -43,10 +43,13 @@ def _manager(include_path: tuple[str, ...], defaults: bool):
 
 
 def find_task(name: str, include_path: Sequence[str] = ()):
-    """lm-eval's loaded task `name`: from the include folders first (fast), else lm-eval's own tasks
-    (indexing those takes seconds); None where neither has it. A group or tag is a TaskError."""
-    for defaults in (False, True) if include_path else (True,):
-        manager = _manager(tuple(map(str, include_path)), defaults)
+    """lm-eval's loaded task `name`: from the include folders first (fast), else lm-eval's own tasks;
+    None where neither has it. A group or tag is a TaskError."""
+    folders = tuple(map(str, include_path))
+    # the include folders alone, then lm-eval's own tasks alone: indexing lm-eval's own task files takes
+    # seconds, so that index is built once per process, whatever the include folders
+    for key in [(folders, False)] * bool(folders) + [((), True)]:
+        manager = _manager(*key)  # built only when the folders before it lack the task
         if name in manager.all_groups or name in manager.all_tags:
             kind = "group" if name in manager.all_groups else "tag"
             raise TaskError(
@@ -121,7 +124,7 @@ class LmEvalSpec:
         """The training split's docs, where the task has one."""
         return _training_pool(self)
 
-    # ---- the design's task protocol (harness.tasks.splits.Spec) -----------------------------------------
+    # ---- the design's task protocol (harness.tasks.protocol.Spec) -----------------------------------------
     def draw_rows(self, sample: SampleSettings, subsample: int) -> Subsample:
         """extra and test from the evaluation docs; train (stratified where the classes are fixed) from
         the training split's, where the task has one."""

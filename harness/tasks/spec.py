@@ -1,5 +1,5 @@
 """The facts of one task, read from its lm-eval YAML (the single source of truth), what a tapt_* task does
-for the design (harness.tasks.splits.Spec), and the index of task YAMLs in the shipped folder and the
+for the design (harness.tasks.protocol.Spec), and the index of task YAMLs in the shipped folder and the
 user's include folders."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from harness.core.errors import TaskError, UserError
+from harness.core.errors import TaskError, UnknownTaskError, UserError
 from harness.tasks import prompts
 from harness.tasks.data import apply_filters, load_pool, resolve_data_dir, to_canonical
 from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw
@@ -67,7 +67,7 @@ class TaskSpec:
     def task_name(self) -> str:
         return TASK_PREFIX + self.slug
 
-    # ---- the design's task protocol (harness.tasks.splits.Spec) -----------------------------------------
+    # ---- the design's task protocol (harness.tasks.protocol.Spec) -----------------------------------------
     @property
     def target_delimiter(self) -> str:
         return prompts.ANSWER_DELIMITER
@@ -123,8 +123,9 @@ class TaskSpec:
         return lm_eval_tasks(include_path, metadata).load(self.task_name), None, dict(enumerate(rows))
 
     def lm_eval_args(self, split) -> list[str]:
-        """lm_eval's flags that score a subsample's test split (`split`: a SplitSettings): the task's
-        folder as --include_path and the subsample as --metadata."""
+        """lm_eval's flags that score a subsample's test split (`split`: a SplitSettings): the subsample
+        as --metadata, and the task's folder as --include_path unless it is the shipped one (which the
+        installed package adds to lm-eval's own)."""
         yaml_path = task_path(split.task, split.include_path).resolve()
         data_dir = resolve_data_dir(split.data_dir)
         metadata = {
@@ -133,7 +134,8 @@ class TaskSpec:
             "split": "test",
         }
         task = load_task_config(yaml_path)["task"]
-        return ["--include_path", str(yaml_path.parent), "--tasks", task, "--metadata", json.dumps(metadata)]
+        folder = [] if yaml_path.parent == TASKS_DIR else ["--include_path", str(yaml_path.parent)]
+        return [*folder, "--tasks", task, "--metadata", json.dumps(metadata)]
 
 
 class _Loader(yaml.SafeLoader):
@@ -265,7 +267,7 @@ def task_path(task: str, include_path: Sequence[str] = ()) -> Path:
     if slug not in files:
         folders = ", ".join(map(str, task_folders(include_path)))
         broken = "".join(f"\n  unreadable, and it may be the task: {err}" for err in unreadable(include_path))
-        raise TaskError(
+        raise UnknownTaskError(
             f"unknown task {task!r}: no task YAML with `task: {TASK_PREFIX}{slug}` in {folders}; "
             f"add its folder with --include-path (known: {', '.join(sorted(files))}){broken}"
         )

@@ -38,7 +38,7 @@ def render_first(task) -> dict[str, Any]:
 def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSettings) -> list[str]:
     """A plain lm-eval task YAML: lm-eval loads it, it is multiple choice, its pool holds the design."""
     from harness.tasks.lm_eval_spec import load_lm_eval_spec
-    from harness.tasks.splits import draw_rows
+    from harness.tasks.protocol import draw_rows
 
     name = cfg.get("task")
     if "group" in cfg:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from harness.core.errors import SettingsError, UserError
 from harness.core.settings import Settings
-from harness.tasks.splits import Spec
+from harness.tasks.protocol import Spec
 
 ENTRY_POINTS = "tapt_bench.methods"
 FLOWS = ("zero_shot", "classifier")
@@ -82,6 +82,10 @@ class Method:
     adapt: Callable[[Inputs], Adapted]
     about: str = ""
     source: str = "built in"
+    # the flow this method is the default of (the study's method for it): a grid config of that flow may
+    # also write its settings as top-level keys, the layout the study's configs and results use
+    default_for: str | None = None
+    recipe: str = ""  # how this implementation follows its authors' code, point by point (`methods show`)
 
     def run(self, inputs: Inputs) -> Adapted:
         """`adapt`, with a method's own failure named as its own and what it returned checked: a model
@@ -160,26 +164,26 @@ def find(name: str) -> Method:
             f"must be a built-in or installed method ({known}), `package.module:attr` or "
             f"`path/to/file.py:attr`, got {name!r}"
         )
-        raise SettingsError(f"method {problem}", "method", problem)
+        raise SettingsError.of("method", problem)
     module, _, attr = target.rpartition(":")
     if not module or not attr:
         problem = f"{target!r} must name a module or file and an attribute, as `path/to/file.py:METHOD`"
-        raise SettingsError(f"method {problem}", "method", problem)
+        raise SettingsError.of("method", problem)
     try:
         value = getattr(load_module(module), attr)
     except (ImportError, AttributeError, OSError) as err:
         fix = "check the path" if module.endswith(".py") else "put its folder on PYTHONPATH"
         problem = f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
-        raise SettingsError(f"method {problem}", "method", problem) from None
+        raise SettingsError.of("method", problem) from None
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as err:  # the file's own code failed as it ran (a syntax error, a raise)
         where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
         problem = f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
-        raise SettingsError(f"method {problem}", "method", problem) from None
+        raise SettingsError.of("method", problem) from None
     if not isinstance(value, Method):
         problem = f"{target!r} is a {type(value).__name__}, not a tapt.methods.Method"
-        raise SettingsError(f"method {problem}", "method", problem)
+        raise SettingsError.of("method", problem)
     check_method(value, target)
     if name in installed():
         source = f"entry point {name} ({target})"
@@ -208,7 +212,7 @@ def check_method(value: Method, target: str) -> None:
         problems.append("its adapt must be a function of Inputs returning Adapted")
     if problems:
         problem = f"{target!r}: " + "; ".join(problems)
-        raise SettingsError(f"method {problem}", "method", problem)
+        raise SettingsError.of("method", problem)
 
 
 def load_module(module: str):
@@ -229,5 +233,5 @@ def _load_file(path: Path):
 
 
 def for_flow(flow: str) -> str:
-    """The study's method of a flow (the default of `method`)."""
-    return "prompt-tapt" if flow == "zero_shot" else "raw-text"
+    """The name of a flow's default method (the study's method for it): the built-in that says so."""
+    return next(m.name for m in builtin().values() if m.default_for == flow)

@@ -18,4 +18,5 @@ METHOD = Method(
     settings=adapter.AdapterSettings,
     adapt=adapt,
     about="the study's prompt TAPT: a (Q)LoRA adapter trained with TRL's SFTTrainer on the split's prompts",
+    default_for="zero_shot",
 )

@@ -19,4 +19,5 @@ METHOD = Method(
     settings=TextSettings,
     adapt=adapt,
     about="the study's raw-text TAPT: MLM (encoders) or CLM (decoders) on the split's texts, then a head",
+    default_for="classifier",
 )

@@ -9,10 +9,32 @@ from pathlib import Path
 
 from harness.core import models
 from harness.core.errors import UserError
-from harness.core.settings import Settings
-from tapt import output
+from harness.core.settings import Settings, pick
+from tapt import methods, output
 from tapt.adapter import AdapterArgs
 from tapt.methods import Inputs, Method, nothing_learned
+
+
+def train(args: AdapterArgs, method: str | None = None, given: dict | None = None) -> dict:
+    """`tapt-bench train`: adapt the base on one split with `method` (default: the zero_shot flow's
+    default method, whose settings are the command's own flags; any other's come from `given`) and save
+    it to args.out; returns the record written to its tapt.json."""
+    chosen = methods.find(method or methods.for_flow("zero_shot"))
+    if "zero_shot" not in chosen.flows:
+        raise UserError(
+            f"--method {chosen.name} serves the flow(s) {list(chosen.flows)}; train runs zero_shot"
+        )
+    if chosen.default_for == "zero_shot":
+        if given:
+            raise UserError(
+                f"--method-settings: {chosen.name}'s settings are this command's own flags (--lr, "
+                "--epochs, --batch-size, ...; `tapt-bench train --help` lists them); --method-settings is "
+                "for other methods"
+            )
+        settings = chosen.settings(**pick(args, chosen.settings))
+    else:
+        settings = chosen.configured(given, "--method-settings")
+    return adapt_and_save(args, chosen, settings)[0]
 
 
 def adapt_and_save(args: AdapterArgs, method: Method, settings: Settings) -> tuple[dict, bool]:

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 
 import pandas as pd
 
-from harness.core.errors import TaskError
+from harness.core.errors import TaskError, UnknownTaskError
 from harness.core.settings import option
 from harness.tasks.lm_eval_spec import load_lm_eval_spec
 from harness.tasks.spec import load_spec
@@ -81,8 +81,8 @@ def find_spec(task: str, include_path: Sequence[str] = ()) -> Spec:
     """A tapt_* task by slug, name or YAML path; else any lm-eval multiple-choice task by name."""
     try:
         return load_spec(task, include_path)
-    except TaskError as err:
-        if task.endswith(".yaml") or not str(err).startswith("unknown task"):
+    except UnknownTaskError as err:
+        if task.endswith(".yaml"):
             raise
         spec = load_lm_eval_spec(task, include_path)
         if spec is None:

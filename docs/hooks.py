@@ -1,0 +1,83 @@
+"""MkDocs hooks: the pages generated from the code, so that neither can drift from it: the command
+reference (every command's `--help`, from the argparse parsers) and the code map (every module's
+docstring, in the order of the dependency rule)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# the packages from the top of the dependency rule (pyproject.toml's import-linter layers) down
+LAYERS = [
+    "benchmarks",
+    "harness/cli",
+    "harness/grid",
+    "harness/stats",
+    "tapt",
+    "contamination",
+    "harness/scoring",
+    "tasks_yaml",
+    "harness/results.py",
+    "harness/tasks",
+    "harness/core",
+    "examples",
+]
+
+
+def commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
+    """(words, parser) for the command and every subcommand under it; an alias is listed once."""
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            seen = set()
+            for name, child in action.choices.items():
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    yield from commands(child, (*prefix, name))
+
+
+def cli_reference() -> str:
+    from harness.cli.main import parser
+
+    os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: the same page everywhere
+    parts = []
+    for words, p in commands(parser()):
+        title = " ".join(("tapt-bench", *words))
+        parts.append(
+            f"{'#' * min(2 + len(words), 4)} `{title}`\n\n```text\n{p.format_help().rstrip()}\n```\n"
+        )
+    return "\n".join(parts)
+
+
+def docstring(path: Path) -> str:
+    text = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return " ".join(text.split("\n\n")[0].split())
+
+
+def code_map() -> str:
+    lines = []
+    for layer in LAYERS:
+        path = ROOT / layer
+        if path.is_file():
+            lines.append(f"- `{layer}`: {docstring(path)}")
+            continue
+        init = path / "__init__.py"
+        lines.append(f"- `{layer}/`: {docstring(init) if init.is_file() else ''}")
+        for module in sorted(path.rglob("*.py")):
+            if module.name != "__init__.py" or module.parent != path:
+                name = module.relative_to(path).as_posix()
+                lines.append(f"    - `{name}`: {docstring(module)}")
+    return "\n".join(lines) + "\n"
+
+
+GENERATED = {"<!-- cli reference -->": cli_reference, "<!-- code map -->": code_map}
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    for marker, make in GENERATED.items():
+        if marker in markdown:
+            markdown = markdown.replace(marker, make())
+    return markdown

@@ -1,0 +1,97 @@
+"""The docs' commands are real: every `tapt-bench ...` line in the README and docs/ parses with today's
+command line (its subcommands and flags exist), every shipped config it names exists, and every link
+from the README into docs/ points at a page that exists."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+CODE_SPAN = re.compile(r"`(tapt-bench [^`]+)`")
+
+
+def commands(text: str) -> tuple[list[str], list[str]]:
+    """The tapt-bench command lines of a page's code blocks (continuations joined), and the commands its
+    prose names in code spans (often only a command's words and a flag or two)."""
+    lines, spans = [], []
+    for line in text.replace("\\\n", " ").split("\n"):
+        if line.startswith("    ") or not line.strip().startswith(("`", "-", "|")) and "tapt-bench" in line:
+            for part in line.strip().split("&&"):
+                part = part.strip().removeprefix(".venv/bin/")
+                if part.startswith("tapt-bench "):
+                    lines.append(part)
+        spans += [s.removeprefix(".venv/bin/") for s in CODE_SPAN.findall(line)]
+    return lines, [s for s in spans if s not in lines]
+
+
+def argv_of(command: str) -> list[str]:
+    """A documented command as arguments: comments, optional [...] parts, `a|b` choices (the first) and
+    `...` dropped; `$(...)` stands for a path."""
+    command = re.sub(r"\$\([^)]*\)", "PATH", command.split("  #")[0])
+    command = re.sub(r"\[[^\[\]]*\]", "", command)
+    words = [w for w in shlex.split(command)[1:] if w not in ("...", "|")]
+    return [w.split("|")[0] if w.startswith("-") or "|" in w and " " not in w else w for w in words]
+
+
+DOCUMENTED = sorted({c for page in PAGES for c in commands(page.read_text())[0]})
+NAMED = sorted({c for page in PAGES for c in commands(page.read_text())[1]})
+
+
+def test_the_docs_hold_the_commands_users_run():
+    joined = "\n".join(DOCUMENTED)
+    for needed in ("tapt-bench run --config demo", "tapt-bench contamination exposure", "tapt-bench train"):
+        assert needed in joined
+    assert len(DOCUMENTED) > 40
+
+
+@pytest.mark.parametrize("command", DOCUMENTED)
+def test_every_documented_command_parses(command):
+    from harness.cli.analyze import with_subcommand
+    from harness.cli.main import parser
+    from harness.grid.config import CONFIGS_DIR
+
+    argv = with_subcommand(argv_of(command))
+    if "--help" in argv or "-h" in argv:
+        with pytest.raises(SystemExit) as done:
+            parser().parse_args(argv)
+        assert done.value.code == 0, command
+        return
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"the documented command does not parse: {command}")
+    config = getattr(args, "config", None)
+    if config and not config.endswith((".yaml", ".yml")):
+        assert (CONFIGS_DIR / f"{config}.yaml").is_file(), f"{command}: no shipped config {config!r}"
+
+
+@pytest.mark.parametrize("span", NAMED)
+def test_every_command_the_prose_names_exists_with_its_flags(span):
+    import argparse
+
+    from harness.cli.analyze import with_subcommand
+    from harness.cli.main import parser
+
+    p, words = parser(), with_subcommand(argv_of(span))
+    while words and not words[0].startswith("-"):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            break
+        assert words[0] in subs[0].choices, f"{span}: no command {words[0]!r}"
+        p = subs[0].choices[words.pop(0)]
+    known = {o for a in p._actions for o in a.option_strings}
+    flags = [w.split("=")[0] for w in words if w.startswith("--")]
+    assert set(flags) <= known, f"{span}: no flag {sorted(set(flags) - known)}"
+
+
+def test_the_readme_links_only_to_pages_that_exist():
+    text = (REPO / "README.md").read_text()
+    links = re.findall(r"\]\((docs/[^)#]*)(?:#[^)]*)?\)", text)
+    assert links and all((REPO / link).exists() for link in links), [
+        link for link in links if not (REPO / link).exists()
+    ]
