@@ -182,6 +182,7 @@ def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path,
         )
 
 
+@pytest.mark.xdist_group("lm_eval_index")  # lm-eval's own task index: built once, in one worker
 def test_config_errors(tmp_path, tiny_llama, data_dir):
     with pytest.raises(TaskError, match="a.yaml: unknown task 'nope'"):
         load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))

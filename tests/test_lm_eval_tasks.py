@@ -18,6 +18,8 @@ from harness.tasks.subsample import SampleSettings
 from tapt.corpus import prompt_sequences
 
 N = 12
+# lm-eval's own task index (seconds to build) is built once, in the one worker that runs this file
+pytestmark = pytest.mark.xdist_group("lm_eval_index")
 
 
 @pytest.fixture(scope="module")

@@ -182,6 +182,7 @@ def test_pretrain_text_saves_a_model_dir(which, request, data_dir, tmp_path):
     assert (tmp_path / "m" / "model.safetensors").is_file() and (tmp_path / "m" / "tapt.json").is_file()
 
 
+@pytest.mark.xdist_group("lm_eval_index")  # lm-eval's own task index: built once, in one worker
 @pytest.mark.parametrize(
     "change, message",
     [

@@ -57,6 +57,7 @@ def test_a_label_outside_the_classes_is_named(user, tmp_path):
         load_pool(load_spec("weather", [user["tasks"]]), user["data"])
 
 
+@pytest.mark.xdist_group("lm_eval_index")  # lm-eval's own task index: built once, in one worker
 def test_validate_and_show_by_slug(user, capsys):
     main(["tasks", "validate", user["tasks"], "--data-dir", user["data"], "--m", "6", "--n", "20"])
     assert "1 ok, 0 with problems" in capsys.readouterr().out

@@ -120,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def print_summary(mdir: Path) -> None:
     from harness.results import collect, exposure_tests
+    from harness.stats.diagnostics import format_records, method_records
     from harness.stats.summary import (
         exposure_shares,
         format_changes,
@@ -132,6 +133,9 @@ def print_summary(mdir: Path) -> None:
     summary = summarize(collect(mdir))
     print(format_tables(summary))
     print(format_changes(prediction_changes(mdir)) + "\n")
+    records = format_records(method_records(mdir))
+    if records:
+        print(records + "\n")
     exposure = format_exposure(exposure_shares(exposure_tests(mdir)), summary)
     if exposure:
         print(exposure + "\n")
@@ -146,14 +150,21 @@ def cmd_merge(args: argparse.Namespace) -> None:
 
 def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.results import collect, exposure_tests
+    from harness.stats.diagnostics import format_records, method_records
     from harness.stats.summary import exposure_shares, format_exposure, format_tables, summarize
 
     summary = summarize(collect(args.results), seed=args.seed)
     shares = exposure_shares(exposure_tests(args.results))
+    records = method_records(args.results)
     if args.json:
-        print(json.dumps(summary | ({"exposure": shares} if shares else {})))
+        extra = {"exposure": shares} if shares else {}
+        if not records.empty:  # a diagnostic a method did not record is null
+            extra["methods"] = records.astype(object).where(records.notna(), None).to_dict("records")
+        print(json.dumps(summary | extra))
         return
     print(format_tables(summary))
+    if not records.empty:
+        print(format_records(records))
     if shares:
         print(format_exposure(shares, summary))
 

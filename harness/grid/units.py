@@ -146,6 +146,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
             )
             adapted = method.run(inputs)
         rec = {**dataclasses.asdict(settings), "split": split, "answers": answers, **adapted.record}
+        rec |= methods.vote_agreement(adapted.record, docs[split])  # made-up labels against the gold ones
         training[cond] = {key: v for key, v in rec.items() if key != "rows"}
         if keep_adapters and hasattr(adapted.model, "save_pretrained"):
             with output.staged(tdir / "adapters" / f"{k}_{cond}", overwrite=True) as tmp:

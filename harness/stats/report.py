@@ -18,7 +18,7 @@ import pandas as pd
 from harness import results
 from harness.core import conditions
 from harness.core.errors import read_json_object
-from harness.stats import plots, summary
+from harness.stats import diagnostics, plots, summary
 from harness.stats.analysis import tasks_excluding_zero
 
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em}
@@ -167,6 +167,29 @@ def changes_section(mdir: Path) -> str:
     )
 
 
+def methods_section(mdir: Path) -> str:
+    records = diagnostics.method_records(mdir)
+    if records.empty:
+        return ""
+    columns = [c for c in diagnostics.DIAGNOSTICS.values() if c in records.columns]
+
+    def cell(x, column):
+        if pd.isna(x):
+            return ("-", -1e9)
+        return (f"{x:.1%}" if diagnostics.share(column) else f"{x:.3g}", x)
+
+    rows = [
+        [(r["task"], r["task"]), (r["condition"], r["condition"])] + [cell(r[c], c) for c in columns]
+        for r in records.to_dict("records")
+    ]
+    return "<h3>What the method did</h3>" + table(
+        ["task", "condition", *columns],
+        rows,
+        "Per condition, means over units of what the method's training records say: the documents it "
+        "learned from, its optimizer steps, and what the method reports of itself.",
+    )
+
+
 def exposure_section(mdir: Path, tasks: list[dict]) -> str:
     shares = summary.exposure_shares(results.exposure_tests(mdir))
     if not shares:
@@ -297,7 +320,8 @@ def build(root: str | Path, analysis: dict | None = None, accuracies: pd.DataFra
         mdir = results.model_dir(root, c["m"], c["n"], c["model"])
         tasks = [t for t in s["tasks"] if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"])]
         parts += [f"<h2>m={c['m']} n={c['n']} model {esc(c['model'])}</h2>", provenance(mdir)]
-        parts += [summary_section(c, tasks), changes_section(mdir), exposure_section(mdir, tasks)]
+        parts += [summary_section(c, tasks), changes_section(mdir), methods_section(mdir)]
+        parts.append(exposure_section(mdir, tasks))
     parts.append(calibration_section(root))
     if analysis:
         parts.append(bayes_section(analysis))

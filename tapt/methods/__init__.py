@@ -38,6 +38,7 @@ ENTRY_POINTS = "tapt_bench.methods"
 FLOWS = ("zero_shot", "classifier")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
 LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)
+VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index or None}
 
 
 @dataclass
@@ -139,10 +140,23 @@ def nothing_learned(record: dict) -> str | None:
     return None
 
 
-def builtin() -> dict[str, Method]:
-    from tapt.methods import prompt_tapt, raw_text, self_training, tlm
+def vote_agreement(record: dict, docs: pd.DataFrame) -> dict:
+    """For a method that made up labels (`votes`): their agreement with the gold labels of the documents
+    it adapted on, measured after it ran, by the grid (the method itself never reads them)."""
+    votes = record.get(VOTES)
+    if not votes:
+        return {}
+    gold = dict(zip(docs["row"].astype(int).astype(str), docs["label"].astype(int)))
+    voted = {r: v for r, v in votes.items() if v is not None and r in gold}
+    agree = sum(v == gold[r] for r, v in voted.items())
+    return {"label_accuracy": agree / len(voted) if voted else None, "voted": len(voted)}
 
-    return {m.name: m for m in (prompt_tapt.METHOD, raw_text.METHOD, tlm.METHOD, self_training.METHOD)}
+
+def builtin() -> dict[str, Method]:
+    from tapt.methods import prompt_tapt, raw_text, self_training, test_time_rl, tlm
+
+    found = (prompt_tapt.METHOD, raw_text.METHOD, tlm.METHOD, self_training.METHOD, test_time_rl.METHOD)
+    return {m.name: m for m in found}
 
 
 @cache

@@ -1,0 +1,86 @@
+"""Test-time RL (TTRL through TRL's GRPOTrainer): the rewards follow the majority vote of a prompt's
+samples outside the leak and the gold choice inside it; the method never receives the labels outside the
+leak; its records (votes and their agreement with the gold labels, rewards, zero-advantage and unmatched
+shares) are written with the unit."""
+
+import json
+
+from helpers import tiny_grid_config
+
+from harness.grid import run as grid_run
+from harness.grid.config import load_config
+from harness.stats.diagnostics import format_records, method_records
+from tapt import methods
+from tapt.methods.test_time_rl import Rewards, answer, vote
+
+CHOICES = ["World", "Sports", "Business", "Sci/Tech"]
+
+
+def test_a_completion_is_read_as_the_choice_it_starts_with():
+    assert answer(" Sports news", CHOICES) == 1 and answer("sci/tech", CHOICES) == 3
+    assert answer(" The world", CHOICES) is None and answer("", CHOICES) is None
+    assert vote([1, 2, 2, None]) == 2 and vote([3, 1]) == 1 and vote([None, None]) is None
+
+
+def test_rewards_follow_the_vote_outside_the_leak_and_the_gold_choice_inside_it():
+    """A planted policy whose samples are known: row 7's four samples vote Business (2 of 4); row 9's
+    match no choice at all."""
+    rows = [7, 7, 7, 7, 9, 9]
+    samples = [" Business", " Sports", " Business", "?", " the", " a"]
+    voted = Rewards({7: CHOICES, 9: CHOICES}, gold=None)
+    assert voted(["p"] * 6, samples, row=rows) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    assert voted.votes == {7: 2, 9: None} and voted.unmatched == 3 and voted.samples == 6
+    assert (voted.groups, voted.flat_groups, voted.learned) == (2, 1, {7})  # row 9: nothing to learn
+    gold = Rewards({7: CHOICES, 9: CHOICES}, gold={7: 1, 9: 0})
+    assert gold(["p"] * 6, samples, row=rows) == [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_the_method_is_listed_with_its_settings():
+    method = methods.find("test-time-rl")
+    assert method.flows == ("zero_shot",) and method.settings().samples == 8
+
+
+def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_them(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    import dataclasses
+
+    seen, real = [], methods.builtin()
+    adapt = real["test-time-rl"].adapt
+
+    def watched(x):
+        seen.append((x.labeled, "label" in x.docs))
+        return adapt(x)
+
+    planted = {**real, "test-time-rl": dataclasses.replace(real["test-time-rl"], adapt=watched)}
+    monkeypatch.setattr(methods, "builtin", lambda: planted)
+    settings = {"test-time-rl": {"samples": 2, "prompts_per_step": 3, "temperature": 1.0}}
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        tmp_path / "out",
+        method="test-time-rl",
+        method_settings=settings,
+        exposure=False,
+        subsamples=1,
+    )
+    grid_run.run(load_config(config))
+    assert seen == [(False, False), (False, False), (True, True)]  # the labels reach the leak only
+    unit = json.loads(next((tmp_path / "out").rglob("units/0.json")).read_text())
+    for cond in ("extra", "test", "leak"):
+        rec = unit["training"][cond]
+        assert rec["steps"] == 2 and len(rec["mean_reward"]) == 2  # 6 prompts, 3 a step
+        assert 0.0 <= rec["zero_advantage_share"] <= 1.0 and 0.0 <= rec["unmatched_share"] <= 1.0
+        assert len(rec["votes"]) == 6 and rec["rewards"] == ("gold" if cond == "leak" else "majority vote")
+        voted = [v for v in rec["votes"].values() if v is not None]
+        assert rec["voted"] == len(voted)
+        assert rec["label_accuracy"] is None if not voted else 0.0 <= rec["label_accuracy"] <= 1.0
+    did = method_records(tmp_path / "out")  # what summarize and the report show, per condition
+    assert list(did["condition"]) == ["extra", "test", "leak"] and list(did["model"].unique()) == [
+        "tiny+test-time-rl"
+    ]
+    assert {"mean reward", "zero advantage", "unmatched", "learned from"} <= set(did.columns)
+    voted_any = any(unit["training"][c]["voted"] for c in ("extra", "test", "leak"))
+    assert ("vote accuracy" in did.columns) == voted_any  # a random tiny model's samples rarely name a choice
+    assert "what each method did" in format_records(did)
