@@ -196,6 +196,7 @@ def test_tasks_list_refuses_a_data_dir_that_does_not_exist(tmp_path):
         main(["tasks", "list", "--data-dir", str(tmp_path / "missing")])
 
 
+@pytest.mark.slow
 def test_a_task_whose_yaml_does_not_parse_is_named_with_its_parse_error(tmp_path):
     (tmp_path / "tapt_mine.yaml").write_text("task: tapt_mine\ndataset_kwargs: [unclosed\n")
     with pytest.raises(

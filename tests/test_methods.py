@@ -64,6 +64,7 @@ def adapter_weights(folder):
     return load_file(str(next(folder.rglob("adapter_model.safetensors"))))
 
 
+@pytest.mark.slow
 def test_self_training_never_reads_the_gold_labels_outside_the_leak(
     tmp_path, tiny_llama, data_dir, monkeypatch
 ):
@@ -352,6 +353,7 @@ def test_several_methods_run_side_by_side_on_the_same_subsamples_and_share_the_b
     assert "model=tiny+test-time-learning:" in shown and "model=tiny:" in shown
 
 
+@pytest.mark.slow
 def test_tlm_offline_weights_are_the_frozen_bases_and_online_weights_follow_the_model_being_trained(
     tmp_path, tiny_llama, data_dir
 ):

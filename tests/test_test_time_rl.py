@@ -5,6 +5,7 @@ shares) are written with the unit."""
 
 import json
 
+import pytest
 from helpers import tiny_grid_config
 
 from harness.grid import run as grid_run
@@ -40,6 +41,7 @@ def test_the_method_is_listed_with_its_settings():
     assert method.flows == ("zero_shot",) and method.settings().samples == 8
 
 
+@pytest.mark.slow
 def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_them(
     tmp_path, tiny_llama, data_dir, monkeypatch
 ):

@@ -17,6 +17,7 @@ def restore_threads():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow  # it needs a free core: the default tier's processes keep every core busy
 def test_a_busy_program_beside_this_one_is_counted_as_a_busy_core():
     idle = threads.others_busy(0.5)
     if idle > threads.cores() - 1:
