@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from harness.core import training
 from harness.core.settings import Settings, option
-from tapt.methods import VOTES, Adapted, Inputs, Method
+from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 
 
 @dataclass(kw_only=True)
@@ -151,6 +151,48 @@ def adapt(x: Inputs) -> Adapted:
     return Adapted(model, record)
 
 
+RECIPE = recipe_table(  # TTRL: its released scripts (PRIME-RL/TTRL), as issue 42 read them
+    [
+        ("algorithm", "GRPO (advantages in a vendored verl)", "GRPO: TRL's GRPOTrainer", ""),
+        (
+            "reward",
+            "1 if the answer equals the majority vote",
+            "the same; no choice matched: no vote, 0",
+            "an answer is a task's choice",
+        ),
+        ("ground truth", "the same RL rewarded by the gold answer", "the leak condition", ""),
+        ("control", "none (no RL on independent prompts)", "the extra condition", "the design's control"),
+        (
+            "samples",
+            "64 voted, 32 trained on",
+            "8, voted and trained on",
+            "a step costs K generations and passes a prompt",
+        ),
+        ("temperature", "1.0", "the same", ""),
+        ("KL", "0", "the same", ""),
+        ("batch", "8 prompts a step", "the same", ""),
+        (
+            "weights, lr",
+            "all weights of a 7B model; 5e-7",
+            "LoRA r 16 (all linear); 1e-4",
+            "5e-7 on a LoRA moves nothing",
+        ),
+        (
+            "epochs",
+            "several episodes over the test prompts",
+            "1 (at n 8: one step)",
+            "a pass reads each prompt K times, twice over",
+        ),
+        (
+            "completion",
+            "a reasoning answer, thousands of tokens",
+            "the longest choice's tokens + 1",
+            "a choice is short",
+        ),
+        ("prompt", "the task's chat prompt", "lm-eval's zero-shot prompt", "the design scores it"),
+    ]
+)
+
 METHOD = Method(
     name="test-time-rl",
     flows=("zero_shot",),
@@ -158,4 +200,5 @@ METHOD = Method(
     adapt=adapt,
     about="TTRL (Zuo et al. 2025): GRPO through TRL on the split's prompts, each sample rewarded for "
     "agreeing with the majority vote of its prompt's samples (the leak: with the gold choice)",
+    recipe=RECIPE,
 )

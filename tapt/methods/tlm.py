@@ -26,7 +26,7 @@ import torch
 from harness.core import training
 from harness.core.settings import Settings, option
 from harness.tasks.protocol import answered
-from tapt.methods import Adapted, Inputs, Method
+from tapt.methods import Adapted, Inputs, Method, recipe_table
 
 
 @dataclass(kw_only=True)
@@ -150,25 +150,30 @@ def adapt(x: Inputs) -> Adapted:
     return Adapted(model, record)
 
 
-RECIPE_ROWS = [  # what; the authors (offline_ttl.yaml, and their trainer as issue 42 read it); here; why not
-    ("what", "the authors", "here", "kept different, and why"),
-    ("loss", "the input's causal-LM loss (its perplexity)", "the same, on the prompt lm-eval shows", ""),
-    ("threshold", "3 (perplexity e^3)", "3", ""),
-    ("weight", "lamb * exp(L - threshold), lamb 0.1; 0 below", "the same", ""),
-    ("scored by", "the frozen base, adapter disabled, no gradient", "the same (rule: offline)", ""),
-    ("reduction", "mean of the weighted loss over selected inputs", "the same; none selected: zero loss", ""),
-    (
-        "tokens",
-        "the input in the llama3 chat template, 4096",
-        "lm-eval's zero-shot prompt, 256",
-        "the design scores it",
-    ),
-    ("LoRA", "q_proj, v_proj; rank 8, alpha 16, dropout 0", "the same", ""),
-    ("lr, batch", "5e-5; batch 1, no accumulation", "the same", ""),
-    ("epochs", "1, cosine after 10% warm-up", "the same", ""),
-    ("precision", "bf16 on a GPU", "float32 on a CPU", "a CPU trains in float32"),
-]
-RECIPE = "\n".join(f"{a:11}{b:48}{c:37}{d}".rstrip() for a, b, c, d in RECIPE_ROWS)
+RECIPE = recipe_table(  # the authors: offline_ttl.yaml, and their trainer as issue 42 read it
+    [
+        ("loss", "the input's causal-LM loss (its perplexity)", "the same, on the prompt lm-eval shows", ""),
+        ("threshold", "3 (perplexity e^3)", "3", ""),
+        ("weight", "lamb * exp(L - threshold), lamb 0.1; 0 below", "the same", ""),
+        ("scored by", "the frozen base, adapter disabled, no gradient", "the same (rule: offline)", ""),
+        (
+            "reduction",
+            "mean of the weighted loss over selected inputs",
+            "the same; none selected: zero loss",
+            "",
+        ),
+        (
+            "tokens",
+            "the input in the llama3 chat template, 4096",
+            "lm-eval's zero-shot prompt, 256",
+            "the design scores it",
+        ),
+        ("LoRA", "q_proj, v_proj; rank 8, alpha 16, dropout 0", "the same", ""),
+        ("lr, batch", "5e-5; batch 1, no accumulation", "the same", ""),
+        ("epochs", "1, cosine after 10% warm-up", "the same", ""),
+        ("precision", "bf16 on a GPU", "float32 on a CPU", "a CPU trains in float32"),
+    ]
+)
 
 METHOD = Method(
     name="test-time-learning",
