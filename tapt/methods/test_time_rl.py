@@ -108,14 +108,14 @@ def adapt(x: Inputs) -> Adapted:
     longest = max(
         len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
     )
-    per_step = min(s.prompts_per_step, len(rows)) * s.samples
-    args = training.arguments(
-        x.workdir,
+    args = training.arguments(  # one prompt's samples a pass, a step's prompts accumulated: the memory of
+        x.workdir,  # one group's backward (all of a step's at once held 20 GB for ag_news's prompts)
         s.epochs,
         s.lr,
-        per_step,
+        s.samples,
         x.seed,
         cls=GRPOConfig,
+        gradient_accumulation_steps=min(s.prompts_per_step, len(rows)),
         num_generations=s.samples,
         temperature=s.temperature,
         beta=s.beta,
