@@ -88,14 +88,6 @@ class Method:
     default_for: str | None = None
     recipe: str = ""  # how this implementation follows its authors' code, point by point (`methods show`)
 
-
-def recipe_table(rows: list[tuple[str, str, str, str]]) -> str:
-    """A method's recipe against its authors' code as `methods show` prints it: what; the authors; here;
-    what was kept different, and why."""
-    rows = [("what", "the authors", "here", "kept different, and why"), *rows]
-    widths = [max(len(r[i]) for r in rows) + 2 for i in range(3)]
-    return "\n".join(("".join(c.ljust(w) for c, w in zip(r, widths)) + r[3]).rstrip() for r in rows)
-
     def run(self, inputs: Inputs) -> Adapted:
         """`adapt`, with a method's own failure named as its own and what it returned checked: a model
         of the kind it was given, a JSON-able record."""
@@ -137,6 +129,14 @@ def recipe_table(rows: list[tuple[str, str, str, str]]) -> str:
         from harness.core.settings import from_mapping
 
         return from_mapping(self.settings, values or {}, where)
+
+
+def recipe_table(rows: list[tuple[str, str, str, str]]) -> str:
+    """A method's recipe against its authors' code as `methods show` prints it: what; the authors; here;
+    what was kept different, and why."""
+    rows = [("what", "the authors", "here", "kept different, and why"), *rows]
+    widths = [max(len(r[i]) for r in rows) + 2 for i in range(3)]
+    return "\n".join(("".join(c.ljust(w) for c, w in zip(r, widths)) + r[3]).rstrip() for r in rows)
 
 
 def nothing_learned(record: dict) -> str | None:
