@@ -99,3 +99,16 @@ def test_codec_context_is_a_grid_key_that_needs_the_exposure_test_and_changes_th
         load_config(
             tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "o", exposure=False, codec_context=3)
         )
+
+
+def test_the_summary_shows_codecs_flag_share_beside_the_exposure_tests_where_the_grid_ran_it():
+    from harness.stats.summary import format_exposure
+
+    cell = {"m": 8, "n": 8, "model": "lm", "task": "trec", "units": 5}
+    test = {"text": 1.0, "label": 0.0, "codec": 0.6}
+    extra = {"text": 0.0, "label": 0.0, "extra_text": 1.0, "codec": 0.0}
+    lines = format_exposure([{**cell, "test": test, "extra": extra}], {"tasks": []}).splitlines()
+    assert lines[1].count("CoDeC") == 2 and "60%" in lines[2]
+    test.pop("codec"), extra.pop("codec")
+    plain = format_exposure([{**cell, "test": test, "extra": extra}], {"tasks": []})
+    assert "CoDeC" not in plain
