@@ -11,7 +11,10 @@ rate and on those its power. Each detector is a two-sample test of test against 
   text was seen (the verdict reads a label flag beside a text flag as "text or labels");
 - `loss` / `Min-K%++` (uncalibrated): the suspect's own scores, no base subtracted;
 - `zlib ratio`: log-perplexity over the zlib-compressed length of the text (Carlini et al. 2021), negated
-  so that higher reads as member-like.
+  so that higher reads as member-like;
+- `CoDeC`: the drop of each document's likelihood when documents of its own set stand before it
+  (Zawalski et al. 2025; contamination.codec), test's drops against extra's; only in units whose grid
+  ran it (`codec_context`).
 A new detector is one entry of DETECTORS.
 """
 
@@ -86,6 +89,12 @@ def zlib_ratio(scores: pd.DataFrame, texts: list[str]) -> np.ndarray:
     return scores["text"].to_numpy() / zipped
 
 
+def codec_pvalue(record: dict, cond: str, texts: list[str]) -> float | None:
+    """CoDeC's test of the condition's model, where the unit recorded it."""
+    test = record["tests"][cond].get("codec")
+    return None if test is None else test["p_test"]
+
+
 DETECTORS: dict[str, Detector] = {
     "exposure text": Detector(TEXT, recorded("text")),
     "exposure label": Detector(LABELS, recorded("label")),
@@ -94,6 +103,7 @@ DETECTORS: dict[str, Detector] = {
     "loss (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["text"])),
     "Min-K%++ (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["mink"])),
     "zlib ratio": Detector(TEXT, uncalibrated(zlib_ratio)),
+    "CoDeC": Detector(TEXT, codec_pvalue),
 }
 
 

@@ -1,14 +1,16 @@
 """Per-document exposure scores under one model: how well it predicts a document's text as TAPT saw it,
 and how much it prefers the document's true class.
 
-Per doc, three numbers (higher: more member-like):
+Per doc, three numbers (higher: more member-like), and a fourth where asked for:
 - `text`: the mean log-probability of the document's own tokens (those after the prefix every
   document shares, such as the instruction of a prompt): minus its loss;
 - `mink`: Min-K%++ (Zhang et al. 2024) over the same tokens: each token's log-probability
   standardised by the mean and spread of log p under the model at that position, averaged over the
   lowest K% of the tokens;
 - `margin`: the log-odds of the true class against the others, from the class log-likelihoods as
-  lm-eval scores them (`log p(c_true) - logsumexp_{c != true} log p(c)`).
+  lm-eval scores them (`log p(c_true) - logsumexp_{c != true} log p(c)`);
+- `codec` (causal LMs, with `codec_context` k > 0): CoDeC's drop, how much the document's own tokens
+  lose when k other documents of its split stand before it (contamination.codec).
 
 Two formats of text: `prompt` (the zero-shot prompt that prompt TAPT trains on, scored by a causal
 LM; the classes as lm-eval's continuations) and `raw` (the raw text that pretrain-text trains on:
@@ -23,6 +25,7 @@ import pandas as pd
 import torch
 from scipy.special import logsumexp
 
+from contamination import codec
 from harness.core import loglik, training
 from harness.tasks.protocol import Spec
 
@@ -45,7 +48,8 @@ def margins(choices: list[list[float]], labels: np.ndarray) -> np.ndarray:
     return np.array(out)
 
 
-def frame(docs: pd.DataFrame, text, mink, margin) -> pd.DataFrame:
+def frame(docs: pd.DataFrame, text, mink, margin, drops=None) -> pd.DataFrame:
+    """The per-document scores; `codec` is NaN where CoDeC was not run."""
     return pd.DataFrame(
         {
             "split": docs["split"].to_numpy(),
@@ -54,6 +58,7 @@ def frame(docs: pd.DataFrame, text, mink, margin) -> pd.DataFrame:
             "text": text,
             "mink": mink,
             "margin": margin,
+            "codec": np.full(len(docs), np.nan) if drops is None else drops,
         }
     )
 
@@ -67,10 +72,13 @@ def causal_scores(
     batch_size: int,
     max_tokens: int | None = None,
     known: dict | None = None,
+    codec_context: int = 0,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Scores of each doc's context (its first `max_tokens`) and its continuations (one list per doc)
     under a causal LM. `known`: contexts this model already scored with their token statistics (a
-    `hf-prompt-once` scoring pass's `stats`, keyed by token ids); only the others are run here."""
+    `hf-prompt-once` scoring pass's `stats`, keyed by token ids); only the others are run here.
+    `codec_context` > 0: also CoDeC's drop with that many documents of the same split before each."""
     pairs = [[loglik.encode_pair(tokenizer, c, x) for x in conts] for c, conts in zip(contexts, choices)]
     ctx = [p[0][0][:max_tokens] for p in pairs]
     conts = [[tuple(q[1]) for q in p] for p in pairs]
@@ -93,16 +101,38 @@ def causal_scores(
     mink = [
         mink_plus_plus(s.token_logprobs[start:], s.token_mean[start:], s.token_std[start:]) for s in scored
     ]
-    return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()))
+    drops = None
+    if codec_context > 0:
+        rows, groups = docs["row"].to_numpy(), docs["split"].to_numpy()
+        drops = codec.drops(model, tokenizer, ctx, start, groups, rows, text, codec_context, seed, batch_size)
+    return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()), drops)
 
 
 def prompt_scores(
-    model, tokenizer, spec: Spec, docs: pd.DataFrame, batch_size: int = 8, known: dict | None = None
+    model,
+    tokenizer,
+    spec: Spec,
+    docs: pd.DataFrame,
+    batch_size: int = 8,
+    known: dict | None = None,
+    codec_context: int = 0,
+    seed: int = 0,
 ) -> pd.DataFrame:
-    """`docs` (columns split, row, label, prompt, choices) in the prompt format; `known` as in
-    `causal_scores`."""
+    """`docs` (columns split, row, label, prompt, choices) in the prompt format; `known`, `codec_context`
+    as in `causal_scores`."""
     choices = [[spec.target_delimiter + c for c in cs] for cs in docs["choices"]]
-    return causal_scores(model, tokenizer, docs, list(docs["prompt"]), choices, batch_size, known=known)
+    prompts = list(docs["prompt"])
+    return causal_scores(
+        model,
+        tokenizer,
+        docs,
+        prompts,
+        choices,
+        batch_size,
+        known=known,
+        codec_context=codec_context,
+        seed=seed,
+    )
 
 
 def raw_scores(

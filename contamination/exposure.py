@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from contamination import codec
 from contamination.shift import reference_check
 from harness.core import conditions
 from harness.core.errors import UserError
@@ -30,7 +31,8 @@ from harness.core.power import ALPHA, RESAMPLES, detectable
 
 TEXT_SCORES = {"loss": "text", "mink++": "mink"}  # --text-score -> the doc_scores column
 TEXT_UNITS = {"loss": "nats/token", "mink++": "Min-K%++ units"}
-SCORE_COLUMNS = ("text", "mink", "margin")  # every per-document score doc_scores writes
+SCORE_COLUMNS = ("text", "mink", "margin")  # every per-document score doc_scores writes, base-calibrated
+CODEC = "codec"  # CoDeC's per-document drop (contamination.codec): the model's own, never calibrated
 
 
 @dataclass(frozen=True)
@@ -203,9 +205,27 @@ def condition_tests(scores: dict[str, pd.DataFrame], reference: str, text_score:
     }
     for cond, result in twin_label_test(scores, reference, seed).items():
         tests[cond]["label_twin"] = result
+    for cond, df in scores.items():
+        if CODEC in df and df[CODEC].notna().all():
+            tests[cond][CODEC] = codec_test(df, seed)
     return {
         "text_score": text_score,
         "docs": ref[["split", "row", "label"]].to_dict("list"),
-        "scores": {c: df[list(SCORE_COLUMNS)].to_dict("list") for c, df in scores.items()},
+        "scores": {c: df[[*SCORE_COLUMNS, *recorded_codec(df)]].to_dict("list") for c, df in scores.items()},
         "tests": tests,
+    }
+
+
+def recorded_codec(df: pd.DataFrame) -> list[str]:
+    """The CoDeC column where it was run (a unit without it keeps the record it always had)."""
+    return [CODEC] if CODEC in df and df[CODEC].notna().all() else []
+
+
+def codec_test(scores: pd.DataFrame, seed: int = 0) -> dict:
+    """CoDeC's dataset score of each set (the share of its documents whose likelihood fell with the
+    context) and the two-sample test of the drops, test against extra (H1: test's documents fell more)."""
+    drops = {s: scores.loc[scores["split"] == s, CODEC].to_numpy() for s in ("test", "extra")}
+    return two_sample(drops["test"], drops["extra"], seed) | {
+        "share_test": codec.share(drops["test"]),
+        "share_extra": codec.share(drops["extra"]),
     }

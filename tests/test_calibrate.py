@@ -52,7 +52,8 @@ def planted_record(seed: int = 0, text_gain: float = 2.0, label_gain: float = 3.
     n = 10
     split = np.array(["test"] * n + ["extra"] * n)
     base = {c: rng.normal(size=2 * n) for c in ("text", "mink", "margin")}
-    scores = {"base": base}
+    drops = np.random.default_rng(seed + 1)  # CoDeC's own stream: the other scores stay as they were
+    scores = {"base": base | {"codec": drops.normal(scale=0.3, size=2 * n)}}
     for cond, seen, labels in (("extra", "extra", 0.0), ("test", "test", 0.0), ("leak", "test", label_gain)):
         on = split == seen
         noise = {c: rng.normal(scale=0.3, size=2 * n) for c in base}
@@ -60,6 +61,7 @@ def planted_record(seed: int = 0, text_gain: float = 2.0, label_gain: float = 3.
             "text": base["text"] + noise["text"] + text_gain * on,
             "mink": base["mink"] + noise["mink"] + text_gain * on,
             "margin": base["margin"] + noise["margin"] + (seen_margin + labels) * on,
+            "codec": drops.normal(scale=0.3, size=2 * n) + text_gain * on,  # the model's own, on what it read
         }
     docs = {"split": split.tolist(), "row": list(range(2 * n)), "label": [0] * (2 * n)}
     frames = {c: pd.DataFrame(s).assign(**docs) for c, s in scores.items()}
@@ -71,7 +73,7 @@ def test_every_detector_reads_planted_models_and_the_twin_label_statistic_ignore
     flagged = {}
     for row in detectors.unit_pvalues(planted_record(), texts):
         flagged[row["detector"], row["condition"]] = row["p"] <= 0.05
-    for det in ("exposure text", "loss (uncalibrated)", "Min-K%++ (uncalibrated)"):
+    for det in ("exposure text", "loss (uncalibrated)", "Min-K%++ (uncalibrated)", "CoDeC"):
         assert flagged[det, "test"] and flagged[det, "leak"] and not flagged[det, "extra"], det
     assert ("exposure text", "base") not in flagged  # a calibrated statistic of base against itself
     # today's label statistic: reading extra's text lowered extra's margins, so test's labels look seen
@@ -89,7 +91,7 @@ def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
 ):
     out = tmp_path / "cal"
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, subsamples=2)
-    main(f"contamination calibrate --config {config} --modes padding".split())
+    main(f"contamination calibrate --config {config} --modes padding --codec-context 2".split())
     shown = capsys.readouterr().out
     result = json.loads((out / "calibration.json").read_text())
     rates = {r["detector"]: r for r in result["rates"]}
@@ -101,13 +103,15 @@ def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
     assert rates["exposure label"]["false_positive"]["models"] == 4  # extra and test saw no labels
     assert rates["exposure label (twin)"]["false_positive"]["models"] == 2  # the test models
     assert rates["exposure label (twin)"]["power"]["models"] == 2  # the leak models
+    assert rates["CoDeC"]["false_positive"]["models"] == 4 and rates["CoDeC"]["power"]["models"] == 4
     assert {r["task"] for r in result["rates_by_task"]} == {"ag_news"}
     assert len(result["pvalues"]) == sum(
         r["false_positive"]["models"] + r["power"]["models"] for r in rates.values()
     )
-    assert "exposure text" in shown and "false positives" in shown and "calibration.json" in shown
+    assert "exposure text" in shown and "CoDeC" in shown and "calibration.json" in shown
     assert (out / "padding" / "m4" / "n6" / "tiny" / "ag_news" / "accuracies.csv").is_file()
-    main(f"contamination calibrate --config {config} --modes padding --subsamples 1".split())  # no training
+    again = f"contamination calibrate --config {config} --modes padding --codec-context 2 --subsamples 1"
+    main(again.split())  # no training
     fewer = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
     assert fewer["loss (uncalibrated)"]["false_positive"]["models"] == 2  # subsample 0's base and extra
     main(["report", str(out / "padding")])  # one mode's grid: its page carries the detectors' table
@@ -134,7 +138,7 @@ def test_calibrate_takes_a_method_and_labels_its_rates_with_it(tmp_path, tiny_ll
     rates = json.loads((out / "calibration.json").read_text())["rates"]
     # TLM has no packing setting: one mode, its own; its adapters in <model>+<method>
     assert {(r["method"], r["mode"]) for r in rates} == {("test-time-learning", "default")}
-    assert {r["detector"] for r in rates} == set(detectors.DETECTORS)
+    assert {r["detector"] for r in rates} == set(detectors.DETECTORS) - {"CoDeC"}  # a grid without it
     assert (out / "default/m4/n6/tiny+test-time-learning/ag_news/accuracies.csv").is_file()
     assert "test-time-learning default  exposure text" in shown
 

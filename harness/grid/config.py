@@ -50,7 +50,7 @@ class GridConfig(
     include_path) resolve against the file's folder; `out` against the directory the run starts from.
     """
 
-    MINIMUM = {"subsamples": 1, "eval_batch_size": 1}
+    MINIMUM = {"subsamples": 1, "eval_batch_size": 1, "codec_context": 0}
     NOT_IN_RESULTS = ("tasks", "subsamples", "cells", "out", "model_tag", "notes", "data_dir", "include_path")
 
     flow: Literal["zero_shot", "classifier"] = option(
@@ -86,6 +86,11 @@ class GridConfig(
         False,
         "run the exposure test in every unit: score test and extra documents under each condition's "
         "model (the text statistic from text_score, and the label margin); base is the reference",
+    )
+    codec_context: int = option(
+        0,
+        "with exposure: also CoDeC (Zawalski et al. 2025), each test and extra document scored again with "
+        "this many documents of its own split before it; 0: off (it costs one more pass that long)",
     )
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
@@ -182,6 +187,9 @@ class GridConfig(
         if unused:
             problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
             raise SettingsError.of("method_settings", problem)
+        if self.codec_context and not (self.exposure and self.flow == "zero_shot"):
+            problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
+            raise SettingsError.of("codec_context", problem)
         for cell in self.cell_configs():  # checks the form of each cell
             if self.exposure:
                 try:
@@ -256,6 +264,7 @@ class GridConfig(
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
             del out["exposure"], out["text_score"]
+            out.pop("codec_context")
         out = recorded(out)
         del out["method"], out["methods"], out["method_settings"]
         if not self.is_study_method():  # another method: its name and settings, not the study's keys
@@ -279,9 +288,9 @@ class GridConfig(
 
 
 def recorded(settings: dict) -> dict:
-    """The settings without `bf16` where it is off: a key added after units were first recorded is
-    recorded only when on, so that older units keep their hash."""
-    return {k: v for k, v in settings.items() if k != "bf16" or v}
+    """The settings without `bf16` or `codec_context` where they are off: a key added after units were
+    first recorded is recorded only when on, so that older units keep their hash."""
+    return {k: v for k, v in settings.items() if k not in ("bf16", "codec_context") or v}
 
 
 def config_path(name: str | Path) -> Path:

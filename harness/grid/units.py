@@ -126,7 +126,14 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         lap(f"score_{cond}")
         if cfg.exposure:  # test's prompts from the scoring pass's statistics: only extra's are run again
             exposed[cond] = doc_scores.prompt_scores(
-                model, tokenizer, spec, exposure_docs(docs), cfg.eval_batch_size, known=lm.stats
+                model,
+                tokenizer,
+                spec,
+                exposure_docs(docs),
+                cfg.eval_batch_size,
+                known=lm.stats,
+                codec_context=cfg.codec_context,
+                seed=cfg.seed,
             )
             lap(f"exposure_{cond}")
 

@@ -277,12 +277,13 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
     effects = {(t["m"], t["n"], t["model"], t["task"]): t for t in summary["tasks"]}
     tapt = [c for c in conditions.ALL if c != conditions.BASE and any(c in s for s in shares)]
     shown = conditions.READ_TEST  # the effects of the models that read test
+    codec = any("codec" in s.get(c, {}) for s in shares for c in tapt)  # CoDeC too, where the grid ran it
     lines = [
         f"exposure test (test vs extra documents against base; share of units flagged at p <= {ALPHA}): "
         "did the model see the test split's text, its labels?",
         f"  {'task':34}"
         + "".join(f" {e:>7}" for e in shown)
-        + "".join(f" | {c + ': text':>11} {'label':>5}" for c in tapt),
+        + "".join(f" | {c + ': text':>11} {'label':>5}" + (f" {'CoDeC':>5}" if codec else "") for c in tapt),
     ]
     several = len({s["model"] for s in shares}) > 1  # methods side by side: a heading per model
     for s, before in zip(shares, [None, *shares]):
@@ -292,7 +293,8 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
         keys = [f"{e}_mean" for e in shown]
         means = "".join(f" {100 * t[k]:+7.2f}" if k in t else f" {'-':>7}" for k in keys)
         cells = "".join(
-            f" | {s[c]['text']:11.0%} {label_share(s[c]):5.0%}" if c in s else f" | {'-':>11} {'-':>5}"
+            (f" | {s[c]['text']:11.0%} {label_share(s[c]):5.0%}" if c in s else f" | {'-':>11} {'-':>5}")
+            + ((f" {s[c]['codec']:5.0%}" if "codec" in s.get(c, {}) else f" {'-':>5}") if codec else "")
             for c in tapt
         )
         lines.append(f"  {s['task']:34}{means}{cells}   ({s['units']} units, m={s['m']} n={s['n']})")

@@ -1,0 +1,114 @@
+"""CoDeC: a document's likelihood with other documents of its set before it. A tiny Llama trained to
+memorise the test split loses likelihood on those documents when context is added, where the untrained
+model does not; the context documents are drawn from the document's own split, never itself."""
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaForCausalLM
+
+from contamination import codec, doc_scores
+from contamination.exposure import codec_test
+from contamination.exposure_run import ExposureArgs
+from harness.core import models
+
+K = 3  # context documents
+
+
+@pytest.fixture(scope="module")
+def docs(data_dir):
+    spec, docs, _ = ExposureArgs(task="rotten_tomatoes", n=10, m=4, data_dir=str(data_dir)).documents()
+    return spec, docs
+
+
+def memorised(tiny_llama, tokenizer, prompts: list[str], steps: int = 60) -> LlamaForCausalLM:
+    """The tiny Llama trained on `prompts`, each read from its start, all of them each step."""
+    torch.manual_seed(0)
+    model = LlamaForCausalLM.from_pretrained(tiny_llama)
+    ids = [torch.tensor([tokenizer(p)["input_ids"]]) for p in prompts]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(steps):
+        opt.zero_grad()
+        (sum(model(input_ids=x, labels=x).loss for x in ids) / len(ids)).backward()
+        opt.step()
+    return model.eval()
+
+
+def test_a_model_trained_to_memorise_a_split_loses_likelihood_on_it_when_context_is_added(tiny_llama, docs):
+    spec, d = docs
+    tokenizer = models.tokenizer(str(tiny_llama))
+    test_prompts = list(d.loc[d["split"] == "test", "prompt"])
+    scored = {
+        "untrained": doc_scores.prompt_scores(
+            LlamaForCausalLM.from_pretrained(tiny_llama).eval(), tokenizer, spec, d, codec_context=K
+        ),
+        "memorised": doc_scores.prompt_scores(
+            memorised(tiny_llama, tokenizer, test_prompts), tokenizer, spec, d, codec_context=K
+        ),
+    }
+    on_test = d["split"].to_numpy() == "test"
+    drop = {name: s["codec"].to_numpy() for name, s in scored.items()}
+    text = scored["memorised"]["text"].to_numpy()
+    assert text[on_test].mean() > text[~on_test].mean() + 1.0  # it learned them (nats a token)
+    # every memorised document falls with context, by far more than under the untrained model
+    assert codec.share(drop["memorised"][on_test]) == 1.0
+    assert drop["memorised"][on_test].mean() > drop["untrained"][on_test].mean() + 0.3
+    result = codec_test(scored["memorised"])  # and more than the unseen extra documents do
+    assert result["share_test"] == 1.0 and result["p_test"] < 0.05
+    assert not scored["untrained"]["codec"].isna().any()
+
+
+def test_context_documents_come_from_the_documents_own_split_and_never_itself():
+    groups = np.array(["test"] * 5 + ["extra"] * 5)
+    rows = list(range(100, 110))
+    chosen = codec.context_rows(groups, rows, 3, seed=0)
+    for i, js in enumerate(chosen):
+        assert len(js) == 3 and i not in js and all(groups[j] == groups[i] for j in js)
+    assert chosen == codec.context_rows(groups, rows, 3, seed=0)  # seeded by (seed, row)
+    assert chosen != codec.context_rows(groups, rows, 3, seed=1)
+    assert codec.context_rows(groups[:2], rows[:2], 3, seed=0) == [[1], [0]]  # fewer than k: all others
+
+
+def test_without_codec_context_the_scores_have_no_codec_and_the_record_keeps_its_old_form(tiny_llama, docs):
+    from contamination.exposure import condition_tests
+
+    spec, d = docs
+    tokenizer = models.tokenizer(str(tiny_llama))
+    s = doc_scores.prompt_scores(LlamaForCausalLM.from_pretrained(tiny_llama).eval(), tokenizer, spec, d)
+    assert s["codec"].isna().all()
+    record = condition_tests({"base": s, "test": s}, "base", "loss")
+    assert (
+        set(record["scores"]["test"]) == {"text", "mink", "margin"} and "codec" not in record["tests"]["test"]
+    )
+
+
+def test_codec_context_is_a_grid_key_that_needs_the_exposure_test_and_changes_the_hash_only_when_on(
+    tmp_path, tiny_llama, data_dir
+):
+    from helpers import tiny_grid_config
+
+    from harness.core.errors import SettingsError
+    from harness.grid.config import load_config
+
+    plain = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out"))
+    on = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", codec_context=3))
+    assert "codec_context" not in plain.result_settings() and on.result_settings()["codec_context"] == 3
+    assert plain.settings_hash() != on.settings_hash()
+    with pytest.raises(SettingsError, match="key 'codec_context' .*set exposure: true"):
+        load_config(
+            tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "o", exposure=False, codec_context=3)
+        )
+
+
+def test_the_summary_shows_codecs_flag_share_beside_the_exposure_tests_where_the_grid_ran_it():
+    from harness.stats.summary import format_exposure
+
+    cell = {"m": 8, "n": 8, "model": "lm", "task": "trec", "units": 5}
+    test = {"text": 1.0, "label": 0.0, "codec": 0.6}
+    extra = {"text": 0.0, "label": 0.0, "extra_text": 1.0, "codec": 0.0}
+    lines = format_exposure([{**cell, "test": test, "extra": extra}], {"tasks": []}).splitlines()
+    assert lines[1].count("CoDeC") == 2 and "60%" in lines[2]
+    test.pop("codec"), extra.pop("codec")
+    plain = format_exposure([{**cell, "test": test, "extra": extra}], {"tasks": []})
+    assert "CoDeC" not in plain
