@@ -73,6 +73,7 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     from harness.results import CALIBRATION
 
     opts = from_namespace(CalibrateOptions, args)
+    args.exposure = True  # every grid calibrate runs has the exposure test on (and so CoDeC may be asked for)
     cfg = grid_config(opts.config, args)
     result = calibrate(cfg, opts)
     for note in result["notes"]:
