@@ -1,6 +1,7 @@
-"""MkDocs hooks: the pages generated from the code, so that neither can drift from it: the command
-reference (every command's `--help`, from the argparse parsers) and the code map (every module's
-docstring, in the order of the dependency rule)."""
+"""MkDocs hooks: the pages generated from the code, so that none can drift from it: the command
+reference (every command's `--help`, from the argparse parsers), the code map (every module's
+docstring, in the order of the dependency rule) and the built-in methods' recipes against their
+authors' code (what `tapt-bench methods show` prints)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,21 @@ def code_map() -> str:
     return "\n".join(lines) + "\n"
 
 
-GENERATED = {"<!-- cli reference -->": cli_reference, "<!-- code map -->": code_map}
+def recipes() -> str:
+    from tapt import methods
+
+    return "\n".join(
+        f"**`{m.name}`** (`tapt-bench methods show {m.name}`):\n\n```text\n{m.recipe}\n```\n"
+        for m in methods.builtin().values()
+        if m.recipe
+    )
+
+
+GENERATED = {
+    "<!-- cli reference -->": cli_reference,
+    "<!-- code map -->": code_map,
+    "<!-- recipes -->": recipes,
+}
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
