@@ -112,3 +112,16 @@ def test_the_summary_shows_codecs_flag_share_beside_the_exposure_tests_where_the
     test.pop("codec"), extra.pop("codec")
     plain = format_exposure([{**cell, "test": test, "extra": extra}], {"tasks": []})
     assert "CoDeC" not in plain
+
+
+def test_calibrate_takes_codec_context_from_a_config_without_the_exposure_key(tmp_path, tiny_llama, data_dir):
+    """calibrate runs every grid with the exposure test on, so its configs need not say so: the first
+    error here is the bad mode, not codec_context."""
+    from helpers import tiny_grid_config
+
+    from harness.cli.main import main
+
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "cal", exposure=False)
+    with pytest.raises(SystemExit, match="--modes must be some of"):
+        main(f"contamination calibrate --config {config} --codec-context 2 --modes sideways".split())
+    assert not (tmp_path / "cal").exists()
