@@ -206,7 +206,7 @@ def condition_tests(scores: dict[str, pd.DataFrame], reference: str, text_score:
     for cond, result in twin_label_test(scores, reference, seed).items():
         tests[cond]["label_twin"] = result
     for cond, df in scores.items():
-        if CODEC in df and df[CODEC].notna().all():
+        if recorded_codec(df):
             tests[cond][CODEC] = codec_test(df, seed)
     return {
         "text_score": text_score,
