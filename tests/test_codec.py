@@ -102,7 +102,7 @@ def test_codec_context_is_a_grid_key_that_needs_the_exposure_test_and_changes_th
 
 
 def test_the_summary_shows_codecs_flag_share_beside_the_exposure_tests_where_the_grid_ran_it():
-    from harness.stats.summary import format_exposure
+    from harness.stats.exposure_summary import format_exposure
 
     cell = {"m": 8, "n": 8, "model": "lm", "task": "trec", "units": 5}
     test = {"text": 1.0, "label": 0.0, "codec": 0.6}

@@ -39,6 +39,11 @@ def test_hand_computed_means(fixture_dir, capsys):
     # boosts: a 0.1, 0.2; b -0.1, 0, 0 -> mean 0.2/5; biases: a 0.1, 0; b -0.1, -0.1, 0 -> mean -0.1/5
     # detectable bias: K=2 and K=3 subsamples; the sign-flip test's smallest p-value 2^-K is above 0.05
     assert c.pop("detectable_bias_median") == float("inf")
+    # pooled over the 5 units of both tasks (2^-5 < 0.05: a p-value can reject, an MDE exists)
+    pooled = np.array([0.1, 0.0, -0.1, -0.1, 0.0])
+    sd = np.std(pooled, ddof=1)
+    assert c.pop("detectable_bias") == pytest.approx((2.1318 + 0.9410) * sd / np.sqrt(5), rel=1e-3)
+    assert c.pop("bias_units") == 5 and c.pop("bias_p_value") > 0.5
     assert c == pytest.approx(
         {
             "m": 10,
@@ -78,6 +83,40 @@ def test_hand_computed_means(fixture_dir, capsys):
         "with under 5 subsamples per task no permutation p-value can fall below 0.05"
         in capsys.readouterr().out
     )
+
+
+def test_the_pooled_test_sees_a_bias_no_task_alone_can(tmp_path, capsys):
+    """Three tasks of 4 subsamples: no task's sign-flip test can reach 0.05 (2^-4), the 12 units pooled
+    can; the pooled MDE is the formula's over all 12 differences, and the summary prints both."""
+    from harness.stats.summary import detectable_effect
+
+    gains = [0.10, 0.15, 0.05, 0.10]
+    for task in ("a", "b", "c"):
+        write(tmp_path, task, [[0.5, 0.5, 0.5 + g, 0.3, 2, 0.5] for g in gains], n=20)
+    summary = summarize(collect(tmp_path))
+    (c,) = summary["configs"]
+    assert all(t["bias_p_value"] >= 1 / 16 for t in summary["tasks"])
+    assert c["bias_p_value"] < 0.001 and c["bias_units"] == 12
+    assert c["detectable_bias"] == pytest.approx(detectable_effect(np.array(gains * 3)))
+    assert 0 < c["detectable_bias"] < 0.05
+    main(["summarize", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert f"pooled over the 12 units of every task: bias +10.00 pts, p {c['bias_p_value']:.4f}, MDE" in out
+
+
+def test_a_method_that_moved_nothing_claims_no_power(tmp_path, capsys):
+    """Six subsamples whose test and extra accuracies are equal: a zero spread gives no MDE (inf), not an
+    MDE of 0, and the summary says why instead of blaming the subsample count."""
+    from harness.stats.summary import detectable_effect
+
+    assert detectable_effect(np.zeros(6)) == float("inf")
+    write(tmp_path, "a", [[0.5, 0.4 + i / 20, 0.4 + i / 20, 0.3, 2, 0.5] for i in range(6)], n=20)
+    (c,) = summarize(collect(tmp_path))["configs"]
+    assert c["detectable_bias"] == c["detectable_bias_median"] == float("inf")
+    main(["summarize", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "bias is the same in every one" in out and "with under 5 subsamples" not in out
+    assert "pooled over" not in out
 
 
 def test_detectable_bias_by_hand():
@@ -234,7 +273,7 @@ def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypat
 
 def test_the_exposure_table_of_methods_side_by_side_names_each_model():
     """`summarize` over a methods run: each model's rows under its name, the same task under both."""
-    from harness.stats.summary import format_exposure
+    from harness.stats.exposure_summary import format_exposure
 
     shares, tasks = [], []
     for model, seen in (("lm", 1.0), ("lm+tlm", 0.4)):

@@ -121,14 +121,8 @@ def cmd_run(args: argparse.Namespace) -> None:
 def print_summary(mdir: Path) -> None:
     from harness.results import collect, exposure_tests
     from harness.stats.diagnostics import format_records, method_records
-    from harness.stats.summary import (
-        exposure_shares,
-        format_changes,
-        format_exposure,
-        format_tables,
-        prediction_changes,
-        summarize,
-    )
+    from harness.stats.exposure_summary import exposure_shares, format_exposure
+    from harness.stats.summary import format_changes, format_tables, prediction_changes, summarize
 
     summary = summarize(collect(mdir))
     print(format_tables(summary))
@@ -151,7 +145,8 @@ def cmd_merge(args: argparse.Namespace) -> None:
 def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.results import collect, exposure_tests
     from harness.stats.diagnostics import format_records, method_records
-    from harness.stats.summary import exposure_shares, format_exposure, format_tables, summarize
+    from harness.stats.exposure_summary import exposure_shares, format_exposure
+    from harness.stats.summary import format_tables, summarize
 
     summary = summarize(collect(args.results), seed=args.seed)
     shares = exposure_shares(exposure_tests(args.results))

@@ -18,7 +18,7 @@ import pandas as pd
 from harness import results
 from harness.core import conditions
 from harness.core.errors import read_json_object
-from harness.stats import diagnostics, plots, summary
+from harness.stats import diagnostics, exposure_summary, plots, summary
 from harness.stats.analysis import tasks_excluding_zero
 
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em}
@@ -191,7 +191,7 @@ def methods_section(mdir: Path) -> str:
 
 
 def exposure_section(mdir: Path, tasks: list[dict]) -> str:
-    shares = summary.exposure_shares(results.exposure_tests(mdir))
+    shares = exposure_summary.exposure_shares(results.exposure_tests(mdir))
     if not shares:
         return ""
     effects = {t["task"]: t for t in tasks}
@@ -202,7 +202,9 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
         t = effects.get(s["task"], {})
         row = [(s["task"], s["task"])]
         row += [points(t.get(f"{e}_mean", np.nan)) for e in conditions.READ_TEST]
-        shown = {c: {"text": s[c]["text"], "label": summary.label_share(s[c])} for c in conds if c in s}
+        shown = {
+            c: {"text": s[c]["text"], "label": exposure_summary.label_share(s[c])} for c in conds if c in s
+        }
         row += [
             (f"{shown[c][w]:.0%}", shown[c][w]) if c in s else ("-", -1)
             for c in conds

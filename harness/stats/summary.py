@@ -20,7 +20,8 @@ DETECTABLE_METHOD = (
     f"{POWER:.0%} power, (t_{1 - ALPHA:.2f},K-1 + t_{POWER:.2f},K-1) * sd(test - extra) / sqrt(K), "
     "K subsamples "
     f"(normal approximation with t quantiles); inf below K = {MIN_SUBSAMPLES}, where the sign-flip test's "
-    f"smallest p-value, 2^-K, is above {ALPHA}"
+    f"smallest p-value, 2^-K, is above {ALPHA}, and where every subsample's bias is the same (no spread "
+    "to read the power from)"
 )
 
 
@@ -42,9 +43,12 @@ def paired_pvalue(treatment: np.ndarray, control: np.ndarray, seed: int = 0) -> 
 
 def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest mean shift of these paired differences that a one-sided test at `alpha` detects
-    with probability `power`, from their spread and count (see DETECTABLE_METHOD)."""
+    with probability `power`, from their spread and count (see DETECTABLE_METHOD); inf where they have
+    no spread, which says nothing of the power."""
     k = len(differences)
     if k < 2 or 0.5**k > alpha:  # the sign-flip test's smallest p-value is 2^-K: it can never reject
+        return float("inf")
+    if np.ptp(differences) == 0:  # no spread to read power from (a method that moved nothing): none claimed
         return float("inf")
     return detectable(float(np.std(differences, ddof=1) / np.sqrt(k)), k - 1, alpha, power)
 
@@ -57,7 +61,8 @@ def effects_in(df: pd.DataFrame) -> list[str]:
 def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
     """The JSON summary: per (m, n, model) and per task, each effect's mean (`bias_mean`); for the
     tested effects its one-sided p-value and its BH adjustment over tasks (`bias_p_value`,
-    `bias_p_adjusted`); for the primary effect its detectable size (`detectable_bias`). Rows where a
+    `bias_p_adjusted`); for the primary effect its detectable size (`detectable_bias`), per task and
+    pooled over every unit of the (m, n, model) (its p-value too). Rows where a
     condition of an effect was not adapted (results.NOT_ADAPTED) are left out of that effect and counted
     (`bias_not_adapted`); an effect with no row left is NaN, not a measurement."""
     effects, primary = effects_in(df), conditions.PRIMARY
@@ -97,12 +102,18 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
                 config[f"{e}_not_adapted"] = int((~keep).sum())
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
+            keep = results.measured(group, primary)
+            control, treatment = (group.loc[keep, c].to_numpy() for c in conditions.EFFECTS[primary])
             config |= {
                 f"tasks_positive_{primary}": sum(t[f"{primary}_mean"] > 0 for t in per_task),
                 f"tasks_negative_{primary}": sum(t[f"{primary}_mean"] < 0 for t in per_task),
                 f"detectable_{primary}_median": float(
                     np.median([t[f"detectable_{primary}"] for t in per_task])
                 ),
+                # pooled over every unit of every task: units of different tasks are independent pairs
+                f"{primary}_p_value": paired_pvalue(treatment, control, seed) if keep.any() else np.nan,
+                f"detectable_{primary}": detectable_effect(treatment - control),
+                f"{primary}_units": int(keep.sum()),
             }
         configs.append(config)
     return {"configs": configs, "tasks": tasks}
@@ -190,11 +201,22 @@ def format_tables(summary: dict[str, Any]) -> str:
                 f"  any task {primary} above its MDE would have been seen with {POWER:.0%} power; median MDE "
                 f"{100 * median:.2f} pts"
             )
-        else:
+        elif any(t["rows"] < MIN_SUBSAMPLES for t in summary["tasks"] if same_config(t, c)):
             lines.append(
                 f"  with under {MIN_SUBSAMPLES} subsamples per task no permutation p-value can "
                 f"fall below {ALPHA}: "
                 "these rows show effects, not evidence; run more subsamples to test them"
+            )
+        else:
+            lines.append(
+                f"  no MDE for half the tasks or more: their subsamples' {primary} is the same in every one "
+                "(the method moved no prediction between the conditions?), which says nothing of the power"
+            )
+        if np.isfinite(c.get(f"detectable_{primary}", float("inf"))):
+            lines.append(
+                f"  pooled over the {c[f'{primary}_units']} units of every task: {primary} "
+                f"{pts(c[f'{primary}_mean'])} pts, p {c[f'{primary}_p_value']:.4f}, MDE "
+                f"{100 * c[f'detectable_{primary}']:.2f} pts (4x the units halve it)"
             )
         lines.append("")
     return "\n".join(lines)
@@ -232,81 +254,4 @@ def format_changes(changes: pd.DataFrame) -> str:
     ]
     for r in changes.to_dict("records"):
         lines.append(f"  {r['task']:34} {r['docs']:5d} " + " ".join(f"{r[p]:10.1%}" for p in pairs))
-    return "\n".join(lines)
-
-
-def exposure_shares(tests: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per (m, n, model, task) and TAPT condition: the share of units whose model the exposure test
-    flags at its alpha for the test split's text, its labels, and (the other side) extra's text."""
-    out = []
-    if tests.empty:
-        return out
-    tapt = [c for c in conditions.ALL if c != conditions.BASE]
-    for (m, n, model, task), group in tests.groupby(["m", "n", "model", "task"], sort=True):
-        row = {
-            "m": int(m),
-            "n": int(n),
-            "model": model,
-            "task": task,
-            "units": int(group["subsample"].nunique()),
-        }
-        for cond in tapt:
-            t = group[group["condition"] == cond]
-            if len(t):
-                stats_ = [c.removesuffix("_p_test") for c in t.columns if c.endswith("_p_test")]
-                row[cond] = {
-                    s: float((t[f"{s}_p_test"] <= t["alpha"]).mean())
-                    for s in stats_
-                    if t[f"{s}_p_test"].notna().any()
-                } | {"extra_text": float((t["text_p_extra"] <= t["alpha"]).mean())}
-        out.append(row)
-    return out
-
-
-def label_share(cond_shares: dict[str, float]) -> float:
-    """The labels' share a condition is read by: the twin statistic where the unit had one (a model that
-    read test, against the extra model on the text it read), else the single-model margin."""
-    return cond_shares.get("label_twin", cond_shares["label"])
-
-
-def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> str:
-    """One line per task: its bias (and leak) beside the share of units whose TAPT models were seen
-    to have read the test text and its labels."""
-    if not shares:
-        return ""
-    effects = {(t["m"], t["n"], t["model"], t["task"]): t for t in summary["tasks"]}
-    tapt = [c for c in conditions.ALL if c != conditions.BASE and any(c in s for s in shares)]
-    shown = conditions.READ_TEST  # the effects of the models that read test
-    codec = any("codec" in s.get(c, {}) for s in shares for c in tapt)  # CoDeC too, where the grid ran it
-    lines = [
-        f"exposure test (test vs extra documents against base; share of units flagged at p <= {ALPHA}): "
-        "did the model see the test split's text, its labels?",
-        f"  {'task':34}"
-        + "".join(f" {e:>7}" for e in shown)
-        + "".join(f" | {c + ': text':>11} {'label':>5}" + (f" {'CoDeC':>5}" if codec else "") for c in tapt),
-    ]
-    several = len({s["model"] for s in shares}) > 1  # methods side by side: a heading per model
-    for s, before in zip(shares, [None, *shares]):
-        if several and (before is None or before["model"] != s["model"]):
-            lines.append(f"  {s['model']}:")
-        t = effects.get((s["m"], s["n"], s["model"], s["task"]), {})
-        keys = [f"{e}_mean" for e in shown]
-        means = "".join(f" {100 * t[k]:+7.2f}" if k in t else f" {'-':>7}" for k in keys)
-        cells = "".join(
-            (f" | {s[c]['text']:11.0%} {label_share(s[c]):5.0%}" if c in s else f" | {'-':>11} {'-':>5}")
-            + ((f" {s[c]['codec']:5.0%}" if "codec" in s.get(c, {}) else f" {'-':>5}") if codec else "")
-            for c in tapt
-        )
-        lines.append(f"  {s['task']:34}{means}{cells}   ({s['units']} units, m={s['m']} n={s['n']})")
-    extra_seen = [
-        s["task"] + (f" ({s['model']})" if several else "")
-        for s in shares
-        if s.get(conditions.EXTRA, {}).get("extra_text", 0) > 0
-    ]
-    lines.append(
-        "  (extra's own adapter is flagged for extra's text in "
-        + ("every task" if len(extra_seen) == len(shares) else ", ".join(extra_seen) or "no task")
-        + ": the test's other side; labels of test and leak: the twin statistic, each model's margins on "
-        "the text it read against the extra model's)"
-    )
     return "\n".join(lines)
