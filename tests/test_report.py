@@ -104,3 +104,23 @@ def test_an_analysis_file_of_the_wrong_shape_is_refused_before_the_page_is_writt
     with pytest.raises(SystemExit, match=f"--analysis {tmp_path / 'fits.json'}: .*{message}"):
         main(["report", str(tiny_grid), "--analysis", str(tmp_path / "fits.json"), "--out", str(page)])
     assert not page.exists()
+
+
+def test_the_report_heads_each_model_with_its_pooled_bias_test(tmp_path):
+    """Six subsamples of one task, each a gain of 5-15 points: the page's head line gives the pooled
+    bias with its p-value (2^-6 for six gains of one sign) and MDE, as the summary does."""
+    import pandas as pd
+
+    folder = tmp_path / "m10" / "n20" / "toy" / "a"
+    folder.mkdir(parents=True)
+    gains = [0.10, 0.15, 0.05, 0.10, 0.10, 0.05]
+    columns = ["base", "extra", "test", "majority", "num_classes", "majority_all"]
+    pd.DataFrame([[0.5, 0.5, 0.5 + g, 0.3, 2, 0.5] for g in gains], columns=columns).to_csv(
+        folder / "accuracies.csv", index=False
+    )
+    main(["report", str(tmp_path), "--out", str(tmp_path / "report.html")])
+    head = re.search(
+        r"pooled over the 6 units: bias \+9\.17 pts, p (0\.\d+), MDE (\d+\.\d\d) pts",
+        (tmp_path / "report.html").read_text(),
+    )
+    assert head and float(head.group(1)) < 0.05 and 0 < float(head.group(2)) < 9.17

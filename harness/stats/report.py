@@ -135,7 +135,15 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         f"{means[:1].upper()}{means[1:]}"
         + f"; tasks with {primary} &gt; 0: {esc(config[f'tasks_positive_{primary}'])}, "
         f"&lt; 0: {esc(config[f'tasks_negative_{primary}'])}; "
-        f"median MDE {100 * config[f'detectable_{primary}_median']:.2f} pts.{skipped}</p>"
+        f"median MDE {100 * config[f'detectable_{primary}_median']:.2f} pts"
+        + (
+            f"; pooled over the {esc(config[f'{primary}_units'])} units: {primary} "
+            f"{esc(summary.pts(config[f'{primary}_mean']))} pts, p {config[f'{primary}_p_value']:.4f}, "
+            f"MDE {100 * config[f'detectable_{primary}']:.2f} pts"
+            if np.isfinite(config.get(f"detectable_{primary}", np.inf))
+            else ""
+        )
+        + f".{skipped}</p>"
     )
     caption = (
         "Per task, in accuracy points: means over subsamples, one-sided paired permutation p-values "
