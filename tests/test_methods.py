@@ -90,7 +90,14 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
 
         monkeypatch.setattr(units, "subsample_docs", subsample_docs)
         cfg.out = str(tmp_path / f"out{shuffled}")
-        units.compute_unit(cfg, "ag_news", 0, keep_adapters=True)
+        unit = units.compute_unit(cfg, "ag_news", 0, keep_adapters=True)
+        # the pseudo-labels on test are the base's zero-shot answers: their accuracy is the base's on test
+        # (within one document: a near-tie of a random tiny model may break the other way in one pass)
+        made_up = unit.record["training"]["test"]
+        n = made_up["voted"]
+        assert n == len(unit.probs.query("condition == 'test'"))
+        assert abs(made_up["label_accuracy"] - unit.accs["base"]) <= 1 / n + 1e-9
+        assert "label_accuracy" not in unit.record["training"]["leak"]  # the leak trains on the gold ones
         kept[shuffled] = {
             c: adapter_weights(next((tmp_path / f"out{shuffled}").rglob(f"0_{c}")))
             for c in ("extra", "test", "leak")

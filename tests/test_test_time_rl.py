@@ -84,5 +84,7 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
     ]
     assert {"mean reward", "zero advantage", "unmatched", "learned from"} <= set(did.columns)
     voted_any = any(unit["training"][c]["voted"] for c in ("extra", "test", "leak"))
-    assert ("vote accuracy" in did.columns) == voted_any  # a random tiny model's samples rarely name a choice
+    assert (
+        "label accuracy" in did.columns
+    ) == voted_any  # a random tiny model's samples rarely name a choice
     assert "what each method did" in format_records(did)

@@ -1,7 +1,9 @@
 """What each method did in each condition, from its units' training records: the documents it learned
 from, its optimizer steps, and what a method reports of itself (test-time RL: its votes' agreement with
 the gold labels, its mean reward, the shares of prompt groups with zero advantage and of samples matching
-no choice; TLM: the inputs it selected; self-training: the pseudo-labels it kept). Averaged over the units
+no choice; TLM: the inputs it selected; self-training: the pseudo-labels it kept and their agreement with
+the gold labels: "label accuracy", measured by the grid for any method that records the labels it made
+up). Averaged over the units
 of each (cell, model folder, task, condition); a key no unit recorded is left out."""
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ DIAGNOSTICS = {  # a training record's key -> its column (a list is averaged fir
     "steps": "steps",
     "selected": "selected",
     "kept": "kept",
-    "label_accuracy": "vote accuracy",
+    "label_accuracy": "label accuracy",
     "mean_reward": "mean reward",
     "zero_advantage_share": "zero advantage",
     "unmatched_share": "unmatched",
@@ -55,7 +57,7 @@ def method_records(root: str | Path) -> pd.DataFrame:
 
 
 def share(column: str) -> bool:
-    return column in ("vote accuracy", "zero advantage", "unmatched")
+    return column in ("label accuracy", "zero advantage", "unmatched")
 
 
 def format_records(df: pd.DataFrame) -> str:

@@ -1,7 +1,8 @@
 """Transductive self-training: the base labels the split's inputs zero-shot (the choice lm-eval would
 pick: the largest summed log-likelihood after the prompt), keeps the labels it is confident of, and
 a LoRA is trained on prompt + pseudo-label exactly as prompt TAPT trains the leak. The leak trains on
-the gold labels instead: the ceiling of what the pseudo-labels could teach."""
+the gold labels instead: the ceiling of what the pseudo-labels could teach. The pseudo-labels it trained on
+are recorded (`votes`), so that the grid measures their agreement with the gold labels."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 from harness.core import loglik
 from harness.core.settings import option
 from tapt import adapter
-from tapt.methods import Adapted, Inputs, Method
+from tapt.methods import VOTES, Adapted, Inputs, Method
 
 
 @dataclass(kw_only=True)
@@ -53,8 +54,9 @@ def adapt(x: Inputs) -> Adapted:
         label, confidence = pseudo_labels(x.model, x.tokenizer, x.spec, docs, s.label_batch_size)
         x.model.train(was_training)
         keep = confidence >= s.min_confidence
-        docs = docs.assign(label=label)[keep].reset_index(drop=True)
-        record = {"labels": "pseudo", "kept": int(keep.sum()), "of": len(keep)}
+        docs = docs.assign(label=label)[keep].reset_index(drop=True)  # the pseudo-labels it learns from
+        votes = {str(int(r)): int(v) for r, v in zip(docs["row"], docs["label"])}  # the grid scores them
+        record = {"labels": "pseudo", "kept": int(keep.sum()), "of": len(keep), VOTES: votes}
         if not len(docs):  # nothing confident enough: nothing to learn from, the base as it was
             return Adapted(x.model, {**record, "learned_from": 0, "steps": 0}, restore=lambda: x.model)
     run = adapter.prepare(x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir)
