@@ -158,3 +158,24 @@ def test_a_method_with_a_packing_setting_is_calibrated_in_both_modes_through_its
     # the method's own packing, not prompt TAPT's key
     assert packed.settings_of(packed.adaptation()).packing and not cfg.packing
     assert not mode_config(cfg, "padding").settings_of(cfg.adaptation()).packing
+
+
+@pytest.mark.slow
+def test_calibrate_reads_a_study_grid_where_it_ran_and_trains_nothing(
+    tiny_grid, tmp_path, tiny_llama, data_dir, capsys
+):
+    """A grid already run with every condition and the exposure test (the tiny grid's config, as a
+    methods study's): calibrate on the same config reads its units in place; no unit is written again
+    and no <out>/padding grid is made."""
+    import shutil
+
+    out = tmp_path / "study"
+    shutil.copytree(tiny_grid, out)
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
+    written = {p: p.stat().st_mtime_ns for p in out.rglob("units/*")}
+    main(f"contamination calibrate --config {config} --modes padding".split())
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("units/*")} == written
+    assert not (out / "padding").exists()
+    rates = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
+    assert rates["exposure text"]["power"]["models"] == 6  # the test and leak models of 3 subsamples
+    assert "calibration.json" in capsys.readouterr().out

@@ -64,15 +64,29 @@ def modes_of(cfg: GridConfig, opts: CalibrateOptions) -> list[str]:
 
 
 def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
-    """The grid of one mode: every condition, the exposure setting on, in <out>/<mode>."""
-    changes = {"conditions": list(conditions.ALL), "exposure": True, "out": str(Path(cfg.out) / mode)}
+    """The grid of one mode: every condition, the exposure setting on, in <out>/<mode>; or in <out>
+    itself where a grid run there (`tapt-bench run` of a config with every condition and the exposure
+    test, such as a methods study) already holds units of exactly these settings: they are read, and
+    only the units it lacks are computed, into the same folder."""
+    changes = {"conditions": list(conditions.ALL), "exposure": True}
     if mode != DEFAULT and cfg.is_study_method():
         changes["packing"] = mode == "packing"
     elif mode != DEFAULT:  # another method's packing is one of its method_settings
         name = cfg.adaptation().name
         own = cfg.method_settings.get(name, {}) | {"packing": mode == "packing"}
         changes["method_settings"] = {**cfg.method_settings, name: own}
-    return dataclasses.replace(cfg, **changes)
+    grid = dataclasses.replace(cfg, **changes)
+    return grid if ran_here(grid) else dataclasses.replace(grid, out=str(Path(cfg.out) / mode))
+
+
+def ran_here(cfg: GridConfig) -> bool:
+    """Whether cfg's own folder holds a finished unit of cfg's settings."""
+    want = cfg.settings_hash()
+    return any(
+        unit.get("settings_hash") == want
+        for slug in cfg.slugs
+        for unit in results.finished(grid_run.task_dir(cfg, slug)).values()
+    )
 
 
 def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
