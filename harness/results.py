@@ -285,14 +285,15 @@ def measured(df: pd.DataFrame, effect: str) -> pd.Series:
 
 
 def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
-    """Per task under root: the predicted class of every test document (rows: subsample, row;
-    columns: the conditions)."""
+    """Per task folder under root, by its path from root (a model folder's: the task's name; a higher
+    root's: `m<m>/n<n>/<model>/<task>`): the predicted class of every test document (rows: subsample,
+    row; columns: the conditions)."""
     out = {}
     for path in sorted(Path(root).rglob("probabilities.parquet")):
         probs = pd.read_parquet(path)
-        out[path.parent.name] = probs.assign(pred=probs["probs"].map(np.argmax)).pivot_table(
-            index=["subsample", "row"], columns="condition", values="pred"
-        )
+        out[path.parent.relative_to(root).as_posix()] = probs.assign(
+            pred=probs["probs"].map(np.argmax)
+        ).pivot_table(index=["subsample", "row"], columns="condition", values="pred")
     return out
 
 

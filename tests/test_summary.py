@@ -230,8 +230,16 @@ def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
         for i, p in enumerate(preds)
     ]
     pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
-    (got,) = prediction_changes(tmp_path).to_dict("records")
+    (got,) = prediction_changes(tmp_path / "m10" / "n10" / "toy").to_dict("records")
     assert got == {"task": "a", "docs": 4, "extra/base": 0.25, "test/base": 0.75, "test/extra": 0.5}
+    # a second method's folder beside it: from the folder above both, each task is named by its path
+    other = tmp_path / "m10" / "n10" / "toy+other" / "a"
+    other.mkdir(parents=True)
+    pd.DataFrame([{**r, "probs": [0.5, 0.5]} for r in rows]).to_parquet(other / "probabilities.parquet")
+    both = prediction_changes(tmp_path).set_index("task")
+    assert (
+        both.loc["m10/n10/toy/a", "test/base"] == 0.75 and both.loc["m10/n10/toy+other/a", "test/base"] == 0
+    )
 
 
 def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypatch):

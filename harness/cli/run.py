@@ -146,7 +146,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.results import collect, exposure_tests
     from harness.stats.diagnostics import format_records, method_records
     from harness.stats.exposure_summary import exposure_shares, format_exposure
-    from harness.stats.summary import format_tables, summarize
+    from harness.stats.summary import format_changes, format_tables, prediction_changes, summarize
 
     summary = summarize(collect(args.results), seed=args.seed)
     shares = exposure_shares(exposure_tests(args.results))
@@ -158,6 +158,9 @@ def cmd_summarize(args: argparse.Namespace) -> None:
         print(json.dumps(summary | extra))
         return
     print(format_tables(summary))
+    changes = prediction_changes(args.results)
+    if not changes.empty:
+        print(format_changes(changes) + "\n")
     if not records.empty:
         print(format_records(records))
     if shares:

@@ -248,10 +248,12 @@ def prediction_changes(root: str | Path) -> pd.DataFrame:
 
 def format_changes(changes: pd.DataFrame) -> str:
     pairs = [c for c in changes.columns if "/" in c]
+    width = max(34, *changes["task"].map(len))  # a folder above the model's names its tasks by path
     lines = [
         "share of test predictions that differ between conditions:",
-        f"  {'task':34} {'docs':>5} " + " ".join(f"{p:>10}" for p in pairs),
+        f"  {'task':{width}} {'docs':>5} " + " ".join(f"{p:>10}" for p in pairs),
     ]
     for r in changes.to_dict("records"):
-        lines.append(f"  {r['task']:34} {r['docs']:5d} " + " ".join(f"{r[p]:10.1%}" for p in pairs))
+        cells = " ".join(f"{'-':>10}" if pd.isna(r[p]) else f"{r[p]:10.1%}" for p in pairs)
+        lines.append(f"  {r['task']:{width}} {r['docs']:5d} " + cells)
     return "\n".join(lines)
