@@ -295,3 +295,25 @@ def test_the_exposure_table_of_methods_side_by_side_names_each_model():
     assert "flagged for extra's text in every task" in lines[-1]
     one = format_exposure(shares[:1], {"tasks": tasks[:1]}).splitlines()
     assert one[2].lstrip().startswith("trec")  # one model: no heading
+
+
+def test_what_each_method_did_lines_up_under_its_headers():
+    """A method's folder name longer than the column and a diagnostic one method lacks ('-'): every
+    line of the table is as wide as its header, so each number stands under its column."""
+    from harness.stats.diagnostics import format_records
+
+    df = pd.DataFrame(
+        [
+            {"model": "m", "task": "a", "condition": "test", "learned from": 8.0, "kept": np.nan},
+            {
+                "model": "m+test-time-learning-long-name",
+                "task": "a",
+                "condition": "test",
+                "learned from": 8.0,
+                "kept": 6.0,
+            },
+        ]
+    )
+    header, *rows = format_records(df).splitlines()[1:]
+    assert {len(r) for r in rows} == {len(header)}
+    assert rows[0].endswith(f"{'-':>14}") and rows[1].endswith(f"{6.0:14.3g}")

@@ -64,11 +64,15 @@ def format_records(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
     columns = [c for c in DIAGNOSTICS.values() if c in df.columns]
+    wide = max(34, *df["model"].map(len))
     lines = [
         "what each method did, per condition (means over units):",
-        f"  {'model':34} {'task':24} {'condition':9} " + " ".join(f"{c:>14}" for c in columns),
+        f"  {'model':{wide}} {'task':24} {'condition':9} " + " ".join(f"{c:>14}" for c in columns),
     ]
     for r in df.to_dict("records"):
-        cells = ["-" if pd.isna(r[c]) else f"{r[c]:14.1%}" if share(c) else f"{r[c]:14.3g}" for c in columns]
-        lines.append(f"  {r['model']:34} {r['task']:24} {r['condition']:9} " + " ".join(cells))
+        cells = [
+            f"{'-':>14}" if pd.isna(r[c]) else f"{r[c]:14.1%}" if share(c) else f"{r[c]:14.3g}"
+            for c in columns
+        ]
+        lines.append(f"  {r['model']:{wide}} {r['task']:24} {r['condition']:9} " + " ".join(cells))
     return "\n".join(lines)
