@@ -74,8 +74,7 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
             row |= not_adapted_counts(t)
             for e in effects:
-                keep = results.measured(t, e)
-                control, treatment = (t.loc[keep, c].to_numpy() for c in conditions.EFFECTS[e])
+                keep, control, treatment = paired(t, e)
                 row[f"{e}_mean"] = float((treatment - control).mean()) if keep.any() else float("nan")
                 if not keep.all():
                     row[f"{e}_not_adapted"] = int((~keep).sum())
@@ -94,29 +93,32 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
         tasks += per_task
         config = {"m": int(m), "n": int(n), "model": model}
         for e in effects:
-            control, treatment = conditions.EFFECTS[e]
-            keep = results.measured(group, e)
-            diff = (group[treatment] - group[control])[keep]
-            config[f"{e}_mean"] = float(diff.mean()) if keep.any() else float("nan")
+            keep, control, treatment = paired(group, e)
+            config[f"{e}_mean"] = float((treatment - control).mean()) if keep.any() else float("nan")
             if not keep.all():
                 config[f"{e}_not_adapted"] = int((~keep).sum())
+            if e == primary:  # pooled over every unit of every task: units of different tasks are independent
+                config[f"{e}_p_value"] = paired_pvalue(treatment, control, seed) if keep.any() else np.nan
+                config[f"detectable_{e}"] = detectable_effect(treatment - control)
+                config[f"{e}_units"] = int(keep.sum())
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
-            keep = results.measured(group, primary)
-            control, treatment = (group.loc[keep, c].to_numpy() for c in conditions.EFFECTS[primary])
             config |= {
                 f"tasks_positive_{primary}": sum(t[f"{primary}_mean"] > 0 for t in per_task),
                 f"tasks_negative_{primary}": sum(t[f"{primary}_mean"] < 0 for t in per_task),
                 f"detectable_{primary}_median": float(
                     np.median([t[f"detectable_{primary}"] for t in per_task])
                 ),
-                # pooled over every unit of every task: units of different tasks are independent pairs
-                f"{primary}_p_value": paired_pvalue(treatment, control, seed) if keep.any() else np.nan,
-                f"detectable_{primary}": detectable_effect(treatment - control),
-                f"{primary}_units": int(keep.sum()),
             }
         configs.append(config)
     return {"configs": configs, "tasks": tasks}
+
+
+def paired(rows: pd.DataFrame, effect: str) -> tuple[pd.Series, np.ndarray, np.ndarray]:
+    """The rows that measure `effect` (results.measured), and its control and treatment accuracies there."""
+    keep = results.measured(rows, effect)
+    control, treatment = (rows.loc[keep, c].to_numpy() for c in conditions.EFFECTS[effect])
+    return keep, control, treatment
 
 
 def not_adapted_counts(rows: pd.DataFrame) -> dict[str, Any]:
