@@ -120,7 +120,7 @@ def test_the_report_heads_each_model_with_its_pooled_bias_test(tmp_path):
     )
     main(["report", str(tmp_path), "--out", str(tmp_path / "report.html")])
     head = re.search(
-        r"pooled over the 6 units: bias \+9\.17 pts, p (0\.\d+), MDE (\d+\.\d\d) pts",
+        r"pooled over the 6 units of every task: bias \+9\.17 pts, p (0\.\d+), MDE (\d+\.\d\d) pts: inflated",
         (tmp_path / "report.html").read_text(),
     )
     assert head and float(head.group(1)) < 0.05 and 0 < float(head.group(2)) < 9.17

@@ -44,6 +44,9 @@ def test_hand_computed_means(fixture_dir, capsys):
     sd = np.std(pooled, ddof=1)
     assert c.pop("detectable_bias") == pytest.approx((2.1318 + 0.9410) * sd / np.sqrt(5), rel=1e-3)
     assert c.pop("bias_units") == 5 and c.pop("bias_p_value") > 0.5
+    # its MDE, about 14 pts, is above the 5-pt target: not powered, and 5 * (MDE / 5)^2 units would be
+    assert c.pop("bias_verdict") == "not powered" and c.pop("bias_target") == 0.05
+    assert c.pop("bias_units_needed") == int(np.ceil(5 * ((2.1318 + 0.9410) * sd / np.sqrt(5) / 0.05) ** 2))
     assert c == pytest.approx(
         {
             "m": 10,
@@ -102,6 +105,7 @@ def test_the_pooled_test_sees_a_bias_no_task_alone_can(tmp_path, capsys):
     main(["summarize", str(tmp_path)])
     out = capsys.readouterr().out
     assert f"pooled over the 12 units of every task: bias +10.00 pts, p {c['bias_p_value']:.4f}, MDE" in out
+    assert c["bias_verdict"] == "inflated" and ": inflated (p <= 0.05)" in out
 
 
 def test_a_method_that_moved_nothing_claims_no_power(tmp_path, capsys):
@@ -116,7 +120,30 @@ def test_a_method_that_moved_nothing_claims_no_power(tmp_path, capsys):
     main(["summarize", str(tmp_path)])
     out = capsys.readouterr().out
     assert "bias is the same in every one" in out and "with under 5 subsamples" not in out
-    assert "pooled over" not in out
+    assert c["bias_verdict"] == "not powered" and "bias_units_needed" not in c
+    assert "units of every task: bias +0.00 pts, p 1.0000, MDE inf: not powered (every unit's bias is" in out
+
+
+def test_the_pooled_verdict_reads_the_mde_against_the_target(tmp_path, capsys):
+    """Eight subsamples whose biases cancel (p well above 0.05): with a target above their MDE the bias
+    is 'not inflated beyond the MDE'; below it, 'not powered', with the units that would reach the
+    target: K * (MDE / target)^2, rounded up."""
+    from harness.stats.summary import detectable_effect
+
+    biases = [0.05, -0.05, 0.10, -0.10, 0.05, -0.05, 0.0, 0.0]
+    write(tmp_path, "a", [[0.5, 0.5, 0.5 + b, 0.3, 2, 0.5] for b in biases], n=20)
+    mde = detectable_effect(np.array(biases))
+    assert 0.05 < mde < 0.15
+    loose = summarize(collect(tmp_path), target=mde + 0.01)["configs"][0]
+    assert loose["bias_p_value"] > 0.3 and loose["bias_verdict"] == "not inflated beyond the MDE"
+    main(["summarize", str(tmp_path), "--target", "5"])
+    out = capsys.readouterr().out
+    needed = int(np.ceil(8 * (mde / 0.05) ** 2))
+    assert needed > 8
+    assert f"MDE {100 * mde:.2f} pts: not powered to see 5 pts; about {needed} units would be" in out
+    main(["summarize", str(tmp_path), "--json", "--target", "5"])
+    (c,) = json.loads(capsys.readouterr().out)["configs"]
+    assert c["bias_units_needed"] == needed and c["bias_target"] == 0.05
 
 
 def test_detectable_bias_by_hand():

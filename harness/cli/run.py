@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.cli.parsing import command
 from harness.core.errors import SettingsError
+from harness.core.power import TARGET
 from harness.core.settings import Settings, field_names, from_namespace, option
 
 
@@ -148,7 +149,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.stats.exposure_summary import exposure_shares, format_exposure
     from harness.stats.summary import format_changes, format_tables, prediction_changes, summarize
 
-    summary = summarize(collect(args.results), seed=args.seed)
+    summary = summarize(collect(args.results), seed=args.seed, target=args.target / 100)
     shares = exposure_shares(exposure_tests(args.results))
     records = method_records(args.results)
     if args.json:
@@ -202,3 +203,10 @@ def register(sub) -> None:
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
+    p.add_argument(
+        "--target",
+        type=float,
+        default=100 * TARGET,
+        help="the bias, in accuracy points, the study means to see: the pooled test is 'not powered' where "
+        "its MDE is above it, and says about how many units would reach it",
+    )

@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
-
 ALPHA, POWER = 0.05, 0.80  # the one-sided level of every test, and the power its detectable effect is read at
 RESAMPLES = 10_000  # permutation and bootstrap resamples
+TARGET = 0.05  # the bias a study means to see (5 accuracy points): "powered" is read against it
+
+
+def units_for(detectable_now: float, units: int, target: float = TARGET) -> int:
+    """About how many units bring a detectable effect of `detectable_now`, read over `units`, down to
+    `target`: it falls as one over the square root of the units (the t quantiles shrink too, so this errs
+    high)."""
+    return math.ceil(units * (detectable_now / target) ** 2)
 
 
 def detectable(spread: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
     """The smallest true effect a one-sided test at `alpha` finds with probability `power`, for an
     estimate of standard error `spread` on `df` degrees of freedom: (t_{1-alpha} + t_{power}) * spread
     (the normal approximation with t quantiles)."""
+    from scipy import stats  # here, not at the top: the CLI reads this module's constants at start
+
     if not math.isfinite(spread) or df < 1:
         return float("inf")
     return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * spread)
@@ -25,5 +33,7 @@ def wilson(flagged: int, total: int, confidence: float = 0.95) -> tuple[float, f
     """The Wilson score interval of a rate of `flagged` out of `total` (nan, nan where total is 0)."""
     if total == 0:
         return float("nan"), float("nan")
+    from scipy import stats
+
     ci = stats.binomtest(flagged, total).proportion_ci(confidence, method="wilson")
     return float(ci.low), float(ci.high)

@@ -136,13 +136,7 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         + f"; tasks with {primary} &gt; 0: {esc(config[f'tasks_positive_{primary}'])}, "
         f"&lt; 0: {esc(config[f'tasks_negative_{primary}'])}; "
         f"median MDE {100 * config[f'detectable_{primary}_median']:.2f} pts"
-        + (
-            f"; pooled over the {esc(config[f'{primary}_units'])} units: {primary} "
-            f"{esc(summary.pts(config[f'{primary}_mean']))} pts, p {config[f'{primary}_p_value']:.4f}, "
-            f"MDE {100 * config[f'detectable_{primary}']:.2f} pts"
-            if np.isfinite(config.get(f"detectable_{primary}", np.inf))
-            else ""
-        )
+        + (f"; {esc(summary.pooled_line(config))}" if config.get(f"{primary}_units") else "")
         + f".{skipped}</p>"
     )
     caption = (

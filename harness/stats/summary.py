@@ -11,7 +11,7 @@ from scipy import stats
 
 from harness import results
 from harness.core import conditions
-from harness.core.power import ALPHA, POWER, RESAMPLES, detectable
+from harness.core.power import ALPHA, POWER, RESAMPLES, TARGET, detectable, units_for
 
 # the fewest subsamples whose sign-flip test can reject at ALPHA: its smallest p-value is 2^-K
 MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA)))
@@ -58,11 +58,12 @@ def effects_in(df: pd.DataFrame) -> list[str]:
     return [e for e, pair in conditions.EFFECTS.items() if all(c in df and df[c].notna().all() for c in pair)]
 
 
-def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
+def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[str, Any]:
     """The JSON summary: per (m, n, model) and per task, each effect's mean (`bias_mean`); for the
     tested effects its one-sided p-value and its BH adjustment over tasks (`bias_p_value`,
     `bias_p_adjusted`); for the primary effect its detectable size (`detectable_bias`), per task and
-    pooled over every unit of the (m, n, model) (its p-value too). Rows where a
+    pooled over every unit of the (m, n, model) (its p-value too, and its verdict against the `target`
+    effect, pooled_verdict). Rows where a
     condition of an effect was not adapted (results.NOT_ADAPTED) are left out of that effect and counted
     (`bias_not_adapted`); an effect with no row left is NaN, not a measurement."""
     effects, primary = effects_in(df), conditions.PRIMARY
@@ -101,6 +102,7 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
                 config[f"{e}_p_value"] = paired_pvalue(treatment, control, seed) if keep.any() else np.nan
                 config[f"detectable_{e}"] = detectable_effect(treatment - control)
                 config[f"{e}_units"] = int(keep.sum())
+                config |= pooled_verdict(config, target)
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
             config |= {
@@ -112,6 +114,48 @@ def summarize(df: pd.DataFrame, seed: int = 0) -> dict[str, Any]:
             }
         configs.append(config)
     return {"configs": configs, "tasks": tasks}
+
+
+def pooled_verdict(config: dict[str, Any], target: float) -> dict[str, Any]:
+    """The pooled bias test's answer, one of VERDICTS: inflated (p <= ALPHA), not inflated beyond the
+    MDE (the MDE at most `target`), or not powered to see `target` (then, where the MDE is finite, about
+    how many units would be)."""
+    e = conditions.PRIMARY
+    mde, p = config[f"detectable_{e}"], config[f"{e}_p_value"]
+    verdict = {f"{e}_target": target}
+    if np.isfinite(p) and p <= ALPHA:
+        return verdict | {f"{e}_verdict": "inflated"}
+    if mde <= target:
+        return verdict | {f"{e}_verdict": "not inflated beyond the MDE"}
+    if np.isfinite(mde):
+        verdict[f"{e}_units_needed"] = units_for(mde, config[f"{e}_units"], target)
+    return verdict | {f"{e}_verdict": "not powered"}
+
+
+def pooled_line(config: dict[str, Any]) -> str:
+    """The pooled bias test in one sentence, its verdict last (the summary and the report both print it)."""
+    e = conditions.PRIMARY
+    units, mde, target = config[f"{e}_units"], config[f"detectable_{e}"], config[f"{e}_target"]
+    head = (
+        f"pooled over the {units} units of every task: {e} {pts(config[f'{e}_mean'])} pts, "
+        f"p {config[f'{e}_p_value']:.4f}, MDE " + (f"{100 * mde:.2f} pts" if np.isfinite(mde) else "inf")
+    )
+    verdict = config[f"{e}_verdict"]
+    if verdict == "inflated":
+        return f"{head}: inflated (p <= {ALPHA})"
+    if verdict != "not powered":
+        return f"{head}: not inflated beyond the MDE (a {e} that large is seen with {POWER:.0%} power)"
+    if np.isfinite(mde):
+        return (
+            f"{head}: not powered to see {100 * target:.0f} pts; about {config[f'{e}_units_needed']} units "
+            "would be (4x the units halve the MDE)"
+        )
+    if units < MIN_SUBSAMPLES:
+        return f"{head}: not powered (under {MIN_SUBSAMPLES} units no p-value can fall below {ALPHA})"
+    return (
+        f"{head}: not powered (every unit's {e} is the same, no spread to read a power from: did the method "
+        "move any prediction between the conditions?)"
+    )
 
 
 def paired(rows: pd.DataFrame, effect: str) -> tuple[pd.Series, np.ndarray, np.ndarray]:
@@ -214,12 +258,8 @@ def format_tables(summary: dict[str, Any]) -> str:
                 f"  no MDE for half the tasks or more: their subsamples' {primary} is the same in every one "
                 "(the method moved no prediction between the conditions?), which says nothing of the power"
             )
-        if np.isfinite(c.get(f"detectable_{primary}", float("inf"))):
-            lines.append(
-                f"  pooled over the {c[f'{primary}_units']} units of every task: {primary} "
-                f"{pts(c[f'{primary}_mean'])} pts, p {c[f'{primary}_p_value']:.4f}, MDE "
-                f"{100 * c[f'detectable_{primary}']:.2f} pts (4x the units halve it)"
-            )
+        if c.get(f"{primary}_units"):
+            lines.append(f"  {pooled_line(c)}")
         lines.append("")
     return "\n".join(lines)
 
