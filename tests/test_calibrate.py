@@ -179,3 +179,31 @@ def test_calibrate_reads_a_study_grid_where_it_ran_and_trains_nothing(
     rates = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
     assert rates["exposure text"]["power"]["models"] == 6  # the test and leak models of 3 subsamples
     assert "calibration.json" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_calibrate_with_train_false_reads_the_finished_units_of_a_study_short_of_its_subsamples(
+    tiny_grid, tmp_path, tiny_llama, data_dir, capsys
+):
+    """The tiny grid finished 3 subsamples; asked for 5 with `--train false`, calibrate reads the 3, trains
+    none (no unit written, no adapter made) and says so in its notes; on an empty folder it refuses
+    before writing anything."""
+    import shutil
+
+    out = tmp_path / "study"
+    shutil.copytree(tiny_grid, out)
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    main(f"contamination calibrate --config {config} --modes padding --subsamples 5 --train false".split())
+    table = json.loads((out / "calibration.json").read_text())
+    after = sorted(p.relative_to(out) for p in out.rglob("*") if p.name != "calibration.json")
+    assert after == before
+    rates = {r["detector"]: r for r in table["rates"]}
+    assert rates["exposure text"]["power"]["models"] == 6  # test and leak of the 3 finished subsamples
+    assert any("read 3 finished of 5 units, trained none" in note for note in table["notes"])
+    empty = tmp_path / "empty"
+    with pytest.raises(
+        SystemExit, match=r"nothing to calibrate under .*empty: no finished unit of these settings"
+    ):
+        main(f"contamination calibrate --config {config} --out {empty} --modes padding --train false".split())
+    assert not (empty / "calibration.json").exists()

@@ -23,7 +23,7 @@ from contamination import detectors
 from contamination.exchangeability_run import examples, sharded_test
 from harness import results
 from harness.core import conditions
-from harness.core.errors import SettingsError, read_json_object
+from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, field_names, option
 from harness.grid import run as grid_run
@@ -49,6 +49,11 @@ class CalibrateOptions(Settings):
     shards: int = option(4, "exchangeability test: shards")
     permutations: int = option(10, "exchangeability test: random orders per shard")
     keep_adapters: bool = option(False, "keep every adapter (the exchangeability test keeps them anyway)")
+    train: bool = option(
+        True,
+        "train the units the grids lack; false: read only the finished ones (a study still running, or "
+        "stopped short of its subsamples)",
+    )
 
     def check(self) -> None:
         super().check()
@@ -177,10 +182,23 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
             notes += [note] if note not in notes else []
         for mode in modes_of(cell, opts):
             grid = mode_config(cell, mode)
-            grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
-            rows += unit_rows(grid, mode)
+            if opts.train:
+                grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
+            read = unit_rows(grid, mode)
+            rows += read
+            if not opts.train:
+                units = len({(r["task"], r["subsample"]) for r in read})
+                notes.append(
+                    f"{cell.adaptation().name} ({mode}): read {units} finished of "
+                    f"{len(cell.slugs) * cell.subsamples} units, trained none"
+                )
             if opts.exchangeability:
                 rows += exchangeability_rows(grid, mode, opts, Path(cfg.out) / "exchangeability.json")
+    if not rows:
+        raise UserError(
+            f"nothing to calibrate under {cfg.out}: no finished unit of these settings, and train is false "
+            "(read only); drop `--train false` to train them"
+        )
     sees = {name: d.sees for name, d in detectors.DETECTORS.items()}
     sees |= {f"exchangeability ({fmt})": what for fmt, what in FORMATS.items()}
     pvalues = pd.DataFrame(rows)
