@@ -384,3 +384,22 @@ def test_analyze_meta_is_a_subcommand_and_analyze_results_is_short_for_analyze_f
     with pytest.raises(SystemExit):
         parser().parse_args(["analyze", "fit", "results/x", "--slices", "3"])  # a meta-analysis key
     assert "unrecognized arguments: --slices 3" in capsys.readouterr().err
+
+
+def test_models_and_subsamples_pick_a_balanced_slice_of_an_unbalanced_grid():
+    """gpt2 is one subsample behind on task1 (a grid still running): the whole cell is refused, the
+    first 3 subsamples of each pair or bert alone can be fitted; an unknown model names the ones there."""
+    df = synthetic(tasks=2, subsamples=4)
+    df = df[~((df["model"] == "gpt2") & (df["task"] == "task1") & (df["subsample"] == 3))]
+    with pytest.raises(UserError, match=r"--subsamples K"):
+        bayes.cell_data(df, "bias", "res")
+    ((_, _, rows),) = analysis.cells_of(df, analysis.AnalysisSettings(subsamples=3), "res")
+    d = bayes.cell_data(rows, "bias", "res")
+    assert d.coords["lm_type"] == ["bert", "gpt2"] and d.coords["subsample"] == [0, 1, 2]
+    ((_, _, rows),) = analysis.cells_of(df, analysis.AnalysisSettings(models=["bert"]), "res")
+    d = bayes.cell_data(rows, "bias", "res")
+    assert d.coords["lm_type"] == ["bert"] and d.coords["subsample"] == [0, 1, 2, 3]
+    with pytest.raises(
+        UserError, match=r"no model \['t5'\] \(--models\); the models there are \['bert', 'gpt2'\]"
+    ):
+        analysis.cells_of(df, analysis.AnalysisSettings(models=["t5"]), "res")

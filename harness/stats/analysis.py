@@ -22,9 +22,19 @@ from harness.stats.sampling import FitSettings, diagnostics, refit_target_accept
 class AnalysisSettings(FitSettings):
     """`tapt-bench analyze`: which cells and effects to fit, and what to write."""
 
+    MINIMUM = {"subsamples": 1}
+
     effect: Literal["both", "bias", "boost"] = option("both", "bias: test vs extra; boost: extra vs base")
     m: int | None = option(None, "only the cells with this m")
     n: int | None = option(None, "only the cells with this n")
+    models: list[str] = option(
+        [], "only these models, as the results name them (a methods study's <model>+<method>); empty: all"
+    )
+    subsamples: int | None = option(
+        None,
+        "only the first K subsamples of every model and task: the model needs the same subsamples "
+        "everywhere, which a grid still running, or a task ahead of the others, lacks",
+    )
     json: bool = option(False, "print machine-readable posteriors instead of tables")
     plots: str | None = option(None, "folder for the PNG plots (eq. 11 and 12, trace and rank plots)")
     checks: bool = option(False, "also run the model checks: prior predictive, calibration, recovery")
@@ -124,6 +134,14 @@ def cells_of(df: pd.DataFrame, s: AnalysisSettings, source: str) -> list[tuple[i
         keep &= (df["m"] == s.m).to_numpy()
     if s.n is not None:
         keep &= (df["n"] == s.n).to_numpy()
+    if s.models:
+        unknown = sorted(set(s.models) - set(df["model"]))
+        if unknown:
+            have = sorted(df["model"].unique())
+            raise UserError(f"{source}: no model {unknown} (--models); the models there are {have}")
+        keep &= df["model"].isin(s.models).to_numpy()
+    if s.subsamples is not None:
+        keep &= (df["subsample"] < s.subsamples).to_numpy()
     chosen = df[keep]
     if chosen.empty:
         have = sorted(map(tuple, df[["m", "n"]].drop_duplicates().to_numpy().tolist()))

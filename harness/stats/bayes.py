@@ -84,7 +84,8 @@ def cell_data(df: pd.DataFrame, effect: str, source: str = "results") -> CellDat
         raise UserError(
             f"{source}: the (LM type, task) pairs have different subsamples (rows per pair: "
             f"{counts.min()} to {counts.max()}, e.g. {counts.idxmin()} has {counts.min()}); V_jk needs "
-            "the same subsamples everywhere: finish the grid's missing units first"
+            "the same subsamples everywhere: finish the grid's missing units, or fit the first K of each "
+            "(`--subsamples K`) or some models (`--models`)"
         )
     m, n = (int(x) for x in cells.iloc[0])
     coords = {
