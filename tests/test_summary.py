@@ -44,6 +44,7 @@ def test_hand_computed_means(fixture_dir, capsys):
     sd = np.std(pooled, ddof=1)
     assert c.pop("detectable_bias") == pytest.approx((2.1318 + 0.9410) * sd / np.sqrt(5), rel=1e-3)
     assert c.pop("bias_units") == 5 and c.pop("bias_p_value") > 0.5
+    assert c.pop("bias_units_per_task") == [2, 3]  # unbalanced: task b weighs more in the pooled mean
     # its MDE, about 14 pts, is above the 5-pt target: not powered, and 5 * (MDE / 5)^2 units would be
     assert c.pop("bias_verdict") == "not powered" and c.pop("bias_target") == 0.05
     assert c.pop("bias_units_needed") == int(np.ceil(5 * ((2.1318 + 0.9410) * sd / np.sqrt(5) / 0.05) ** 2))
@@ -79,13 +80,13 @@ def test_hand_computed_means(fixture_dir, capsys):
         "bias_p_value",
         "bias_p_adjusted",
         "detectable_bias",
+        "bias_units",
     }
     assert a["detectable_bias"] == b["detectable_bias"] == float("inf") and (a["rows"], b["rows"]) == (2, 3)
     main(["summarize", str(fixture_dir)])
-    assert (
-        "with under 5 subsamples per task no permutation p-value can fall below 0.05"
-        in capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert "with under 5 subsamples per task no permutation p-value can fall below 0.05" in out
+    assert "(tasks of 2 to 3 units: the tasks with more weigh more): not powered to see 5 pts" in out
 
 
 def test_the_pooled_test_sees_a_bias_no_task_alone_can(tmp_path, capsys):

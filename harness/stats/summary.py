@@ -83,6 +83,7 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
                     row[f"{e}_p_value"] = paired_pvalue(treatment, control, seed) if keep.any() else np.nan
                 if e == primary:
                     row[f"detectable_{e}"] = detectable_effect(treatment - control)
+                    row[f"{e}_units"] = int(keep.sum())
             per_task.append(row)
         for e in tested:
             ps = np.array([t[f"{e}_p_value"] for t in per_task])
@@ -102,6 +103,8 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
                 config[f"{e}_p_value"] = paired_pvalue(treatment, control, seed) if keep.any() else np.nan
                 config[f"detectable_{e}"] = detectable_effect(treatment - control)
                 config[f"{e}_units"] = int(keep.sum())
+                per = [t[f"{e}_units"] for t in per_task]
+                config[f"{e}_units_per_task"] = [min(per), max(per)]
                 config |= pooled_verdict(config, target)
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
@@ -140,6 +143,9 @@ def pooled_line(config: dict[str, Any]) -> str:
         f"pooled over the {units} units of every task: {e} {pts(config[f'{e}_mean'])} pts, "
         f"p {config[f'{e}_p_value']:.4f}, MDE " + (f"{100 * mde:.2f} pts" if np.isfinite(mde) else "inf")
     )
+    fewest, most = config[f"{e}_units_per_task"]
+    if fewest != most:  # the pooled mean weighs each task by its units
+        head += f" (tasks of {fewest} to {most} units: the tasks with more weigh more)"
     verdict = config[f"{e}_verdict"]
     if verdict == "inflated":
         return f"{head}: inflated (p <= {ALPHA})"
