@@ -371,6 +371,13 @@ def test_the_text_output_names_the_tasks_whose_hdi_excludes_zero():
     assert (
         analysis.tasks_excluding_zero(none) == "m=100 n=500 bias: tasks whose eq.12 89% HDI excludes 0: none"
     )
+    # --every-task: both tasks, largest effect first, each with where its HDI lies
+    both = {**record, "per_task": [task, {**task, "task": "b", "mean": -0.08, "hdi": [-0.12, 0.01]}]}
+    assert analysis.tasks_excluding_zero(both, every_task=True).splitlines() == [
+        "m=100 n=500 bias: every task's eq.12 (2 of 2):",
+        f"  {'b':34}   -8.00 pts [-12.00, +1.00]  observed  +6.00  covers 0",
+        f"  {'a':34}   +5.00 pts [ +1.00, +9.00]  observed  +6.00  > 0",
+    ]
 
 
 def test_analyze_meta_is_a_subcommand_and_analyze_results_is_short_for_analyze_fit(capsys):

@@ -45,7 +45,7 @@ def cmd_analyze(args: argparse.Namespace) -> None:
     if s.json:
         print(json.dumps({"results": source, "fits": records, "checks": found}))
         return
-    print(analysis.format_fits(records))
+    print(analysis.format_fits(records, s.every_task))
     for c in found:
         print(checks.format_checks(c))
     if s.plots:

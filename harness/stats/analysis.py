@@ -37,6 +37,9 @@ class AnalysisSettings(FitSettings):
     )
     json: bool = option(False, "print machine-readable posteriors instead of tables")
     plots: str | None = option(None, "folder for the PNG plots (eq. 11 and 12, trace and rank plots)")
+    every_task: bool = option(
+        False, "print every task's accuracy difference (eq. 12) with its HDI, not only those excluding 0"
+    )
     checks: bool = option(False, "also run the model checks: prior predictive, calibration, recovery")
     out: str | None = option(
         None, "also write the fits (and checks) as JSON here, for `tapt-bench report --analysis`"
@@ -178,18 +181,21 @@ def fits_of(df: pd.DataFrame, s: AnalysisSettings, source: str, progress: bool =
             yield f"m{m}_n{n}_{effect}", d, fit_cell(d, s)
 
 
-def tasks_excluding_zero(r: dict) -> str:
-    """The tasks whose eq. 12 difference has an HDI that excludes 0 in one fit, with effect and HDI."""
+def tasks_excluding_zero(r: dict, every_task: bool = False) -> str:
+    """The tasks whose eq. 12 difference has an HDI that excludes 0 in one fit (or every task), with
+    effect and HDI."""
     prob = f"{100 * r['hdi_prob']:.0f}%"
-    head = f"m={r['m']} n={r['n']} {r['effect']}: tasks whose eq.12 {prob} HDI excludes 0"
+    which = "every task's eq.12" if every_task else f"tasks whose eq.12 {prob} HDI excludes 0"
+    head = f"m={r['m']} n={r['n']} {r['effect']}: {which}"
     found = sorted(
-        (t for t in r["per_task"] if verdict(t["hdi"]) != "covers 0"), key=lambda t: -abs(t["mean"])
+        (t for t in r["per_task"] if every_task or verdict(t["hdi"]) != "covers 0"),
+        key=lambda t: -abs(t["mean"]),
     )
     if not found:
         return f"{head}: none"
     rows = [
         f"  {t['task']:34} {100 * t['mean']:+7.2f} pts [{100 * t['hdi'][0]:+6.2f},{100 * t['hdi'][1]:+6.2f}]"
-        f"  observed {100 * t['observed']:+6.2f}"
+        f"  observed {100 * t['observed']:+6.2f}" + (f"  {verdict(t['hdi'])}" if every_task else "")
         for t in found
     ]
     return "\n".join([f"{head} ({len(found)} of {len(r['per_task'])}):", *rows])
@@ -199,8 +205,9 @@ def verdict(interval: list[float]) -> str:
     return "> 0" if interval[0] > 0 else "< 0" if interval[1] < 0 else "covers 0"
 
 
-def format_fits(records: list[dict]) -> str:
-    """One line per fit: beta (mean, HDI, diagnostics) and the eq. 11 average difference in points."""
+def format_fits(records: list[dict], every_task: bool = False) -> str:
+    """One line per fit: beta (mean, HDI, diagnostics) and the eq. 11 average difference in points; then
+    per fit the tasks whose eq. 12 HDI excludes 0 (or every task's)."""
     if not records:
         return ""
     prob = f"{100 * records[0]['hdi_prob']:.0f}%"
@@ -218,7 +225,7 @@ def format_fits(records: list[dict]) -> str:
             f"{verdict(a['hdi'])}"
         )
     for r in records:
-        lines.append(tasks_excluding_zero(r))
+        lines.append(tasks_excluding_zero(r, every_task))
     for r in records:
         if r["refitted_after"]:
             lines.append(
