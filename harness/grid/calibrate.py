@@ -176,7 +176,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
     for cell in cfg.cell_configs():
         if modes_of(cell, opts) == [DEFAULT]:
             note = (
-                f"{cell.adaptation().name} has no packing setting: its one mode ({DEFAULT}) was run, "
+                f"{cell.adaptation().name} has no packing setting: its one mode ({DEFAULT}) is calibrated, "
                 f"not {', '.join(opts.modes)}"
             )
             notes += [note] if note not in notes else []
