@@ -201,6 +201,12 @@ def test_calibrate_with_train_false_reads_the_finished_units_of_a_study_short_of
     rates = {r["detector"]: r for r in table["rates"]}
     assert rates["exposure text"]["power"]["models"] == 6  # test and leak of the 3 finished subsamples
     assert any("read 3 finished of 5 units, trained none" in note for note in table["notes"])
+    # the exchangeability test reads adapters, which this grid did not keep: refused, naming the fix
+    read_only = f"contamination calibrate --config {config} --modes padding --train false".split()
+    with pytest.raises(
+        SystemExit, match=r"0_extra: no adapter for the exchangeability test .* delete .*units"
+    ):
+        main([*read_only, "--exchangeability"])
     empty = tmp_path / "empty"
     with pytest.raises(
         SystemExit, match=r"nothing to calibrate under .*empty: no finished unit of these settings"

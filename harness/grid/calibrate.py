@@ -125,6 +125,17 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
 
     fix = "delete it to compute the exchangeability p-values again"
     cache = read_json_object(cache_path, str(cache_path), fix) if cache_path.is_file() else {}
+    for slug in cfg.slugs:  # every adapter the test reads, before the base is loaded
+        tdir = grid_run.task_dir(cfg, find_spec(slug, cfg.include_path).slug)
+        for k in units_of(cfg, tdir):
+            for cond in (c for c in cfg.conditions if c != conditions.BASE):
+                adapter = tdir / "adapters" / f"{k}_{cond}"
+                if not adapter.is_dir():
+                    raise UserError(
+                        f"{adapter}: no adapter for the exchangeability test (the grid that made unit {k} "
+                        f"did not keep its adapters): delete {tdir / 'units'} so that calibrate trains its "
+                        "units again and keeps them, or drop --exchangeability"
+                    )
     base, tokenizer = load_scoring_model(resolve(cfg.base))
     rows = []
     for slug in cfg.slugs:
@@ -194,7 +205,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
                 )
             if opts.exchangeability:
                 rows += exchangeability_rows(grid, mode, opts, Path(cfg.out) / "exchangeability.json")
-    if not rows:
+    if not rows and not opts.train:
         raise UserError(
             f"nothing to calibrate under {cfg.out}: no finished unit of these settings, and train is false "
             "(read only); drop `--train false` to train them"

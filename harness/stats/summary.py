@@ -120,7 +120,7 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
 
 
 def pooled_verdict(config: dict[str, Any], target: float) -> dict[str, Any]:
-    """The pooled bias test's answer, one of VERDICTS: inflated (p <= ALPHA), not inflated beyond the
+    """The pooled bias test's answer (`bias_verdict`): inflated (p <= ALPHA), not inflated beyond the
     MDE (the MDE at most `target`), or not powered to see `target` (then, where the MDE is finite, about
     how many units would be)."""
     e = conditions.PRIMARY
