@@ -5,10 +5,16 @@ condition's and the next unit's base without a word).
 The fingerprint is a CRC-32 of every parameter's and buffer's bytes, per name (zlib's CRC runs at
 memory speed; a cryptographic hash is not needed against a method that is not an adversary). Tensors
 on an accelerator are summed there instead of copied to the host.
+
+A 4-bit (bitsandbytes) weight is read in a layout-free form: its 4-bit codes in the order they were
+quantised and its block scales in bfloat16. On a CPU with AVX-512 BF16, bitsandbytes repacks a 4-bit
+weight for its own kernel on the first forward pass in eval mode (new code order, scales dequantised to
+bfloat16): the same weights in other bytes, which a CRC of the raw storage would read as a change.
 """
 
 from __future__ import annotations
 
+import copy
 import zlib
 
 import torch
@@ -16,14 +22,40 @@ import torch
 Fingerprint = dict[str, tuple]
 
 
+def _crc(t: torch.Tensor) -> int:
+    return zlib.crc32(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy())
+
+
+def _four_bit_print(t) -> tuple:
+    """A bitsandbytes 4-bit weight on the CPU: its codes in quantisation order and its scales in
+    bfloat16, read the same before and after bitsandbytes repacks it (packing_format_for_cpu)."""
+    from bitsandbytes.functional import _convert_weight_packed_for_cpu_inverse, dequantize_blockwise
+
+    state = t.quant_state
+    rows, cols = state.shape[0], state.shape[1]
+    if getattr(state, "packing_format_for_cpu", False):
+        unpacked = copy.copy(state)  # the inverse rewrites the state it is given: a shallow copy's fields
+        unpacked.original_nested = False  # the codes only: the scales are read below as they stand
+        codes, _ = _convert_weight_packed_for_cpu_inverse(t.data, unpacked)
+        scales = state.absmax  # bfloat16, (blocks, rows): as the repacking left them
+    else:
+        codes = t.data
+        absmax = state.absmax
+        if state.nested:  # the scales' own quantisation, undone as the repacking undoes it
+            absmax = dequantize_blockwise(state.absmax, state.state2) + state.offset
+        scales = absmax.float().reshape(rows, cols // state.blocksize).T.to(torch.bfloat16)
+    return ("4bit", tuple(state.shape), _crc(codes.view(torch.uint8)), _crc(scales.contiguous()))
+
+
 def _tensor_print(t: torch.Tensor) -> tuple:
-    t = t.detach()
+    t = t.detach() if getattr(t, "quant_state", None) is None else t
     if t.device.type != "cpu":  # no host copy: two float64 sums on the device, position-weighted
-        flat = t.reshape(-1).double()
+        flat = t.detach().reshape(-1).double()
         ramp = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64)
         return (str(t.dtype), tuple(t.shape), float(flat.sum()), float((flat * ramp).sum()))
-    data = t.contiguous().reshape(-1).view(torch.uint8).numpy()
-    return (str(t.dtype), tuple(t.shape), zlib.crc32(data))
+    if getattr(t, "quant_state", None) is not None and getattr(t, "bnb_quantized", False):
+        return _four_bit_print(t)
+    return (str(t.dtype), tuple(t.shape), _crc(t))
 
 
 def fingerprint(model: torch.nn.Module) -> Fingerprint:
