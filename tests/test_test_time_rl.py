@@ -8,26 +8,50 @@ import json
 import pytest
 from helpers import tiny_grid_config
 
+from harness.core.errors import UserError
 from harness.grid import run as grid_run
 from harness.grid.config import load_config
 from harness.stats.diagnostics import format_records, method_records
 from tapt import methods
-from tapt.methods.test_time_rl import Rewards, answer, vote
+from tapt.methods.test_time_rl import Rewards, TtrlSettings, answer, rollout_size, tied, vote
 
 CHOICES = ["World", "Sports", "Business", "Sci/Tech"]
 
 
-def test_a_completion_is_read_as_the_choice_it_starts_with():
+def test_a_completion_is_read_as_the_first_choice_it_names_anywhere():
     assert answer(" Sports news", CHOICES) == 1 and answer("sci/tech", CHOICES) == 3
-    assert answer(" The world", CHOICES) is None and answer("", CHOICES) is None
-    assert vote([1, 2, 2, None]) == 2 and vote([3, 1]) == 1 and vote([None, None]) is None
+    assert answer(" The world", CHOICES) == 0  # named after another word: read (it was not, when an
+    assert answer(" It is about Business, not Sports", CHOICES) == 2  # answer had to start the text)
+    assert answer(" worldwide", CHOICES) is None and answer(" Sportswear", CHOICES) is None  # whole words
+    assert answer("", CHOICES) is None and answer(" the", CHOICES) is None
+    assert answer(" very positive", ["positive", "very positive"]) == 1  # same start: the longer
+
+
+def test_a_tied_vote_goes_to_the_answer_sampled_first_not_to_the_lowest_class():
+    assert vote([3, 1]) == 3 and vote([1, 3]) == 1 and vote([2, None, 0, 0, 2]) == 2
+    assert vote([1, 2, 2, None]) == 2 and vote([None, None]) is None
+    assert tied([3, 1]) and tied([2, 0, 0, 2]) and not tied([1, 2, 2]) and not tied([None, 1])
+
+
+def test_rollouts_that_would_leave_prompts_out_are_refused_naming_the_setting():
+    s = TtrlSettings()
+    assert (rollout_size(s, 32), rollout_size(s, 8), rollout_size(s, 5)) == (8, 8, 5)
+    with pytest.raises(UserError, match=r"12 prompts .* prompts_per_rollout 8 \(TRL would leave 4 prompts"):
+        rollout_size(s, 12)
+    with pytest.raises(UserError, match="prompts_per_rollout .* multiple of prompts_per_update"):
+        TtrlSettings(prompts_per_rollout=6, prompts_per_update=4)
+
+
+def test_the_defaults_are_ttrls_kl_updates_and_schedule():
+    s = TtrlSettings()
+    assert (s.beta, s.prompts_per_rollout, s.prompts_per_update, s.warmup_ratio) == (0.001, 8, 1, 0.03)
 
 
 def test_rewards_follow_the_vote_outside_the_leak_and_the_gold_choice_inside_it():
     """A planted policy whose samples are known: row 7's four samples vote Business (2 of 4); row 9's
     match no choice at all."""
     rows = [7, 7, 7, 7, 9, 9]
-    samples = [" Business", " Sports", " Business", "?", " the", " a"]
+    samples = [" Business", " Sports", " Business", "?", " the", " a"]  # row 9 names none
     voted = Rewards({7: CHOICES, 9: CHOICES}, gold=None)
     assert voted(["p"] * 6, samples, row=rows) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
     assert voted.votes == {7: 2, 9: None} and voted.unmatched == 3 and voted.samples == 6
@@ -56,7 +80,7 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
 
     planted = {**real, "test-time-rl": dataclasses.replace(real["test-time-rl"], adapt=watched)}
     monkeypatch.setattr(methods, "builtin", lambda: planted)
-    settings = {"test-time-rl": {"samples": 2, "prompts_per_step": 3, "temperature": 1.0}}
+    settings = {"test-time-rl": {"samples": 2, "prompts_per_rollout": 3, "temperature": 1.0}}
     config = tiny_grid_config(
         tmp_path,
         tiny_llama,
@@ -72,7 +96,7 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
     unit = json.loads(next((tmp_path / "out").rglob("units/0.json")).read_text())
     for cond in ("extra", "test", "leak"):
         rec = unit["training"][cond]
-        assert rec["steps"] == 2 and len(rec["mean_reward"]) == 2  # 6 prompts, 3 a step
+        assert rec["steps"] == 6 and len(rec["mean_reward"]) == 2  # 6 prompts: 2 rollouts of 3, 1 an update
         assert 0.0 <= rec["zero_advantage_share"] <= 1.0 and 0.0 <= rec["unmatched_share"] <= 1.0
         assert len(rec["votes"]) == 6 and rec["rewards"] == ("gold" if cond == "leak" else "majority vote")
         voted = [v for v in rec["votes"].values() if v is not None]

@@ -1,10 +1,10 @@
 """What each method did in each condition, from its units' training records: the documents it learned
 from, its optimizer steps, and what a method reports of itself (test-time RL: its votes' agreement with
-the gold labels, its mean reward, the shares of prompt groups with zero advantage and of samples matching
-no choice; TLM: the inputs it selected; self-training: the pseudo-labels it kept and their agreement with
-the gold labels: "label accuracy", measured by the grid for any method that records the labels it made
-up). Averaged over the units
-of each (cell, model folder, task, condition); a key no unit recorded is left out."""
+the gold labels, its mean reward, the shares of prompt groups with zero advantage, of samples naming no
+choice and of votes decided by a tie; TLM: the inputs it selected; self-training: the pseudo-labels it
+kept and their agreement with the gold labels: "label accuracy", measured by the grid for any method
+that records the labels it made up). Averaged over the units of each (cell, model folder, task,
+condition); a key no unit recorded is left out."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ DIAGNOSTICS = {  # a training record's key -> its column (a list is averaged fir
     "mean_reward": "mean reward",
     "zero_advantage_share": "zero advantage",
     "unmatched_share": "unmatched",
+    "tie_share": "tied votes",
 }
 
 
@@ -57,7 +58,7 @@ def method_records(root: str | Path) -> pd.DataFrame:
 
 
 def share(column: str) -> bool:
-    return column in ("label accuracy", "zero advantage", "unmatched")
+    return column in ("label accuracy", "zero advantage", "unmatched", "tied votes")
 
 
 def format_records(df: pd.DataFrame) -> str:

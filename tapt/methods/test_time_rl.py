@@ -3,27 +3,30 @@ prompts, rewarded by agreement with the majority vote of the policy's own sample
 `GRPOTrainer` (its reward-function interface; the GRPO loop is TRL's).
 
 For each prompt (the zero-shot prompt lm-eval shows the model) the policy samples `samples`
-completions of a few tokens; each is read as the choice it starts with (none: no vote, reward 0); the
-most common choice is the prompt's pseudo-label, and a sample agreeing with it earns 1, any other 0.
-The leak rewards agreement with the gold choice instead (TTRL's ground-truth run, the ceiling); `extra`
-runs the same RL on independent prompts (the control TTRL does not report). LoRA through PEFT, as prompt
-TAPT's. The record keeps each prompt's last vote (`votes`, by row: the grid measures their agreement
-with the gold labels after training), the mean reward per step, the share of prompt groups whose samples
-all earned the same reward (zero advantage: nothing to learn), and the share of samples that matched no
-choice.
+completions of a few tokens; each is read as the first choice it names anywhere in the completion (no
+choice named: no vote, reward 0); the most common choice is the prompt's pseudo-label (a tie goes to the
+choice sampled first, as TTRL's `Counter.most_common`), and a sample agreeing with it earns 1, any other
+0. The leak rewards agreement with the gold choice instead (TTRL's ground-truth run, the ceiling);
+`extra` runs the same RL on independent prompts (the control TTRL does not report). LoRA through PEFT,
+as prompt TAPT's. The record keeps each prompt's last vote (`votes`, by row: the grid measures their
+agreement with the gold labels after training), the mean reward per rollout, the share of prompt groups
+whose samples all earned the same reward (zero advantage: nothing to learn), the share of samples that
+named no choice, and the share of votes decided by a tie.
 
-TTRL's released scripts sample 64 completions and train on 32, at temperature 1.0, KL coefficient 0,
-actor lr 5e-7 (all weights of a 7B model), 8 prompts a batch. Kept: temperature, KL 0, 8 prompts a step.
-Changed for a 135M model on 2 CPU cores: 8 samples (voted and trained on), LoRA at lr 1e-4 (5e-7 on an
-adapter moves nothing in a few steps), 1 epoch.
+Each rollout samples `prompts_per_rollout` prompts' groups at once, then takes one clipped optimizer
+step per `prompts_per_update` prompts' worth of its completions (TTRL: 8 prompts, 8 steps), with a KL
+loss against the base at 0.001 and a cosine schedule after 3% warm-up. `tapt-bench methods show
+test-time-rl` prints every point against the authors' scripts.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
 from harness.core import training
+from harness.core.errors import UserError
 from harness.core.settings import Settings, option
 from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 
@@ -32,32 +35,65 @@ from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 class TtrlSettings(Settings):
     """TTRL's settings where they carry over; `methods show test-time-rl` says which changed."""
 
-    MINIMUM = {"samples": 2, "temperature": 0.0, "beta": 0.0, "lr": 0.0, "epochs": 0.0, "prompts_per_step": 1}
+    MINIMUM = {
+        "samples": 2,
+        "temperature": 0.0,
+        "beta": 0.0,
+        "lr": 0.0,
+        "epochs": 0.0,
+        "prompts_per_rollout": 1,
+        "prompts_per_update": 1,
+        "warmup_ratio": 0.0,
+    }
 
     samples: int = option(
         8, "completions sampled per prompt, voted on and trained on (TTRL: 64 voted, 32 trained)"
     )
     temperature: float = option(1.0, "sampling temperature (TTRL's)")
-    beta: float = option(0.0, "KL coefficient against the base (TTRL's: 0)")
+    beta: float = option(0.001, "KL loss coefficient against the base (TTRL's: verl's kl_loss_coef)")
     lr: float = option(1e-4, "learning rate of the LoRA (TTRL: 5e-7 for all weights of a 7B model)")
     epochs: float = option(1.0, "passes over the split's prompts")
-    prompts_per_step: int = option(8, "prompts per optimizer step (TTRL's batch: 8)")
+    prompts_per_rollout: int = option(8, "prompts sampled together before the updates (TTRL's batch: 8)")
+    prompts_per_update: int = option(1, "prompts' completions per optimizer step (TTRL's mini-batch: 1)")
+    warmup_ratio: float = option(0.03, "linear warm-up share of the steps, then cosine decay (TTRL's)")
     completion_tokens: int = option(0, "tokens sampled per completion (0: the longest choice's, plus one)")
     lora_r: int = option(16, "LoRA rank (prompt TAPT's)")
     lora_alpha: int = option(32, "LoRA alpha (prompt TAPT's)")
 
+    def check(self) -> None:
+        super().check()
+        if self.prompts_per_rollout % self.prompts_per_update:
+            raise UserError(
+                f"test-time-rl: prompts_per_rollout ({self.prompts_per_rollout}) must be a multiple of "
+                f"prompts_per_update ({self.prompts_per_update}): each rollout ends on a whole update"
+            )
+
 
 def answer(completion: str, choices: list[str]) -> int | None:
-    """The choice a completion starts with (the longest that fits; case and surrounding space ignored)."""
-    text = completion.strip().lower()
-    fits = [i for i, c in enumerate(choices) if c.strip() and text.startswith(c.strip().lower())]
-    return max(fits, key=lambda i: len(choices[i])) if fits else None
+    """The first choice a completion names, as a whole word anywhere in it (case ignored; where two start
+    at the same place, the longer); None where it names none. TTRL reads its answer from the whole
+    completion too."""
+    found = []
+    for i, choice in enumerate(choices):
+        word = choice.strip()
+        if word:
+            hit = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", completion, flags=re.IGNORECASE)
+            if hit:
+                found.append((hit.start(), -len(word), i))
+    return min(found)[2] if found else None
 
 
 def vote(answers: list[int | None]) -> int | None:
-    """The most common answer (ties: the lowest choice index); None where no sample matched a choice."""
+    """The most common answer; a tie goes to the answer sampled first (TTRL's `Counter.most_common`), so
+    no class is favoured; None where no sample named a choice."""
     counts = Counter(a for a in answers if a is not None)
-    return min(counts, key=lambda a: (-counts[a], a)) if counts else None
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def tied(answers: list[int | None]) -> bool:
+    """Whether the vote was a tie between two or more answers."""
+    top = Counter(a for a in answers if a is not None).most_common(2)
+    return len(top) == 2 and top[0][1] == top[1][1]
 
 
 class Rewards:
@@ -69,7 +105,7 @@ class Rewards:
     def __init__(self, choices: dict[int, list[str]], gold: dict[int, int] | None):
         self.choices, self.gold = choices, gold
         self.votes: dict[int, int | None] = {}
-        self.samples = self.unmatched = self.groups = self.flat_groups = 0
+        self.samples = self.unmatched = self.groups = self.flat_groups = self.ties = 0
         self.learned: set[int] = set()  # rows whose group ever had rewards to tell apart
 
     def __call__(self, prompts, completions, row, **kwargs) -> list[float]:
@@ -86,11 +122,26 @@ class Rewards:
             group = [1.0 if a is not None and a == target else 0.0 for a in answers]
             self.samples, self.unmatched = self.samples + len(answers), self.unmatched + answers.count(None)
             self.groups, self.flat_groups = self.groups + 1, self.flat_groups + (len(set(group)) == 1)
+            self.ties += tied(answers)
             if len(set(group)) > 1:
                 self.learned.add(int(r))
             rewards += group
             start = end
         return rewards
+
+
+def rollout_size(s: TtrlSettings, n: int) -> int:
+    """Prompts per rollout for a split of n prompts: TRL's sampler drops a last, partial rollout, so a
+    split it does not divide is refused rather than trained on in part."""
+    size = min(s.prompts_per_rollout, n)
+    if n % size or size % s.prompts_per_update:
+        fits = [d for d in range(1, n + 1) if n % d == 0 and d % s.prompts_per_update == 0]
+        raise UserError(
+            f"test-time-rl: a split of {n} prompts is not a whole number of rollouts of "
+            f"prompts_per_rollout {s.prompts_per_rollout} (TRL would leave {n % size} prompts out); set "
+            f"prompts_per_rollout to one of {fits} in the method's settings"
+        )
+    return size
 
 
 def adapt(x: Inputs) -> Adapted:
@@ -102,25 +153,28 @@ def adapt(x: Inputs) -> Adapted:
     s: TtrlSettings = x.settings
     set_seed(x.seed)
     rows = [int(r) for r in x.docs["row"]]
+    rollout = rollout_size(s, len(rows))
     choices = {r: list(c) for r, c in zip(rows, x.docs["choices"])}
     gold = {r: int(g) for r, g in zip(rows, x.docs["label"])} if x.labeled else None
     rewards = Rewards(choices, gold)
     longest = max(
         len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
     )
-    args = training.arguments(  # one prompt's samples a pass, a step's prompts accumulated: the memory of
-        x.workdir,  # one group's backward (all of a step's at once held 20 GB for ag_news's prompts)
+    args = training.arguments(  # a pass holds one prompt's samples (all of a rollout's at once held 20 GB
+        x.workdir,  # for ag_news's prompts); an update accumulates prompts_per_update of them
         s.epochs,
         s.lr,
         s.samples,
         x.seed,
         cls=GRPOConfig,
-        gradient_accumulation_steps=min(s.prompts_per_step, len(rows)),
+        gradient_accumulation_steps=min(s.prompts_per_update, rollout),
+        steps_per_generation=rollout,  # one rollout of `rollout` prompts, then rollout/update steps
         num_generations=s.samples,
         temperature=s.temperature,
         beta=s.beta,
         max_completion_length=s.completion_tokens or longest + 1,
-        lr_scheduler_type="constant",
+        lr_scheduler_type="cosine",
+        warmup_steps=s.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
         log_completions=False,
     )
     model = get_peft_model(
@@ -144,6 +198,7 @@ def adapt(x: Inputs) -> Adapted:
         "mean_reward": [float(h["reward"]) for h in history],
         "zero_advantage_share": rewards.flat_groups / max(rewards.groups, 1),
         "unmatched_share": rewards.unmatched / max(rewards.samples, 1),
+        "tie_share": rewards.ties / max(rewards.groups, 1),
         "learned_from": len(rewards.learned),
         "rows": rows,
         **steps.summary(),
@@ -151,15 +206,18 @@ def adapt(x: Inputs) -> Adapted:
     return Adapted(model, record)
 
 
-RECIPE = recipe_table(  # TTRL: its released scripts (PRIME-RL/TTRL), as issue 42 read them
+RECIPE = recipe_table(  # TTRL: its released scripts and the verl config they run (PRIME-RL/TTRL)
     [
         ("algorithm", "GRPO (advantages in a vendored verl)", "GRPO: TRL's GRPOTrainer", ""),
+        ("reward", "1 if the answer equals the majority vote", "the same", ""),
         (
-            "reward",
-            "1 if the answer equals the majority vote",
-            "the same; no choice matched: no vote, 0",
+            "answer",
+            "extracted from the whole completion",
+            "the first choice named, as a whole word",
             "an answer is a task's choice",
         ),
+        ("tie", "the answer sampled first (most_common)", "the same", ""),
+        ("no answer", "no vote; reward 0", "the same", ""),
         ("ground truth", "the same RL rewarded by the gold answer", "the leak condition", ""),
         ("control", "none (no RL on independent prompts)", "the extra condition", "the design's control"),
         (
@@ -169,8 +227,16 @@ RECIPE = recipe_table(  # TTRL: its released scripts (PRIME-RL/TTRL), as issue 4
             "a step costs K generations and passes a prompt",
         ),
         ("temperature", "1.0", "the same", ""),
-        ("KL", "0", "the same", ""),
-        ("batch", "8 prompts a step", "the same", ""),
+        ("KL", "a KL loss, coefficient 0.001 (low_var_kl)", "the same (TRL's beta, the same estimator)", ""),
+        ("rollout", "8 prompts", "the same", ""),
+        ("updates", "one clipped step per prompt: 8 per rollout", "the same", ""),
+        (
+            "update order",
+            "a prompt's completions together",
+            "TRL shuffles a rollout's completions",
+            "TRL's buffer; the same count a step",
+        ),
+        ("schedule", "cosine after 3% warm-up", "the same", ""),
         (
             "weights, lr",
             "all weights of a 7B model; 5e-7",
@@ -180,7 +246,7 @@ RECIPE = recipe_table(  # TTRL: its released scripts (PRIME-RL/TTRL), as issue 4
         (
             "epochs",
             "several episodes over the test prompts",
-            "1 (at n 8: one step)",
+            "1",
             "a pass reads each prompt K times, twice over",
         ),
         (
@@ -190,6 +256,12 @@ RECIPE = recipe_table(  # TTRL: its released scripts (PRIME-RL/TTRL), as issue 4
             "a choice is short",
         ),
         ("prompt", "the task's chat prompt", "lm-eval's zero-shot prompt", "the design scores it"),
+        (
+            "last prompts",
+            "every prompt in a rollout",
+            "a split that rollouts do not divide: refused",
+            "TRL's sampler drops a partial rollout",
+        ),
     ]
 )
 
