@@ -196,7 +196,7 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
     with pytest.raises(
         SettingsError,
-        match="x.yaml: key 'conditions' must be base, extra, test and optionally leak, "
+        match="x.yaml: key 'conditions' must be base, extra, test and optionally leak, stream, "
         "got \\['base', 'test', 'leak'\\]",
     ):
         load_config(

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-BASE, EXTRA, TEST, LEAK = "base", "extra", "test", "leak"
+BASE, EXTRA, TEST, LEAK, STREAM = "base", "extra", "test", "leak", "stream"
 PAIRED = (BASE, EXTRA, TEST)  # the study's three conditions; every unit scores them
-ALL = (*PAIRED, LEAK)  # with the planted leak: TAPT on test's prompts with their answers (a positive control)
+# with the planted leak (TAPT on test's prompts with their answers: a positive control) and the score-first
+# stream (test cut into chunks, each scored by the method adapted on the chunks before it, never on itself)
+ALL = (*PAIRED, LEAK, STREAM)
 # each TAPT condition: (the split it trains on, with its answers?)
-TAPT = {EXTRA: (EXTRA, False), TEST: (TEST, False), LEAK: (TEST, True)}
+TAPT = {EXTRA: (EXTRA, False), TEST: (TEST, False), LEAK: (TEST, True), STREAM: (TEST, False)}
 TAPT_SPLITS = (EXTRA, TEST)  # TAPT never trains on the labeled train split
 # (control, treatment) of each effect: the pretraining boost, the evaluation bias, the planted leak
-EFFECTS = {"boost": (BASE, EXTRA), "bias": (EXTRA, TEST), "leak": (EXTRA, LEAK)}
+# and what legitimate online adaptation gains (score-first, as test-time training must be run to be fair)
+EFFECTS = {"boost": (BASE, EXTRA), "bias": (EXTRA, TEST), "leak": (EXTRA, LEAK), "online": (EXTRA, STREAM)}
 TESTED = ("bias", "leak")  # given a one-sided paired permutation test (treatment > control), BH over tasks
 PRIMARY = "bias"  # the design's question: the effect whose detectable size (MDE) is reported
-READ_TEST = tuple(e for e, (_, t) in EFFECTS.items() if TAPT.get(t, ("",))[0] == TEST)  # bias, leak
+READ_TEST = tuple(e for e, (_, t) in EFFECTS.items() if TAPT.get(t, ("",))[0] == TEST)  # bias, leak, online
 OPTIONAL = tuple(c for c in ALL if c not in PAIRED)  # conditions a run may add to the paired three
 
 

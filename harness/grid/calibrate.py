@@ -69,11 +69,12 @@ def modes_of(cfg: GridConfig, opts: CalibrateOptions) -> list[str]:
 
 
 def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
-    """The grid of one mode: every condition, the exposure setting on, in <out>/<mode>; or in <out>
-    itself where a grid run there (`tapt-bench run` of a config with every condition and the exposure
-    test, such as a methods study) already holds units of exactly these settings: they are read, and
-    only the units it lacks are computed, into the same folder."""
-    changes = {"conditions": list(conditions.ALL), "exposure": True}
+    """The grid of one mode: the leak added to the config's conditions, the exposure setting on, in
+    <out>/<mode>; or in <out> itself where a grid run there (`tapt-bench run` of a config with the leak
+    and the exposure test, such as a methods study) already holds units of exactly these settings: they
+    are read, and only the units it lacks are computed, into the same folder."""
+    with_leak = [c for c in conditions.ALL if c in (*cfg.conditions, conditions.LEAK)]  # stream as given
+    changes = {"conditions": with_leak, "exposure": True}
     if mode != DEFAULT and cfg.is_study_method():
         changes["packing"] = mode == "packing"
     elif mode != DEFAULT:  # another method's packing is one of its method_settings
@@ -128,7 +129,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
     for slug in cfg.slugs:  # every adapter the test reads, before the base is loaded
         tdir = grid_run.task_dir(cfg, find_spec(slug, cfg.include_path).slug)
         for k in units_of(cfg, tdir):
-            for cond in (c for c in cfg.conditions if c != conditions.BASE):
+            for cond in (c for c in cfg.conditions if c not in (conditions.BASE, conditions.STREAM)):
                 adapter = tdir / "adapters" / f"{k}_{cond}"
                 if not adapter.is_dir():
                     raise UserError(
@@ -143,7 +144,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
         tdir = grid_run.task_dir(cfg, spec.slug)
         for k in units_of(cfg, tdir):
             test_docs = subsample_docs(spec, cfg, k)[conditions.TEST]
-            for cond in cfg.conditions:
+            for cond in (c for c in cfg.conditions if c != conditions.STREAM):  # one adapter a condition
                 model = base
                 if cond != conditions.BASE:
                     model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}")

@@ -50,7 +50,7 @@ class GridConfig(
     include_path) resolve against the file's folder; `out` against the directory the run starts from.
     """
 
-    MINIMUM = {"subsamples": 1, "eval_batch_size": 1, "codec_context": 0}
+    MINIMUM = {"subsamples": 1, "eval_batch_size": 1, "codec_context": 0, "stream_chunks": 2}
     NOT_IN_RESULTS = ("tasks", "subsamples", "cells", "out", "model_tag", "notes", "data_dir", "include_path")
 
     flow: Literal["zero_shot", "classifier"] = option(
@@ -64,7 +64,12 @@ class GridConfig(
     conditions: list[str] = option(
         list(conditions.PAIRED),
         f"conditions scored per unit; add {conditions.LEAK} for TAPT on test's prompts with their answers "
-        "(planted labeled contamination: a positive control for the bias)",
+        "(planted labeled contamination: a positive control for the bias), and stream for test scored "
+        "first, then adapted on: test cut into stream_chunks chunks, each scored by the method adapted "
+        "on the chunks before it (what legitimate online test-time adaptation gains)",
+    )
+    stream_chunks: int = option(
+        4, "with the stream condition: the chunks test is cut into (the first is scored by the base)"
     )
     method: str | None = option(
         None,
@@ -190,7 +195,13 @@ class GridConfig(
         if self.codec_context and not (self.exposure and self.flow == "zero_shot"):
             problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
             raise SettingsError.of("codec_context", problem)
+        if conditions.STREAM in self.conditions and self.flow != "zero_shot":
+            problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
+            raise SettingsError.of("conditions", problem)
         for cell in self.cell_configs():  # checks the form of each cell
+            if conditions.STREAM in self.conditions and self.stream_chunks > cell.n:
+                problem = f"is {self.stream_chunks}, more than a cell's {cell.n} test documents; lower it"
+                raise SettingsError.of("stream_chunks", problem)
             if self.exposure:
                 try:
                     check_sizes(cell.n, cell.n)
@@ -260,6 +271,8 @@ class GridConfig(
         else:
             other = [*field_names(TextSettings), *field_names(ClassifierSettings)]
         out = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
+        if conditions.STREAM not in out["conditions"]:  # recorded only with its condition: older units match
+            del out["stream_chunks"]
         if out["conditions"] == list(conditions.PAIRED):  # recorded only when it adds one: older units match
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
@@ -282,7 +295,8 @@ class GridConfig(
         """The settings that can change the base's own scores in a unit: the result settings without the
         method's (methods side by side with equal base settings share the base's scores)."""
         out = self.result_settings()
-        for key in ("method", "method_settings", "conditions", *field_names(LoraTrainingSettings)):
+        method_keys = ("method", "method_settings", "conditions", "stream_chunks")
+        for key in (*method_keys, *field_names(LoraTrainingSettings)):
             out.pop(key, None)
         return out
 

@@ -22,6 +22,7 @@ from harness import results
 from harness.core import conditions, models, weights
 from harness.core.errors import UserError
 from harness.core.settings import fingerprint, pick
+from harness.grid import stream
 from harness.grid.config import GridConfig
 from harness.scoring import classifier, zero_shot
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
@@ -137,6 +138,12 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
             )
             lap(f"exposure_{cond}")
 
+    def lm_score(model) -> pd.DataFrame:  # lm-eval's scores of test alone (the stream's chunks)
+        return zero_shot.score(zero_shot.scorer(model, tokenizer, cfg.eval_batch_size), task)
+
+    def given_back(what: str, model) -> None:
+        check_restored(method, what, at_load, model)
+
     shared = (cfg.out, fingerprint(cfg.base_settings()), spec.slug, k)
     if shared in _BASE_SCORES and _BASE_SCORES[shared][0] != cfg.tag:  # another method's, on these docs
         base_from, base_scored, base_exposed = _BASE_SCORES[shared]
@@ -147,6 +154,14 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         _BASE_SCORES[shared] = (cfg.tag, dict(scored), dict(exposed))
     for cond in cfg.conditions[1:]:  # extra, test (and leak): each adapts on its split's documents
         split, answers = conditions.TAPT[cond]
+        if cond == conditions.STREAM:  # test in chunks, each scored before the method adapts on it
+            inputs = methods.Inputs(base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path())
+            scored[cond], training[cond], base = stream.run(
+                method, inputs, cfg.stream_chunks, scored[conditions.BASE], lm_score, given_back
+            )
+            skipped[cond] = not_adapted(training[cond], scored[cond], scored[conditions.BASE])
+            lap(f"train_{cond}")  # its chunks' training and scoring
+            continue
         with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
             inputs = methods.Inputs(
                 base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path(work)
