@@ -7,6 +7,8 @@ is known by design (conditions.TAPT), so a detector's flag rate on the others is
 rate and on those its power. Each detector is a two-sample test of test against extra documents:
 - `exposure text` / `exposure label`: the exposure test (calibrated by base);
 - `exposure label (twin)`: the label statistic of each model on the text it saw (exposure.twin_label_test);
+- `exposure confidence`: the gain over base of the model's confidence in its own top choice, test against
+  extra documents: adaptation on the model's own answers to a split (self-training, test-time RL);
 - `exposure label (verdict)`: the single-checkpoint verdict's labels SEEN: the margin, where neither side's
   text was seen (the verdict reads a label flag beside a text flag as "text or labels");
 - `loss` / `Min-K%++` (uncalibrated): the suspect's own scores, no base subtracted;
@@ -99,6 +101,7 @@ DETECTORS: dict[str, Detector] = {
     "exposure text": Detector(TEXT, recorded("text")),
     "exposure label": Detector(LABELS, recorded("label")),
     "exposure label (twin)": Detector(LABELS, recorded("label_twin")),
+    "exposure confidence": Detector(TEXT, recorded("confidence")),
     "exposure label (verdict)": Detector(LABELS, label_verdict),
     "loss (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["text"])),
     "Min-K%++ (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["mink"])),

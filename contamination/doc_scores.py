@@ -9,6 +9,9 @@ Per doc, three numbers (higher: more member-like), and a fourth where asked for:
   lowest K% of the tokens;
 - `margin`: the log-odds of the true class against the others, from the class log-likelihoods as
   lm-eval scores them (`log p(c_true) - logsumexp_{c != true} log p(c)`);
+- `confidence`: the model's probability of its own top choice among the choices, as a log
+  (`max_c log p(c) - logsumexp_c log p(c)`): training on its own answers (self-training, test-time RL)
+  sharpens it on the documents it trained on, with no gold label read;
 - `codec` (causal LMs, with `codec_context` k > 0): CoDeC's drop, how much the document's own tokens
   lose when k other documents of its split stand before it (contamination.codec).
 
@@ -48,8 +51,14 @@ def margins(choices: list[list[float]], labels: np.ndarray) -> np.ndarray:
     return np.array(out)
 
 
-def frame(docs: pd.DataFrame, text, mink, margin, drops=None) -> pd.DataFrame:
-    """The per-document scores; `codec` is NaN where CoDeC was not run."""
+def confidences(choices: list[list[float]]) -> np.ndarray:
+    """Per document, the log-probability of the model's top choice, normalised over the choices."""
+    return np.array([np.max(ll) - logsumexp(ll) for ll in choices])
+
+
+def frame(docs: pd.DataFrame, text, mink, ll: list[list[float]], drops=None) -> pd.DataFrame:
+    """The per-document scores from the text scores and each document's choice log-likelihoods `ll`;
+    `codec` is NaN where CoDeC was not run."""
     return pd.DataFrame(
         {
             "split": docs["split"].to_numpy(),
@@ -57,7 +66,8 @@ def frame(docs: pd.DataFrame, text, mink, margin, drops=None) -> pd.DataFrame:
             "label": docs["label"].to_numpy(),
             "text": text,
             "mink": mink,
-            "margin": margin,
+            "margin": margins(ll, docs["label"].to_numpy()),
+            "confidence": confidences(ll),
             "codec": np.full(len(docs), np.nan) if drops is None else drops,
         }
     )
@@ -105,7 +115,7 @@ def causal_scores(
     if codec_context > 0:
         rows, groups = docs["row"].to_numpy(), docs["split"].to_numpy()
         drops = codec.drops(model, tokenizer, ctx, start, groups, rows, text, codec_context, seed, batch_size)
-    return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()), drops)
+    return frame(docs, text, mink, ll, drops)
 
 
 def prompt_scores(
@@ -181,4 +191,4 @@ def masked_scores(model, tokenizer, docs: pd.DataFrame, seed: int) -> pd.DataFra
             where = list(range(len(body), len(full) - 1))
             per_class.append(float(masked_log_probs(model, full, where, mask_id)[0].sum()))
         ll.append(per_class)
-    return frame(docs, text, mink, margins(ll, docs["label"].to_numpy()))
+    return frame(docs, text, mink, ll)

@@ -7,9 +7,11 @@ al. 2024). Each document's score under the suspect model, minus its score under 
 calibrates away how hard each text is), is compared between suspect and reference documents by a
 one-sided permutation test of the difference of means (H1: suspect documents gained more); the other
 side reads whether the reference was the one seen. The statistics are a registry (STATISTICS): the
-text (minus the loss of the document's own tokens, or Min-K%++) and the label (the log-odds margin of
-the true class). The base's own scores are tested the same way between the two sets (the shift check):
-where the base alone separates them, the reference is not exchangeable with the suspect documents.
+text (minus the loss of the document's own tokens, or Min-K%++), the label (the log-odds margin of
+the true class) and the confidence (the log-probability of the model's own top choice: training on its
+own answers sharpens it where it trained). The base's own scores are tested the same way between the
+two sets (the shift check): where the base alone separates them, the reference is not exchangeable
+with the suspect documents.
 Internally the suspect documents are the split `test` and the reference documents the split `extra`.
 """
 
@@ -31,7 +33,7 @@ from harness.core.power import ALPHA, RESAMPLES, detectable
 
 TEXT_SCORES = {"loss": "text", "mink++": "mink"}  # --text-score -> the doc_scores column
 TEXT_UNITS = {"loss": "nats/token", "mink++": "Min-K%++ units"}
-SCORE_COLUMNS = ("text", "mink", "margin")  # every per-document score doc_scores writes, base-calibrated
+SCORE_COLUMNS = ("text", "mink", "margin", "confidence")  # doc_scores' per-document scores, base-calibrated
 CODEC = "codec"  # CoDeC's per-document drop (contamination.codec): the model's own, never calibrated
 
 
@@ -49,6 +51,8 @@ LABELS_SEEN = "labels"
 STATISTICS = {
     "text": Statistic(TEXT_SCORES.__getitem__, TEXT_UNITS.__getitem__, "text"),
     "label": Statistic(lambda _: "margin", lambda _: "nats of log-odds", LABELS_SEEN),
+    # adaptation on the model's own answers: the gain in confidence in its top choice, no gold label read
+    "confidence": Statistic(lambda _: "confidence", lambda _: "nats, top choice", "own answers"),
 }
 
 
@@ -123,16 +127,19 @@ def calibrate(suspect: pd.DataFrame, reference: pd.DataFrame | None) -> pd.DataF
         return suspect
     keys = ["split", "row"]
     joined = suspect.merge(reference, on=keys, suffixes=("", "_ref"), validate="one_to_one")
-    return joined.assign(**{c: joined[c] - joined[f"{c}_ref"] for c in SCORE_COLUMNS})[suspect.columns]
+    own = [c for c in SCORE_COLUMNS if c in suspect]  # a record from before a score was added lacks it
+    return joined.assign(**{c: joined[c] - joined[f"{c}_ref"] for c in own})[suspect.columns]
 
 
 def split_scores(scores: pd.DataFrame, text_score: str) -> dict[str, dict[str, np.ndarray]]:
-    """Per statistic, its per-document values on the suspect (`test`) and reference (`extra`) sets."""
+    """Per statistic, its per-document values on the suspect (`test`) and reference (`extra`) sets (a
+    statistic whose score the record lacks is left out)."""
     return {
         name: {
             s: scores.loc[scores["split"] == s, stat.column(text_score)].to_numpy() for s in ("test", "extra")
         }
         for name, stat in STATISTICS.items()
+        if stat.column(text_score) in scores
     }
 
 
@@ -211,7 +218,10 @@ def condition_tests(scores: dict[str, pd.DataFrame], reference: str, text_score:
     return {
         "text_score": text_score,
         "docs": ref[["split", "row", "label"]].to_dict("list"),
-        "scores": {c: df[[*SCORE_COLUMNS, *recorded_codec(df)]].to_dict("list") for c, df in scores.items()},
+        "scores": {
+            c: df[[x for x in SCORE_COLUMNS if x in df] + recorded_codec(df)].to_dict("list")
+            for c, df in scores.items()
+        },
         "tests": tests,
     }
 

@@ -11,7 +11,7 @@ def flags(result: dict) -> dict[str, bool]:
     """Which exposures the result shows at alpha: each statistic for the suspect documents, and the
     other side of the text statistic (the reference's text)."""
     a = result["alpha"]
-    return {name: result[name]["p_test"] <= a for name in STATISTICS} | {
+    return {name: result[name]["p_test"] <= a for name in STATISTICS if name in result} | {
         "extra_text": result["text"]["p_extra"] <= a
     }
 
@@ -64,7 +64,7 @@ def verdict(result: dict) -> list[str]:
             "exchangeable, so the calibrated result rests on the base's calibration alone; prefer a "
             "reference of the same distribution"
         )
-    for name, stat in STATISTICS.items():
+    for name, stat in ((n, s) for n, s in STATISTICS.items() if n in result):
         r, what = result[name], f"{stat.seen} of {suspect}"
         caveat = " (UNRELIABLE: the reference is shifted on this statistic)" if name in shift else ""
         if why_not and (seen[name] or r["p_extra"] <= a):
@@ -98,7 +98,7 @@ def verdict(result: dict) -> list[str]:
 
 def format_result(result: dict) -> str:
     lines = [f"  {'statistic':11} {'effect':>9} {'95% interval':>21} {'p(test)':>9} {'p(extra)':>9}"]
-    rows = [(name, result[name], "") for name in STATISTICS]
+    rows = [(name, result[name], "") for name in STATISTICS if name in result]
     rows += [(name, r, "base alone, ") for name, r in result.get("shift", {}).items()]
     for name, r, shift in rows:
         unit = STATISTICS[name].unit(result["text_score"])

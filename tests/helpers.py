@@ -133,9 +133,12 @@ class Planted(LlamaForCausalLM):
         return out
 
 
-def planted(tiny_llama, tokenizer, spec, docs, answers: bool):
+def planted(tiny_llama, tokenizer, spec, docs, answers: bool, labels=None):
+    """`labels`: the answers memorised with test's texts where not the gold ones (a model's own, say)."""
     model = Planted.from_pretrained(tiny_llama).eval()
     test = docs[docs["split"] == "test"]
+    if labels is not None:
+        test = test.assign(label=labels)
     prompts = [tokenizer(p)["input_ids"] for p in docs["prompt"]]
     start = loglik.shared_prefix(prompts)  # the instruction every prompt shares is not memorised
     model.memorised = {}

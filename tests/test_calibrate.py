@@ -51,7 +51,7 @@ def planted_record(seed: int = 0, text_gain: float = 2.0, label_gain: float = 3.
     rng = np.random.default_rng(seed)
     n = 10
     split = np.array(["test"] * n + ["extra"] * n)
-    base = {c: rng.normal(size=2 * n) for c in ("text", "mink", "margin")}
+    base = {c: rng.normal(size=2 * n) for c in ("text", "mink", "margin", "confidence")}
     drops = np.random.default_rng(seed + 1)  # CoDeC's own stream: the other scores stay as they were
     scores = {"base": base | {"codec": drops.normal(scale=0.3, size=2 * n)}}
     for cond, seen, labels in (("extra", "extra", 0.0), ("test", "test", 0.0), ("leak", "test", label_gain)):
@@ -61,6 +61,7 @@ def planted_record(seed: int = 0, text_gain: float = 2.0, label_gain: float = 3.
             "text": base["text"] + noise["text"] + text_gain * on,
             "mink": base["mink"] + noise["mink"] + text_gain * on,
             "margin": base["margin"] + noise["margin"] + (seen_margin + labels) * on,
+            "confidence": base["confidence"] + noise["confidence"],  # no model trained on its own answers
             "codec": drops.normal(scale=0.3, size=2 * n) + text_gain * on,  # the model's own, on what it read
         }
     docs = {"split": split.tolist(), "row": list(range(2 * n)), "label": [0] * (2 * n)}
@@ -81,6 +82,8 @@ def test_every_detector_reads_planted_models_and_the_twin_label_statistic_ignore
     # the twin statistic: test's margins on the text it read against extra's on the text it read
     assert not flagged["exposure label (twin)", "test"] and flagged["exposure label (twin)", "leak"]
     assert ("exposure label (twin)", "extra") not in flagged
+    # no model here trained on its own answers: the confidence statistic flags none
+    assert not any(flagged["exposure confidence", c] for c in ("extra", "test", "leak"))
     # the single checkpoint's verdict: a label flag beside a text flag on either side claims no labels
     assert not any(flagged["exposure label (verdict)", c] for c in ("extra", "test", "leak"))
 

@@ -79,7 +79,8 @@ def test_without_codec_context_the_scores_have_no_codec_and_the_record_keeps_its
     assert s["codec"].isna().all()
     record = condition_tests({"base": s, "test": s}, "base", "loss")
     assert (
-        set(record["scores"]["test"]) == {"text", "mink", "margin"} and "codec" not in record["tests"]["test"]
+        set(record["scores"]["test"]) == {"text", "mink", "margin", "confidence"}
+        and "codec" not in record["tests"]["test"]
     )
 
 

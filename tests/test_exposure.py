@@ -57,7 +57,7 @@ def scored(tiny_llama, docs):
 
 def test_a_model_that_memorised_the_test_text_is_flagged_for_text_not_labels(scored):
     result = exposure_test(scored["text"], scored["base"])
-    assert flags(result) == {"text": True, "label": False, "extra_text": False}
+    assert flags(result) == {"text": True, "label": False, "confidence": False, "extra_text": False}
     assert result["text"]["p_test"] < 0.001 and result["label"]["p_test"] == 1.0
     assert result["text"]["ci_low"] > 0 and result["calibrated"]
 
@@ -73,6 +73,23 @@ def test_the_base_against_itself_is_flagged_for_neither(scored):
     assert not any(flags(result).values())
     assert result["text"]["p_test"] == result["label"]["p_test"] == 1.0
     assert result["text"]["effect"] == result["text"]["ci_low"] == 0.0
+
+
+def test_a_model_trained_on_its_own_answers_is_flagged_by_its_confidence_without_a_gold_label(
+    tiny_llama, docs, scored
+):
+    """Self-training's and test-time RL's exposure: the base's own top choice memorised with test's texts.
+    Its confidence in its own top choice rises on test's documents alone; the base and the model that
+    memorised the text alone do not gain it."""
+    spec, d = docs
+    base = scored["base"][scored["base"]["split"] == "test"]
+    own = np.where(base["margin"] > 0, base["label"], 1 - base["label"])  # two classes: the base's choice
+    tokenizer = models.tokenizer(str(tiny_llama))
+    model = planted(tiny_llama, tokenizer, spec, d, True, labels=own)
+    result = exposure_test(doc_scores.prompt_scores(model, tokenizer, spec, d), scored["base"])
+    assert result["confidence"]["p_test"] < 0.001 and result["confidence"]["effect"] > 0.5
+    assert exposure_test(scored["base"], scored["base"])["confidence"]["p_test"] == 1.0
+    assert exposure_test(scored["text"], scored["base"])["confidence"]["p_test"] > 0.05
 
 
 def test_min_k_plus_plus_sees_the_memorised_text_too(scored):

@@ -118,7 +118,9 @@ def test_the_command_writes_the_shift_check_beside_the_verdict(split_task, tiny_
     )
     shown = capsys.readouterr().out
     result = json.loads(out.read_text())
-    assert set(result["shift"]) == {"text", "label"} and "p_two_sided" in result["shift"]["text"]
+    assert (
+        set(result["shift"]) == {"text", "label", "confidence"} and "p_two_sided" in result["shift"]["text"]
+    )
     assert (
         f"suspect the test split ({ROWS} docs), reference {split_task / 'questions.csv'} ({ROWS} docs)"
         in shown
