@@ -12,8 +12,8 @@ Per doc, three numbers (higher: more member-like), and a fourth where asked for:
 - `confidence`: the model's probability of its own top choice among the choices, as a log
   (`max_c log p(c) - logsumexp_c log p(c)`): training on its own answers (self-training, test-time RL)
   sharpens it on the documents it trained on, with no gold label read;
-- `codec` (causal LMs, with `codec_context` k > 0): CoDeC's drop, how much the document's own tokens
-  lose when k other documents of its split stand before it (contamination.codec).
+- `codec` (causal LMs, with `codec_context` k > 0): CoDeC's drop, how much the document's own text
+  loses when k other documents of its split stand before it (contamination.codec: the authors' span).
 
 Two formats of text: `prompt` (the zero-shot prompt that prompt TAPT trains on, scored by a causal
 LM; the classes as lm-eval's continuations) and `raw` (the raw text that pretrain-text trains on:
@@ -114,7 +114,8 @@ def causal_scores(
     drops = None
     if codec_context > 0:
         rows, groups = docs["row"].to_numpy(), docs["split"].to_numpy()
-        drops = codec.drops(model, tokenizer, ctx, start, groups, rows, text, codec_context, seed, batch_size)
+        alone = [s.token_logprobs for s in scored]
+        drops = codec.drops(model, tokenizer, ctx, alone, groups, rows, codec_context, seed, batch_size)
     return frame(docs, text, mink, ll, drops)
 
 

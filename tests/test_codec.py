@@ -70,6 +70,13 @@ def test_context_documents_come_from_the_documents_own_split_and_never_itself():
     assert codec.context_rows(groups[:2], rows[:2], 3, seed=0) == [[1], [0]]  # fewer than k: all others
 
 
+def test_the_scored_span_is_the_documents_own_text_cut_as_the_authors_cut_it():
+    assert codec.shared_suffix([[1, 2, 8, 9], [3, 8, 9], [5, 6, 7, 8, 9]]) == 2
+    assert codec.span(4, 30) == (14, 29)  # own tokens 4..29: skip the first 10, drop the last
+    assert codec.span(4, 12) == (10, 11)  # short: at least one token before the last stays
+    assert codec.span(4, 5) == (4, 5)  # one own token: it is the span
+
+
 def test_without_codec_context_the_scores_have_no_codec_and_the_record_keeps_its_old_form(tiny_llama, docs):
     from contamination.exposure import condition_tests
 

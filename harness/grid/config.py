@@ -10,6 +10,7 @@ from typing import Literal
 
 import yaml
 
+from contamination import codec
 from contamination.exposure import check_sizes
 from contamination.exposure_run import ExposureSettings
 from harness import results
@@ -95,7 +96,8 @@ class GridConfig(
     codec_context: int = option(
         0,
         "with exposure: also CoDeC (Zawalski et al. 2025), each test and extra document scored again with "
-        "this many documents of its own split before it; 0: off (it costs one more pass that long)",
+        "this many documents of its own split before it (the authors use 1); 0: off (it costs one more "
+        "pass that long)",
     )
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
@@ -279,6 +281,8 @@ class GridConfig(
             del out["exposure"], out["text_score"]
             out.pop("codec_context")
         out = recorded(out)
+        if out.get("codec_context"):  # the tokens CoDeC scores (the authors' span): units of another differ
+            out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
         del out["method"], out["methods"], out["method_settings"]
         if not self.is_study_method():  # another method: its name and settings, not the study's keys
             method = self.adaptation()
