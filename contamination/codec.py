@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from harness.core import loglik
+from harness.core.recipe import recipe_table
 
 SEPARATOR = "\n\n"  # between the context documents and before the scored one
 SKIP_FIRST = 10  # the authors' token_range (10, -1): a document's first 10 tokens are not scored ...
@@ -102,3 +103,32 @@ def share(dropped: np.ndarray) -> float:
     """CoDeC's dataset score: the share of documents whose likelihood fell with the context."""
     dropped = np.asarray(dropped, float)
     return float((dropped > 0).mean()) if len(dropped) else float("nan")
+
+
+RECIPE = recipe_table(  # the authors' demo notebook (NVIDIA-NeMo/Evaluator, contamination_detection_demo)
+    [
+        ("score", "mean log p of the target alone minus with context", "the same, stored as the drop", ""),
+        ("flag", "a document whose likelihood fell", "the same (the share of a set)", ""),
+        ("k", "1 context document", "1 by default (codec_context)", ""),
+        (
+            "context",
+            "random others of the set, joined by a blank line",
+            "the same, seeded by (seed, row)",
+            "",
+        ),
+        (
+            "span",
+            "tokens 10 to the last but one of the text",
+            "the same, from the document's own text",
+            "a prompt's shared instruction and template are not its own",
+        ),
+        (
+            "short text",
+            "under 12 tokens: dropped",
+            "scored on at least one token",
+            "a split of short questions would be empty",
+        ),
+        ("test", "the share, read on its own", "test's drops against extra's", "a grid has a reference"),
+        ("long input", "text cut at 2048 characters", "context cut from the left", "the model's positions"),
+    ]
+)

@@ -84,6 +84,12 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     print(f"per task and condition: {Path(cfg.out) / CALIBRATION}; {result['seconds']:.0f} s")
 
 
+def cmd_contamination_show(args: argparse.Namespace) -> None:
+    from contamination import codec
+
+    print(f"CoDeC (Zawalski et al. 2025): its recipe against the authors' demo:\n{codec.RECIPE}")
+
+
 def register(sub) -> None:
     from contamination.exchangeability_run import ContaminationArgs
     from contamination.exposure_run import ExposureArgs
@@ -126,6 +132,8 @@ def register(sub) -> None:
         ContaminationArgs,
         aliases=["test"],
     )
+    p = command(cont, "show", cmd_contamination_show, "a detector's recipe against its authors' code")
+    p.add_argument("name", choices=["codec"], help="the detector")
     p = command(
         cont,
         "pvalue",

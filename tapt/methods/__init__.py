@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from harness.core.errors import SettingsError, UserError
+from harness.core.recipe import recipe_table  # noqa: F401  (a method file's import)
 from harness.core.settings import Settings
 from harness.tasks.protocol import Spec
 
@@ -129,14 +130,6 @@ class Method:
         from harness.core.settings import from_mapping
 
         return from_mapping(self.settings, values or {}, where)
-
-
-def recipe_table(rows: list[tuple[str, str, str, str]]) -> str:
-    """A method's recipe against its authors' code as `methods show` prints it: what; the authors; here;
-    what was kept different, and why."""
-    rows = [("what", "the authors", "here", "kept different, and why"), *rows]
-    widths = [max(len(r[i]) for r in rows) + 2 for i in range(3)]
-    return "\n".join(("".join(c.ljust(w) for c, w in zip(r, widths)) + r[3]).rstrip() for r in rows)
 
 
 def nothing_learned(record: dict) -> str | None:
