@@ -35,6 +35,7 @@ def test_every_benchmark_script_is_covered_here():
         "shifted_reference.py",
         "tapt_step.py",
         "ttrl_answers.py",
+        "tlm_moves.py",
     }
     assert {p.name for p in BENCHMARKS.glob("*.py")} - {"__init__.py"} == covered
 
@@ -50,6 +51,7 @@ def test_every_benchmark_script_is_covered_here():
         ("bayes_speed.py", ["--results", "{reference}/accuracies/bert_gpt2"], "fast/nutpie"),
         ("shared_cores.py", ["--base", "{llama}"], "accuracies equal across every leg that finished: True"),
         ("ttrl_answers.py", ["--base", "{llama}"], "rotten_tomatoes "),
+        ("tlm_moves.py", ["--base", "{llama}"], "rotten_tomatoes "),
     ],
 )
 def test_a_benchmark_runs_at_its_smoke_size(
