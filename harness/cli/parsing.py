@@ -3,6 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import typing
+from pathlib import Path
+
+EXAMPLE = '\'{"test-time-rl": {"samples": 2}}\''
+
+
+def mapping(text: str) -> dict:
+    """A flag whose value is a mapping: inline JSON or YAML, or the path of a file holding one."""
+    import yaml
+
+    stripped = text.strip()
+    is_file = stripped[:1] not in "{[" and Path(stripped).is_file()
+    source, body = (f"the file {stripped}", Path(stripped).read_text()) if is_file else ("it", stripped)
+    fix = f"give a mapping as JSON or YAML, such as {EXAMPLE}, or a file of one"
+    try:
+        value = yaml.safe_load(body) if body else {}
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        said = " ".join(str(err).split())  # YAML's message spans lines: one line, as every error here
+        raise argparse.ArgumentTypeError(f"{source} is neither JSON nor YAML ({said}); {fix}") from None
+    if not isinstance(value, dict):
+        what = "is not a file and" if not is_file else ""
+        raise argparse.ArgumentTypeError(
+            f"{text!r} {what} reads as {type(value).__name__}, not a mapping; {fix}".replace("  ", " ")
+        )
+    return value
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -35,5 +60,7 @@ def command(group, name: str, func, help: str, *settings: type, epilog: str | No
     )
     for action in p._actions:  # the usage line shows the first spelling: the dashed one
         action.option_strings.sort(key=lambda o: "_" in o)
+        if action.type is dict or typing.get_origin(action.type) is dict:  # argparse cannot call dict[...]
+            action.type = mapping
     p.set_defaults(func=func)
     return p

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 from pathlib import Path
 
-from harness.cli.parsing import command
-from harness.core.errors import UserError, read_json_object
+from harness.cli.parsing import command, mapping
 from harness.core.settings import from_namespace
 
 
@@ -19,13 +17,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     train = from_namespace(AdapterArgs, args)
     train.base = resolve(train.base)
-    given = json_value(args.method_settings)
-    if not isinstance(given, dict):
-        raise UserError(
-            f"--method-settings: a JSON object was expected, got {type(given).__name__} "
-            f"({args.method_settings!r}); give a JSON object or a file of one"
-        )
-    rec = adapt(train, args.method, given)
+    rec = adapt(train, args.method, args.method_settings)
     shown = ("sequences", "tokens", "learned_from", "steps", "final_loss", "seconds_per_step")
     print(
         f"{rec['method']}: {train.out}  "
@@ -38,19 +30,6 @@ def cmd_train(args: argparse.Namespace) -> None:
         "evaluate it on the test split of the same subsample with:\n  "
         + lm_eval_command(train, f"peft={out}" if rec["kind"] == "adapter" else f"pretrained={out}")
     )
-
-
-def json_value(text: str):
-    """--method-settings: inline JSON (anything that parses as JSON), else a file holding an object."""
-    fix = "give a JSON object or a file of one"
-    stripped = text.strip()
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError as err:
-        if stripped[:1] in '{["' or not Path(stripped).is_file():
-            where = "not valid JSON" if stripped[:1] in '{["' else "neither valid JSON nor a file"
-            raise UserError(f"--method-settings {text!r}: {where} ({err}); {fix}") from None
-    return read_json_object(stripped, f"--method-settings {stripped}", fix)
 
 
 def lm_eval_command(train, model_args: str) -> str:
@@ -98,8 +77,9 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--method-settings",
-        default="{}",
-        help="its settings: a JSON object, or a file of one (default: its own defaults)",
+        type=mapping,
+        default={},
+        help="its settings: a mapping as JSON or YAML, or a file of one (default: its own defaults)",
     )
     command(
         sub,
