@@ -3,6 +3,7 @@ adapted on nothing is counted and left out of the effects, names never become pa
 the report escapes what it reads, and bad inputs end in one line before anything is written."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,9 @@ from tapt.methods.prompt_tapt import METHOD as P
 
 NOT_A_MODEL = Method("not-a-model", ("zero_shot",), P.settings, lambda x: Adapted("not a model"))
 NOT_JSON = Method("not-json", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"when": object()}))
+NAN = Method("nan", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"loss": math.nan}))
+LOTS = Method("lots", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"learned_from": "lots"}))
+BACKWARDS = Method("backwards", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"steps": -3}))
 """
 
 
@@ -217,7 +221,10 @@ NOT_JSON = Method("not-json", ("zero_shot",), P.settings, lambda x: Adapted(x.mo
     "attr, message",
     [
         ("NOT_A_MODEL", "returned Adapted\\(str\\); adapt must return the adapted model"),
-        ("NOT_JSON", "record whose key 'when' is not JSON-able"),
+        ("NOT_JSON", "record whose key 'when' is not strict JSON"),
+        ("NAN", "method nan .* record whose key 'loss' is not strict JSON \\(Out of range float values"),
+        ("LOTS", "method lots .* record whose 'learned_from' is 'lots'; it must be a count"),
+        ("BACKWARDS", "method backwards .* record whose 'steps' is -3; it must be a count"),
     ],
 )
 def test_what_a_method_returns_is_checked_before_it_is_scored_or_written(
@@ -257,16 +264,18 @@ def test_duplicate_methods_are_refused(tmp_path, tiny_llama, data_dir):
     "settings, message",
     [
         ('{"lr": 1}', "prompt-tapt's settings are this command's own flags \\(--lr"),
-        ("[1, 2]", None),
+        ("[1, 2]", "argument --method-settings.*reads as list, not a mapping"),
     ],
 )
-def test_method_settings_that_would_be_ignored_or_misread_are_refused(settings, message, tmp_path, data_dir):
-    method = "prompt-tapt" if message else "self-training"
-    message = message or "--method-settings: a JSON object was expected, got list"
-    with pytest.raises(SystemExit, match=message):
+def test_method_settings_that_would_be_ignored_or_misread_are_refused(
+    settings, message, tmp_path, data_dir, capsys
+):
+    method = "prompt-tapt" if "lr" in settings else "self-training"
+    with pytest.raises(SystemExit) as exit_:
         main(
             f"train --task rotten_tomatoes --m 2 --n 6 --data-dir {data_dir} --out {tmp_path / 'a'} "
             f"--method {method}".split()
             + ["--method-settings", settings]
         )
+    assert re.search(message, f"{exit_.value.code} {capsys.readouterr().err}")
     assert not (tmp_path / "a").exists()

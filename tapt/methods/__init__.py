@@ -39,6 +39,7 @@ ENTRY_POINTS = "tapt_bench.methods"
 FLOWS = ("zero_shot", "classifier")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
 LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)
+COUNTS = (LEARNED_FROM, "steps")  # a record's counts: integers of at least 0 where given
 VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index or None}
 
 
@@ -117,12 +118,19 @@ class Method:
             raise UserError(f"{who} returned a record of type {type(out.record).__name__}; it must be a dict")
         for key, value in out.record.items():
             try:
-                json.dumps(value)
+                json.dumps(value, allow_nan=False)  # strict JSON: NaN and Infinity are not numbers there
             except (TypeError, ValueError) as err:
                 raise UserError(
-                    f"{who} returned a record whose key {key!r} is not JSON-able ({err}); record only "
-                    "numbers, strings, lists and dicts"
+                    f"{who} returned a record whose key {key!r} is not strict JSON ({err}); record only "
+                    "finite numbers, strings, lists and dicts (None for a missing number)"
                 ) from None
+        for key in COUNTS:
+            value = out.record.get(key)
+            if key in out.record and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise UserError(
+                    f"{who} returned a record whose {key!r} is {value!r}; it must be a count, an integer of "
+                    "at least 0"
+                )
         return out
 
     def configured(self, values: dict | None, where: str) -> Settings:
