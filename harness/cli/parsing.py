@@ -3,10 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import math
 import typing
 from pathlib import Path
 
 EXAMPLE = '\'{"test-time-rl": {"samples": 2}}\''
+
+
+def positive(text: str) -> float:
+    """A flag whose value is a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a number above 0") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0")
+    return value
+
+
+def natural(text: str) -> int:
+    """A flag whose value is an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; give one of at least 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give an integer of at least 0")
+    return value
 
 
 def mapping(text: str) -> dict:

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cli.parsing import command
+from harness.cli.parsing import command, natural, positive
 from harness.core.errors import SettingsError
 from harness.core.power import TARGET
 from harness.core.settings import Settings, field_names, from_namespace, option
@@ -202,10 +202,10 @@ def register(sub) -> None:
     )
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
+    p.add_argument("--seed", type=natural, default=0, help="seed of the permutation tests")
     p.add_argument(
         "--target",
-        type=float,
+        type=positive,
         default=100 * TARGET,
         help="the bias, in accuracy points, the study means to see: the pooled test is 'not powered' where "
         "its MDE is above it, and says about how many units would reach it",

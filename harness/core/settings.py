@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import types
 import typing
@@ -97,27 +98,37 @@ def conform(value: Any, tp: Any) -> tuple[bool, Any]:
 class Settings:
     """Base of every stage's settings: checks each field against its annotation and its bounds.
 
-    Subclasses declare bounds in `MINIMUM` ({field: smallest allowed value}) and the fields that are
-    paths in `PATHS` (resolved against a config file's folder when read from one).
+    Subclasses declare bounds in `MINIMUM` ({field: smallest allowed value}), `ABOVE` and `BELOW` (strict
+    bounds), and the fields that are paths in `PATHS` (resolved against a config file's folder when read
+    from one).
     """
 
     MINIMUM: ClassVar[dict[str, float]] = {}
+    ABOVE: ClassVar[dict[str, float]] = {}  # strict lower bounds
+    BELOW: ClassVar[dict[str, float]] = {}  # strict upper bounds
     PATHS: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
-        minimum = merged(type(self), "MINIMUM")
+        bounds = [
+            (merged(type(self), "MINIMUM"), lambda v, b: v >= b, "at least"),
+            (merged(type(self), "ABOVE"), lambda v, b: v > b, "above"),
+            (merged(type(self), "BELOW"), lambda v, b: v < b, "below"),
+        ]
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             ok, converted = conform(value, hints[f.name])
             if not ok:
                 problem = f"must be {describe(hints[f.name])}, got {value!r}"
                 raise SettingsError.of(f.name, problem)
+            numbers = converted if isinstance(converted, list) else [converted]
+            if any(isinstance(x, float) and not math.isfinite(x) for x in numbers):
+                raise SettingsError.of(f.name, f"must be a finite number, got {value!r}")
             setattr(self, f.name, converted)
-            low = minimum.get(f.name)
-            if low is not None and converted is not None and converted < low:
-                problem = f"must be at least {low}, got {converted!r}"
-                raise SettingsError.of(f.name, problem)
+            for limits, holds, words in bounds:
+                bound = limits.get(f.name)
+                if bound is not None and converted is not None and not holds(converted, bound):
+                    raise SettingsError.of(f.name, f"must be {words} {bound}, got {converted!r}")
         self.check()
 
     def check(self) -> None:

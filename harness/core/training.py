@@ -62,7 +62,8 @@ def arguments(
 class StepLog(TrainerCallback):
     """Records the loss of every logging step and the wall time of every step; stops on NaN loss."""
 
-    def __init__(self) -> None:
+    def __init__(self, fix: str = "lower --lr") -> None:
+        self.fix = fix  # what the user can change, in the words of the command that set it
         self.losses: list[float] = []
         self.step_seconds: list[float] = []
         self._start = 0.0
@@ -79,7 +80,7 @@ class StepLog(TrainerCallback):
             return
         if not math.isfinite(loss):
             raise TrainingDivergedError(
-                f"training loss became {loss} at step {state.global_step}; lower --lr (now "
+                f"training loss became {loss} at step {state.global_step}; {self.fix} (lr now "
                 f"{args.learning_rate})"
             )
         self.losses.append(float(loss))

@@ -201,6 +201,12 @@ class GridConfig(
             problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
             raise SettingsError.of("conditions", problem)
         for cell in self.cell_configs():  # checks the form of each cell
+            if self.codec_context > cell.n - 1:
+                problem = (
+                    f"is {self.codec_context}, and a document of a cell with n {cell.n} has {cell.n - 1} "
+                    f"others in its split to stand before it; set at most {cell.n - 1} (the authors use 1)"
+                )
+                raise SettingsError.of("codec_context", problem)
             if conditions.STREAM in self.conditions and self.stream_chunks > cell.n:
                 problem = f"is {self.stream_chunks}, more than a cell's {cell.n} test documents; lower it"
                 raise SettingsError.of("stream_chunks", problem)

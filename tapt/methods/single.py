@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.core import models
 from harness.core.errors import UserError
-from harness.core.settings import Settings, pick
+from harness.core.settings import Settings, flag, pick
 from tapt import methods, output
 from tapt.adapter import AdapterArgs
 from tapt.methods import Inputs, Method, nothing_learned
@@ -33,6 +33,14 @@ def train(args: AdapterArgs, method: str | None = None, given: dict | None = Non
             )
         settings = chosen.settings(**pick(args, chosen.settings))
     else:
+        default = methods.find(methods.for_flow("zero_shot"))
+        flags = {f.name: f.default for f in dataclasses.fields(default.settings) if f.name != "quantize"}
+        ignored = [flag(k) for k, v in pick(args, default.settings).items() if k in flags and v != flags[k]]
+        if ignored:
+            raise UserError(
+                f"{', '.join(ignored)}: {default.name}'s flags, which {chosen.name} does not read; give its "
+                f"settings as --method-settings (`tapt-bench methods show {chosen.name}` lists them)"
+            )
         settings = chosen.configured(given, "--method-settings")
     return adapt_and_save(args, chosen, settings)[0]
 

@@ -37,14 +37,17 @@ class TtrlSettings(Settings):
 
     MINIMUM = {
         "samples": 2,
-        "temperature": 0.0,
         "beta": 0.0,
-        "lr": 0.0,
         "epochs": 0.0,
         "prompts_per_rollout": 1,
         "prompts_per_update": 1,
         "warmup_ratio": 0.0,
+        "completion_tokens": 0,
+        "lora_r": 1,
+        "lora_alpha": 1,
     }
+    ABOVE = {"temperature": 0.0, "lr": 0.0}
+    BELOW = {"warmup_ratio": 1.0}
 
     samples: int = option(
         8, "completions sampled per prompt, voted on and trained on (TTRL: 64 voted, 32 trained)"
@@ -181,7 +184,7 @@ def adapt(x: Inputs) -> Adapted:
         x.model,
         LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"),
     )
-    steps = training.StepLog()
+    steps = training.StepLog("lower test-time-rl's lr in its method settings")
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=rewards,

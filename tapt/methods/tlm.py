@@ -36,7 +36,17 @@ from tapt.methods import Adapted, Inputs, Method, recipe_table
 class TlmSettings(Settings):
     """TLM's settings, at the paper's values where they apply to these models."""
 
-    MINIMUM = {"epochs": 0.0, "lr": 0.0, "batch_size": 1, "lamb": 0.0, "lora_r": 1}
+    MINIMUM = {
+        "epochs": 0.0,
+        "lr": 0.0,
+        "batch_size": 1,
+        "lamb": 0.0,
+        "lora_r": 1,
+        "lora_alpha": 1,
+        "threshold": 0.0,  # a log-perplexity is at least 0: below it every weight overflows
+        "warmup_ratio": 0.0,
+    }
+    BELOW = {"warmup_ratio": 1.0}
 
     rule: str = option(
         "offline",
@@ -125,7 +135,7 @@ def adapt(x: Inputs) -> Adapted:
         task_type="CAUSAL_LM",
     )
     model = get_peft_model(x.model, lora)
-    steps = training.StepLog()
+    steps = training.StepLog("lower test-time-learning's lr or raise its threshold, in its method settings")
     args = training.arguments(
         x.workdir,
         s.epochs,
