@@ -279,3 +279,55 @@ def test_method_settings_that_would_be_ignored_or_misread_are_refused(
         )
     assert re.search(message, f"{exit_.value.code} {capsys.readouterr().err}")
     assert not (tmp_path / "a").exists()
+
+
+LEFT_BEHIND = """
+from tapt.methods import Adapted, Method
+from tapt.methods.prompt_tapt import METHOD as P
+
+def hooked(x):
+    x.model.model.layers[0].register_forward_hook(lambda module, args, out: out)
+    return Adapted(x.model, {"learned_from": len(x.docs)}, restore=lambda: x.model)
+
+def padded(x):
+    x.tokenizer.padding_side = "left" if x.tokenizer.padding_side == "right" else "right"
+    return Adapted(x.model, {"learned_from": len(x.docs)}, restore=lambda: x.model)
+
+def more_tokens(x):
+    x.tokenizer.add_tokens(["brand-new-token"])
+    return Adapted(x.model, {"learned_from": len(x.docs)}, restore=lambda: x.model)
+
+def configured(x):
+    x.model.config.tie_word_embeddings = not x.model.config.tie_word_embeddings
+    return Adapted(x.model, {"learned_from": len(x.docs)}, restore=lambda: x.model)
+
+HOOK = Method("hook", ("zero_shot",), P.settings, hooked)
+PADDING = Method("padding", ("zero_shot",), P.settings, padded)
+TOKENS = Method("tokens", ("zero_shot",), P.settings, more_tokens)
+CONFIG = Method("config", ("zero_shot",), P.settings, configured)
+"""
+
+
+@pytest.mark.parametrize(
+    "attr, message",
+    [
+        (
+            "HOOK",
+            "method hook .* did not give the base back after the extra condition .*added: hooks on model",
+        ),
+        ("PADDING", "method padding .* changed the tokenizer in the extra condition .*tokenizer padding"),
+        ("TOKENS", "method tokens .* changed the tokenizer in the extra condition .*tokenizer size"),
+        ("CONFIG", "method config .* after the extra condition .*changed: config tie_word_embeddings"),
+    ],
+)
+def test_a_method_that_leaves_a_hook_a_tokenizer_or_a_config_changed_stops_the_run(
+    attr, message, tmp_path, tiny_llama, data_dir
+):
+    (tmp_path / "left.py").write_text(LEFT_BEHIND)
+    out = tmp_path / "out"
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, out, method=f"{tmp_path / 'left.py'}:{attr}", exposure=False
+    )
+    with pytest.raises(SystemExit, match=message):
+        main(["run", "--config", str(config)])
+    assert not list(out.rglob("units/*"))

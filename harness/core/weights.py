@@ -65,6 +65,45 @@ def fingerprint(model: torch.nn.Module) -> Fingerprint:
     return {name: _tensor_print(t) for name, t in named.items()}
 
 
+HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def hooks(model: torch.nn.Module) -> Fingerprint:
+    """Per module with hooks registered on it: how many of each kind (forward, pre-forward, backward,
+    pre-backward). A hook left on the base changes every later condition's outputs."""
+    out = {}
+    for name, module in model.named_modules():
+        counts = tuple(len(getattr(module, kind, None) or {}) for kind in HOOKS)
+        if any(counts):
+            out[f"hooks on {name or 'the model'}"] = counts
+    return out
+
+
+def tokenizer_print(tokenizer) -> Fingerprint:
+    """What scoring reads of a tokenizer: its size, its special tokens, its padding and truncation."""
+    if tokenizer is None:
+        return {}
+    return {
+        "tokenizer size": (len(tokenizer),),
+        "tokenizer special tokens": tuple(sorted(map(str, tokenizer.all_special_tokens))),
+        "tokenizer padding": (tokenizer.padding_side, str(tokenizer.pad_token)),
+        "tokenizer truncation": (tokenizer.truncation_side,),
+    }
+
+
+def config_print(model: torch.nn.Module) -> Fingerprint:
+    """The model's config, key by key (JSON-able values)."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "to_dict"):
+        return {}
+    return {f"config {k}": (repr(v),) for k, v in sorted(config.to_dict().items())}
+
+
+def base_state(model: torch.nn.Module, tokenizer=None) -> Fingerprint:
+    """Everything of a base that a method could leave changed: weights, hooks, tokenizer and config."""
+    return fingerprint(model) | hooks(model) | tokenizer_print(tokenizer) | config_print(model)
+
+
 def differences(before: Fingerprint, after: Fingerprint, most: int = 3) -> str:
     """What differs between two fingerprints, in words ('' when they are equal)."""
     changed = [k for k in before if k in after and before[k] != after[k]]

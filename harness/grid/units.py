@@ -56,31 +56,46 @@ def base_key(cfg: GridConfig) -> tuple:
 
 
 def loaded_base(cfg: GridConfig):
-    """(model, tokenizer, fingerprint at load) of cfg's base, loaded once per process; a different base
+    """(model, tokenizer, its state at load) of cfg's base, loaded once per process; a different base
     replaces it; a kept one is checked unchanged before it is reused."""
     if base_key(cfg) in _LOADED:
-        model, _, at_load = _LOADED[base_key(cfg)]
-        if weights.differences(at_load, weights.fingerprint(model)):  # never reused unverified
+        model, tokenizer, at_load = _LOADED[base_key(cfg)]
+        if weights.differences(at_load, weights.base_state(model, tokenizer)):  # never reused unverified
             _LOADED.clear()
     if base_key(cfg) not in _LOADED:
         _LOADED.clear()
         path = models.resolve(cfg.base)
         models.check_base(path)
         model = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora)
-        _LOADED[base_key(cfg)] = (model, models.tokenizer(path), weights.fingerprint(model))
+        tokenizer = models.tokenizer(path)
+        _LOADED[base_key(cfg)] = (model, tokenizer, weights.base_state(model, tokenizer))
     return _LOADED[base_key(cfg)]
 
 
-def check_restored(method: methods.Method, cond: str, at_load: dict, base) -> None:
-    """Stop the run when a method's restore did not give the base back as it was loaded: the next
-    condition (and unit) would be scored on a changed base."""
+def check_restored(method: methods.Method, cond: str, at_load: dict, base, tokenizer) -> None:
+    """Stop the run when a method's restore did not give the base back as it was loaded (its weights, the
+    hooks on its modules, its config, the tokenizer): the next condition (and unit) would be scored on a
+    changed base."""
     named = hasattr(base, "named_parameters")
-    changed = weights.differences(at_load, weights.fingerprint(base)) if named else "not a model"
+    changed = weights.differences(at_load, weights.base_state(base, tokenizer)) if named else "not a model"
     if changed:
         raise UserError(
             f"method {method.name} ({method.source}) did not give the base back after the {cond} condition "
-            f"(its weights differ from the base as loaded: {changed}); its Adapted.restore must return the "
-            "base unchanged (e.g. a PEFT model's unload()). Stopped before the next condition was scored."
+            f"(it differs from the base as loaded: {changed}); its Adapted.restore must return the base "
+            "unchanged (e.g. a PEFT model's unload(), with any hook it added removed, the tokenizer and the "
+            "config as they were). Stopped before the next condition was scored."
+        )
+
+
+def check_tokenizer(method: methods.Method, cond: str, at_load: dict, tokenizer) -> None:
+    """Stop before scoring when a method changed the tokenizer (added tokens fail deep inside scoring)."""
+    now = weights.tokenizer_print(tokenizer)
+    changed = weights.differences({k: v for k, v in at_load.items() if k in now}, now)
+    if changed:
+        raise UserError(
+            f"method {method.name} ({method.source}) changed the tokenizer in the {cond} condition "
+            f"({changed}); a method adapts the model and leaves the tokenizer as it was. Stopped before "
+            "scoring."
         )
 
 
@@ -139,10 +154,11 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
             lap(f"exposure_{cond}")
 
     def lm_score(model) -> pd.DataFrame:  # lm-eval's scores of test alone (the stream's chunks)
+        check_tokenizer(method, conditions.STREAM, at_load, tokenizer)
         return zero_shot.score(zero_shot.scorer(model, tokenizer, cfg.eval_batch_size), task)
 
     def given_back(what: str, model) -> None:
-        check_restored(method, what, at_load, model)
+        check_restored(method, what, at_load, model, tokenizer)
 
     shared = (cfg.out, fingerprint(cfg.base_settings()), spec.slug, k)
     if shared in _BASE_SCORES and _BASE_SCORES[shared][0] != cfg.tag:  # another method's, on these docs
@@ -167,6 +183,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
                 base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path(work)
             )
             adapted = method.run(inputs)
+        check_tokenizer(method, cond, at_load, tokenizer)
         rec = {**dataclasses.asdict(settings), "split": split, "answers": answers, **adapted.record}
         rec |= methods.vote_agreement(adapted.record, docs[split])  # made-up labels against the gold ones
         training[cond] = {key: v for key, v in rec.items() if key != "rows"}
@@ -178,7 +195,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         score(cond, adapted.model)
         skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
         base = adapted.base()  # the adaptation undone: the same base serves the next condition
-        check_restored(method, cond, at_load, base)
+        check_restored(method, cond, at_load, base, tokenizer)
     _LOADED[base_key(cfg)] = base, tokenizer, at_load
     unit = unit_of(cfg, spec, k, docs, scored, seconds, training, exposed, skipped)
     if base_from:

@@ -68,11 +68,16 @@ class Adapted:
     model: Any  # zero_shot: a causal LM; classifier: the dir of the adapted backbone
     record: dict = field(default_factory=dict)  # JSON-able: steps, losses, what was selected, learned_from
     restore: Callable[[], Any] | None = None
+    use_cache: Any = None  # the base's config.use_cache before adapt (Method.run sets it)
 
     def base(self) -> Any:
-        if self.restore is not None:
-            return self.restore()
-        return self.model.unload() if hasattr(self.model, "unload") else self.model
+        base = self.restore() if self.restore is not None else self.model
+        if self.restore is None and hasattr(base, "unload"):
+            base = base.unload()
+        config = getattr(base, "config", None)
+        if config is not None and hasattr(config, "use_cache") and self.use_cache is not None:
+            config.use_cache = self.use_cache  # transformers' Trainer turns it off to train: not the method's
+        return base
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,7 @@ class Method:
     def run(self, inputs: Inputs) -> Adapted:
         """`adapt`, with a method's own failure named as its own and what it returned checked: a model
         of the kind it was given, a JSON-able record."""
+        use_cache = getattr(getattr(inputs.model, "config", None), "use_cache", None)
         try:
             out = self.adapt(inputs)
         except (UserError, KeyboardInterrupt):
@@ -124,6 +130,7 @@ class Method:
                     f"{who} returned a record whose key {key!r} is not strict JSON ({err}); record only "
                     "finite numbers, strings, lists and dicts (None for a missing number)"
                 ) from None
+        out.use_cache = use_cache
         for key in COUNTS:
             value = out.record.get(key)
             if key in out.record and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
