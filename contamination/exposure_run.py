@@ -97,12 +97,17 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         if self.whole_split():
             sets, names = self.sources(spec)
             check_sizes(len(sets["test"]), len(sets["extra"]), whole_split=True)
-            both = set(sets["test"]["text"]) & set(sets["extra"]["text"])
+
+            def plain(text: str) -> str:  # as a prompt reads it: whitespace runs are one space, ends none
+                return " ".join(str(text).split())
+
+            seen = set(sets["test"]["text"].map(plain))
+            both = [t for t in sets["extra"]["text"] if plain(t) in seen]
             if both:
                 raise UserError(
-                    f"{len(both)} of the reference documents ({names['extra']}) are also suspect documents "
-                    f"(e.g. {next(iter(both))[:60]!r}); a reference must hold documents the model cannot "
-                    "have seen: remove them from it"
+                    f"{len(both)} of the reference documents ({names['extra']}) are also suspect documents, "
+                    f"whitespace aside (e.g. {both[0][:60]!r}); a reference must hold documents "
+                    "the model cannot have seen: remove them from it"
                 )
         else:
             sets = subsample_docs(spec, self, self.subsample)

@@ -15,6 +15,7 @@ from contamination.exposure_run import ExposureArgs
 from contamination.verdict import flags, shifted, verdict
 from harness.cli.main import main
 from harness.core import models
+from harness.core.errors import UserError
 
 ROWS = 24  # documents per split of the fixture task
 
@@ -188,6 +189,23 @@ def test_a_tapt_task_offers_its_pool_as_the_suspect_split_and_reads_a_file_of_cl
             f"contamination exposure --task rotten_tomatoes --data-dir {data_dir} --suspect-split train "
             f"--reference-file {file}".split()
         )
+
+
+def test_a_reference_with_fractional_labels_or_a_suspect_document_is_refused(data_dir, tmp_path):
+    sample = dict(task="rotten_tomatoes", data_dir=str(data_dir), suspect_split="train", suspect_n=12)
+    file = tmp_path / "ref.csv"
+    pd.DataFrame({"text": ["a fine film", "a dull film"], "label": [0.5, 1]}).to_csv(file, index=False)
+    with pytest.raises(UserError, match="row 0: label 0.5 is neither a class index .* 1 row\\(s\\) like it"):
+        ExposureArgs(**sample, reference_file=str(file)).documents()
+    films = [f"film number {i}" for i in range(12)]
+    pd.DataFrame({"text": films, "label": [0] * 12}).to_csv(file, index=False)
+    docs = ExposureArgs(**sample, reference_file=str(file)).documents()[1]
+    suspect = docs.loc[docs["split"] == "test", "text"].iloc[0]
+    pd.DataFrame({"text": [suspect + " ", *films], "label": [0] * 13}).to_csv(file, index=False)
+    with pytest.raises(
+        UserError, match="1 of the reference documents .* are also suspect documents, whitespace"
+    ):
+        ExposureArgs(**sample, reference_file=str(file)).documents()
 
 
 REVIEWS = [

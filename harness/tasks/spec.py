@@ -113,7 +113,16 @@ class TaskSpec:
         empty = df["text"].isna() | (df["text"].astype(str).str.strip() == "")
         if empty.any():
             raise UserError(f"{path}: {int(empty.sum())} empty text(s), first at row {int(empty.argmax())}")
-        docs = pd.DataFrame({"text": df["text"].astype(str), "label": df["label"].astype("int64")})
+        numbers = pd.to_numeric(df["label"], errors="coerce")
+        flags = df["label"].map(lambda v: isinstance(v, bool))
+        whole = numbers.notna() & (numbers == numbers.round()) & ~flags
+        if not whole.all():
+            i = int((~whole).argmax())
+            raise UserError(
+                f"{path}: row {i}: label {df['label'].tolist()[i]!r} is neither a class index (an integer) "
+                f"nor one of the task's classes {list(self.classes)}; {int((~whole).sum())} row(s) like it"
+            )
+        docs = pd.DataFrame({"text": df["text"].astype(str), "label": numbers.astype("int64")})
         return prompts.rendered(self, docs.assign(row=np.arange(len(docs))))
 
     def eval_tasks(self, metadata: dict[str, Any], include_path: Sequence[str], test: pd.DataFrame):
