@@ -275,6 +275,31 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     )
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().splitlines()[-1].startswith("lm_eval: error: lm_eval --model_args peft=")
+    other = subprocess.run(  # an adapter beside a base it was not trained on: one line naming both
+        [lm_eval, "--model", "hf", "--model_args", f"pretrained={tmp_path / 'other-base'},peft={ad}"]
+        + ["--tasks", "tapt_ag_news"],
+        capture_output=True,
+        text=True,
+    )
+    last = other.stderr.strip().splitlines()[-1]
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    assert f"was trained on {str(tiny_llama)!r}, not on pretrained=" in last and "other-base" in last
+    typo = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={ad}", "--tasks", "tapt_ag_nwes"],
+        capture_output=True,
+        text=True,
+    )
+    assert typo.returncode == 1 and "Traceback" not in typo.stderr
+    assert "tapt_ag_nwes: did you mean tapt_ag_news" in typo.stderr.strip().splitlines()[-1]
+
+
+def test_a_mistyped_tapt_task_gets_the_nearest_names():
+    from lm_eval.tasks import TaskManager
+
+    from harness.core.errors import UserError
+
+    with pytest.raises(UserError, match="tapt_rotten_tomatos: did you mean tapt_rotten_tomatoes"):
+        TaskManager(include_defaults=False).match_tasks(["tapt_rotten_tomatos"])
 
 
 def test_the_installed_hook_adds_the_tapt_tasks_to_every_task_manager_once():

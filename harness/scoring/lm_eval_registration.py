@@ -56,6 +56,32 @@ def add_task_folder(manager) -> None:
 
     with_ours.tapt_bench = True
     manager.TaskManager.__init__ = with_ours
+    match = manager.TaskManager.match_tasks
+
+    @functools.wraps(match)
+    def with_nearest(self, task_list):
+        found = match(self, task_list)
+        unknown = [t for t in task_list if t.startswith("tapt_") and t not in found]
+        if unknown:
+            raise unknown_tasks(unknown, self.all_tasks)
+        return found
+
+    manager.TaskManager.match_tasks = with_nearest
+
+
+def unknown_tasks(unknown: list[str], known: list[str]):
+    """A one-line error for tapt_* task names lm-eval does not know, with the nearest known names."""
+    import difflib
+
+    from harness.core.errors import UserError, print_user_errors
+
+    print_user_errors("lm_eval")
+    ours = [t for t in known if t.startswith("tapt_")]
+    near = {t: difflib.get_close_matches(t, ours, n=3, cutoff=0.5) for t in unknown}
+    said = "; ".join(
+        f"{t}: did you mean {', '.join(n)}?" if n else f"{t}: no close name" for t, n in near.items()
+    )
+    return UserError(f"lm_eval --tasks: no such task ({said}); `tapt-bench tasks list` lists them")
 
 
 def base_of(peft) -> str:
@@ -84,6 +110,22 @@ def base_of(peft) -> str:
     return base
 
 
+def same_base(pretrained: str, peft) -> None:
+    """An adapter given beside pretrained= must have been trained on it (the same folder or name); one of
+    another base fails deep inside PEFT."""
+    from pathlib import Path
+
+    trained_on = base_of(peft)
+    if Path(trained_on.rstrip("/")).name == Path(pretrained.rstrip("/")).name:
+        return
+    from harness.core.errors import UserError
+
+    raise UserError(
+        f"lm_eval --model_args peft={peft}: the adapter was trained on {trained_on!r}, not on "
+        f"pretrained={pretrained!r}; pass pretrained={trained_on}, or drop pretrained= (the adapter names it)"
+    )
+
+
 def pretrained_from_adapter(huggingface) -> None:
     init = huggingface.HFLM.__init__
     if getattr(init, "tapt_bench", False):
@@ -91,7 +133,11 @@ def pretrained_from_adapter(huggingface) -> None:
 
     @functools.wraps(init)
     def with_base(self, pretrained=None, *args, **kwargs):
-        init(self, base_of(kwargs.get("peft")) if pretrained is None else pretrained, *args, **kwargs)
+        if pretrained is None:
+            pretrained = base_of(kwargs.get("peft"))
+        elif kwargs.get("peft") and isinstance(pretrained, str):
+            same_base(pretrained, kwargs["peft"])
+        init(self, pretrained, *args, **kwargs)
 
     with_base.tapt_bench = True
     huggingface.HFLM.__init__ = with_base
