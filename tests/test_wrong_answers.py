@@ -230,10 +230,15 @@ BACKWARDS = Method("backwards", ("zero_shot",), P.settings, lambda x: Adapted(x.
 def test_what_a_method_returns_is_checked_before_it_is_scored_or_written(
     attr, message, tmp_path, tiny_llama, data_dir
 ):
-    (tmp_path / "returns.py").write_text(RETURNS)
+    stopped_by(RETURNS, attr, message, tmp_path, tiny_llama, data_dir)
+
+
+def stopped_by(source: str, attr: str, message: str, tmp_path, tiny_llama, data_dir) -> None:
+    """A grid of the method `attr` of a file holding `source` stops with `message`, writing no unit."""
+    (tmp_path / "mine.py").write_text(source)
     out = tmp_path / "out"
     config = tiny_grid_config(
-        tmp_path, tiny_llama, data_dir, out, method=f"{tmp_path / 'returns.py'}:{attr}", exposure=False
+        tmp_path, tiny_llama, data_dir, out, method=f"{tmp_path / 'mine.py'}:{attr}", exposure=False
     )
     with pytest.raises(SystemExit, match=message):
         main(["run", "--config", str(config)])
@@ -323,11 +328,4 @@ CONFIG = Method("config", ("zero_shot",), P.settings, configured)
 def test_a_method_that_leaves_a_hook_a_tokenizer_or_a_config_changed_stops_the_run(
     attr, message, tmp_path, tiny_llama, data_dir
 ):
-    (tmp_path / "left.py").write_text(LEFT_BEHIND)
-    out = tmp_path / "out"
-    config = tiny_grid_config(
-        tmp_path, tiny_llama, data_dir, out, method=f"{tmp_path / 'left.py'}:{attr}", exposure=False
-    )
-    with pytest.raises(SystemExit, match=message):
-        main(["run", "--config", str(config)])
-    assert not list(out.rglob("units/*"))
+    stopped_by(LEFT_BEHIND, attr, message, tmp_path, tiny_llama, data_dir)
