@@ -8,9 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.core.settings import Settings, option
-from harness.tasks.protocol import answered
-from tapt.methods import Adapted, Inputs, Method
+from harness.api import Adapted, Inputs, Method, Settings, answered, option
 
 
 @dataclass(kw_only=True)

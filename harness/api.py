@@ -1,0 +1,31 @@
+"""The public surface for plug-ins: everything a method file, a detector or a task hook needs, from one
+module that internal renames do not move (as lm-eval's plug-ins import from `lm_eval.api`).
+
+    from harness.api import Adapted, Inputs, Method, Settings, answered, option
+"""
+
+from contamination.detectors import DETECTORS, LABELS, TEXT, Detector
+from harness.core.errors import SettingsError, UserError
+from harness.core.recipe import recipe_table
+from harness.core.settings import Settings, option
+from harness.tasks.protocol import Spec, answered
+from tapt.methods import LEARNED_FROM, VOTES, Adapted, Inputs, Method
+
+__all__ = [
+    "DETECTORS",
+    "LABELS",
+    "LEARNED_FROM",
+    "TEXT",
+    "VOTES",
+    "Adapted",
+    "Detector",
+    "Inputs",
+    "Method",
+    "Settings",
+    "SettingsError",
+    "Spec",
+    "UserError",
+    "answered",
+    "option",
+    "recipe_table",
+]

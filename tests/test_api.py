@@ -1,0 +1,54 @@
+"""One public surface for plug-ins: the examples import from harness.api alone, a method file written
+against it runs through `methods show`, and a renamed internal module still imports, with a warning."""
+
+import ast
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = ("harness", "tapt", "contamination", "tasks_yaml")
+
+
+def test_the_examples_import_the_package_through_harness_api_alone():
+    for path in (ROOT / "examples").glob("*.py"):
+        names = [
+            node.module
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module
+        ]
+        ours = {n for n in names if n.split(".")[0] in OURS}
+        assert ours == {"harness.api"}, (path.name, ours)
+
+
+PLUGIN = """
+from dataclasses import dataclass
+from harness.api import Adapted, Inputs, Method, Settings, answered, option, recipe_table
+
+@dataclass(kw_only=True)
+class Mine(Settings):
+    steps: int = option(1, "steps")
+
+def adapt(x: Inputs) -> Adapted:
+    answered(x.spec, x.docs) if x.labeled else None
+    return Adapted(x.model, {"learned_from": len(x.docs)})
+
+METHOD = Method("mine", ("zero_shot",), Mine, adapt, "a plug-in", recipe=recipe_table([("a", "b", "c", "")]))
+"""
+
+
+def test_a_method_file_written_against_the_surface_loads(tmp_path, capsys):
+    (tmp_path / "mine.py").write_text(PLUGIN)
+    main(["methods", "show", f"{tmp_path / 'mine.py'}:METHOD"])
+    assert "mine: a plug-in" in capsys.readouterr().out
+
+
+def test_the_former_module_name_still_imports_with_a_deprecation_warning():
+    sys.modules.pop("harness.tasks.splits", None)
+    with pytest.warns(DeprecationWarning, match="harness.tasks.splits is now harness.tasks.protocol"):
+        old = importlib.import_module("harness.tasks.splits")
+    assert old.answered is importlib.import_module("harness.api").answered
