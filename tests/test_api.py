@@ -52,3 +52,25 @@ def test_the_former_module_name_still_imports_with_a_deprecation_warning():
     with pytest.warns(DeprecationWarning, match="harness.tasks.splits is now harness.tasks.protocol"):
         old = importlib.import_module("harness.tasks.splits")
     assert old.answered is importlib.import_module("harness.api").answered
+
+
+def test_a_boolean_is_one_switch_and_still_takes_a_value(capsys):
+    from harness.cli.main import parser
+
+    p = parser()
+    calibrate = ["contamination", "calibrate", "--config", "demo"]
+    assert p.parse_args([*calibrate, "--train", "false"]).train is False
+    assert p.parse_args([*calibrate, "--no-train"]).train is False
+    assert p.parse_args([*calibrate, "--keep_adapters", "true"]).keep_adapters is True
+    assert p.parse_args(["run", "--config", "demo", "--no-summary"]).no_summary is True
+    assert p.parse_args(["run", "--config", "demo", "--no-summary", "false"]).no_summary is False
+    with pytest.raises(SystemExit):
+        main([*calibrate, "--help"])
+    shown = capsys.readouterr().out
+    assert "[--train | --no-train]" in shown and "--train, --no-train" in shown
+    assert "KEEP_ADAPTERS" not in shown and "  --no-train " not in shown
+
+
+def test_threads_beside_ray_are_refused_naming_the_flag_that_sets_them():
+    with pytest.raises(SystemExit, match="--threads is for runs on this machine; .*--cpus-per-unit"):
+        main(["run", "--config", "demo", "--ray", "--threads", "1"])

@@ -21,8 +21,9 @@ def parser() -> argparse.ArgumentParser:
     from transformers import HfArgumentParser
 
     from harness.cli import analyze, contamination, methods, report, run, tasks, train
+    from harness.cli.parsing import TopParser
 
-    top = argparse.ArgumentParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
+    top = TopParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
     sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
     for group in (tasks, train, run, methods, analyze, contamination, report):
         group.register(sub)

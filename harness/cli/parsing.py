@@ -70,6 +70,83 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._format_action_invocation(action)
 
 
+BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def as_switch(p: argparse.ArgumentParser, action: argparse.Action) -> None:
+    """A boolean field as one switch, `--x/--no-x`, with one help line (HfArgumentParser makes `--x [X]`
+    and a `--no_x` repeating its help)."""
+    container = next(g for g in p._action_groups if action in g._group_actions)
+    twins = [a for a in p._actions if a is not action and a.dest == action.dest]
+    for old in (action, *twins):
+        for group in p._action_groups:
+            if old in group._group_actions:
+                group._group_actions.remove(old)
+        p._actions.remove(old)
+        for option in old.option_strings:
+            p._option_string_actions.pop(option, None)
+    dashed = [o for o in action.option_strings if "_" not in o]
+    switch = container.add_argument(
+        *dashed, action=Switch, dest=action.dest, default=action.default, help=action.help
+    )
+    for option in action.option_strings:  # the underscore spellings still parse, unshown
+        if "_" in option:
+            p._option_string_actions[option] = switch
+            p._option_string_actions["--no_" + option[2:]] = switch
+            switch.positive.add(option)
+
+
+class Switch(argparse.BooleanOptionalAction):
+    """`--x` sets true and `--no-x` false (also their underscore spellings)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        self.positive = set(option_strings)  # `--no-summary` is a switch's own name, not a negation
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, option_string in self.positive)
+
+
+def switch_words(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """`--x true`, `--x=false` (a value after a switch, as configs write it) as `--x` or `--no-x`."""
+    switches = set()
+    stack = [parser]
+    while stack:
+        current = stack.pop()
+        for option, action in current._option_string_actions.items():
+            if isinstance(action, Switch) and option in action.positive:
+                switches.add(option)
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack += list(action.choices.values())
+    out, i = [], 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        following = argv[i + 1].lower() if i + 1 < len(argv) else None
+        if name in switches and (eq or following in BOOL_WORDS):
+            word = value.lower() if eq else following
+            if word not in BOOL_WORDS:
+                out.append(argv[i])  # argparse names the bad value
+                i += 1
+                continue
+            out.append(name if BOOL_WORDS[word] else "--no-" + name[2:].replace("_", "-"))  # its negation
+            i += 1 if eq else 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+class TopParser(argparse.ArgumentParser):
+    """The command line's parser: a switch given a value (`--train false`) is read as `--no-train`."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        import sys
+
+        argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(switch_words(argv, self), namespace)
+
+
 def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None, aliases=()):
     """A subcommand whose flags are the fields of `settings` (transformers' HfArgumentParser)."""
     p = group.add_parser(
@@ -81,9 +158,11 @@ def command(group, name: str, func, help: str, *settings: type, epilog: str | No
         epilog=epilog,
         formatter_class=HelpFormatter,
     )
-    for action in p._actions:  # the usage line shows the first spelling: the dashed one
+    for action in list(p._actions):  # the usage line shows the first spelling: the dashed one
         action.option_strings.sort(key=lambda o: "_" in o)
         if action.type is dict or typing.get_origin(action.type) is dict:  # argparse cannot call dict[...]
             action.type = mapping
+        if getattr(action.type, "__name__", "") == "string_to_bool":
+            as_switch(p, action)
     p.set_defaults(func=func)
     return p

@@ -54,6 +54,11 @@ class RunOptions(Settings):
             raise SettingsError(f"{', '.join(ray_only)}: used only with --ray; add --ray or drop them")
         if self.ray and self.workers > 1:
             raise SettingsError("--workers and --ray are two ways to run units side by side; use one")
+        if self.ray and self.threads:
+            raise SettingsError(
+                "--threads is for runs on this machine; under --ray each unit's torch threads are its "
+                "--cpus-per-unit: set that instead"
+            )
 
     def shard_pair(self) -> tuple[int, int]:
         try:
