@@ -46,10 +46,8 @@ def mapping(text: str) -> dict:
         said = " ".join(str(err).split())  # YAML's message spans lines: one line, as every error here
         raise argparse.ArgumentTypeError(f"{source} is neither JSON nor YAML ({said}); {fix}") from None
     if not isinstance(value, dict):
-        what = "is not a file and" if not is_file else ""
-        raise argparse.ArgumentTypeError(
-            f"{text!r} {what} reads as {type(value).__name__}, not a mapping; {fix}".replace("  ", " ")
-        )
+        said = f"{text!r} reads as" if is_file else f"{text!r} is not a file and reads as"
+        raise argparse.ArgumentTypeError(f"{said} {type(value).__name__}, not a mapping; {fix}")
     return value
 
 

@@ -48,13 +48,12 @@ def _four_bit_print(t) -> tuple:
 
 
 def _tensor_print(t: torch.Tensor) -> tuple:
-    t = t.detach() if getattr(t, "quant_state", None) is None else t
     if t.device.type != "cpu":  # no host copy: two float64 sums on the device, position-weighted
         flat = t.detach().reshape(-1).double()
         ramp = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64)
         return (str(t.dtype), tuple(t.shape), float(flat.sum()), float((flat * ramp).sum()))
-    if getattr(t, "quant_state", None) is not None and getattr(t, "bnb_quantized", False):
-        return _four_bit_print(t)
+    if getattr(t, "bnb_quantized", False) and getattr(t, "quant_state", None) is not None:
+        return _four_bit_print(t)  # read on the parameter itself: detach() drops its quant_state
     return (str(t.dtype), tuple(t.shape), _crc(t))
 
 
