@@ -181,7 +181,7 @@ RECIPE = recipe_table(  # the authors: offline_ttl.yaml and online_ttl.yaml (Fhu
         ),
         (
             "online setting",
-            "chunks of 8 predicted, then trained on; one adapter carried on, constant lr",
+            "chunks of 8, each predicted, then trained on by a fresh trainer, constant lr",
             "the stream condition: chunk i scored by a fresh run on chunks 0..i-1",
             "any method streams; no method keeps state",
         ),
