@@ -16,9 +16,10 @@ by a blank line): the first 10 tokens of a document and its last are not scored,
   them); a context document teaches those parts, and scoring them would read that lesson;
 - a document whose own text is shorter than 12 tokens is scored on what the cut leaves, at least one
   token (the authors drop it; a split of short questions would have nothing left);
-- the k context documents are drawn per document by a generator seeded with (seed, row), from its own
-  set, never the document itself; where the whole would exceed the model's positions, the context is cut
-  from the left.
+- the k context documents are drawn once per block of 8 documents of a set (in row order), from the
+  set's documents outside the block, by a generator seeded with (seed, the block's first row); a
+  block's documents read the context from one KV cache, so the context costs an eighth of a document
+  per document; where the whole would exceed the model's positions, the context is cut from the left.
 Stored as the drop (minus delta), so that higher reads as member-like, as every other exposure score does.
 """
 
@@ -34,6 +35,7 @@ from harness.core.recipe import recipe_table
 SEPARATOR = "\n\n"  # between the context documents and before the scored one
 SKIP_FIRST = 10  # the authors' token_range (10, -1): a document's first 10 tokens are not scored ...
 DROP_LAST = 1  # ... nor its last one
+BLOCK = 8  # documents that share one sampled context, read once (the authors draw one per document)
 
 
 def shared_suffix(sequences: Sequence[Sequence[int]]) -> int:
@@ -47,13 +49,20 @@ def span(start: int, end: int) -> tuple[int, int]:
     return a, max(end - DROP_LAST, a + 1)
 
 
-def context_rows(groups: Sequence, rows: Sequence[int], k: int, seed: int) -> list[list[int]]:
-    """For each document (by position), the positions of the k documents of its group put before it."""
-    groups, out = np.asarray(groups), []
-    for i, row in enumerate(rows):
-        others = np.flatnonzero((groups == groups[i]) & (np.arange(len(groups)) != i))
-        rng = np.random.default_rng([seed, int(row)])
-        out.append([int(j) for j in rng.permutation(others)[:k]])
+def blocks(groups: Sequence, rows: Sequence[int], k: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """The documents (by position) cut into blocks of at most BLOCK of one group, in row order, each with
+    the positions of the k documents of its group, outside the block, put before every one of its
+    documents (drawn by a generator seeded with (seed, the block's first row))."""
+    groups, rows, out = np.asarray(groups), np.asarray(rows), []
+    for g in dict.fromkeys(groups.tolist()):
+        members = [int(i) for i in np.flatnonzero(groups == g)]
+        members.sort(key=lambda i: int(rows[i]))
+        size = max(min(BLOCK, len(members) - k), 1)
+        for start in range(0, len(members), size):
+            block = members[start : start + size]
+            others = np.array([i for i in members if i not in block])
+            rng = np.random.default_rng([seed, int(rows[block[0]])])
+            out.append((block, [int(j) for j in rng.permutation(others)[:k]]))
     return out
 
 
@@ -70,7 +79,8 @@ def drops(
 ) -> np.ndarray:
     """Per document: the mean log-probability of its scored span alone (`alone`: each document's token
     log-probabilities from the exposure pass, index t - 1 for token t) minus the same tokens' mean with k
-    documents of its group before it."""
+    documents of its group before it. A block's documents share their context, so the context (and the
+    instruction every prompt starts with) is read once per block, from its KV cache."""
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
     sep = tokenizer(SEPARATOR, add_special_tokens=False)["input_ids"]
     bos = getattr(tokenizer, "bos_token_id", None)
@@ -80,23 +90,21 @@ def drops(
         cut = int(bos is not None and len(ids) > 1 and ids[0] == bos)
         return ids[cut:], cut
 
-    sequences, offsets, spans = [], [], []
-    for i, chosen in enumerate(context_rows(groups, rows, k, seed)):
+    out = np.full(len(contexts), np.nan)
+    for block, chosen in blocks(groups, rows, k, seed):
         prefix = contexts[chosen[0]] + sep if chosen else []
         for j in chosen[1:]:
             prefix += body(contexts[j])[0] + sep
-        target, cut = body(contexts[i])
-        room = max(limit - len(target), 1)
+        targets = [body(contexts[i]) for i in block]
+        room = max(limit - max(len(t) for t, _ in targets), 1)
         prefix = prefix[-room:] if len(prefix) > room else prefix
-        sequences.append(prefix + target)
-        offsets.append(len(prefix) - cut)  # token t of the document alone is token offset + t here
-        own_end = max(len(contexts[i]) - suffix_len, prefix_len + 1)
-        spans.append(span(max(prefix_len, 1), own_end))
-    scored = loglik.score(model, sequences, None, batch_size)
-    out = []
-    for s, o, (a, b), lone in zip(scored, offsets, spans, alone):
-        out.append(np.mean(lone[a - 1 : b - 1]) - np.mean(s.token_logprobs[o + a - 1 : o + b - 1]))
-    return np.array(out)
+        scored = loglik.score(model, [prefix + t for t, _ in targets], None, batch_size)
+        for i, (_, cut), s in zip(block, targets, scored):
+            offset = len(prefix) - cut  # token t of the document alone is token offset + t here
+            a, b = span(max(prefix_len, 1), max(len(contexts[i]) - suffix_len, prefix_len + 1))
+            with_context = s.token_logprobs[offset + a - 1 : offset + b - 1]
+            out[i] = np.mean(alone[i][a - 1 : b - 1]) - np.mean(with_context)
+    return out
 
 
 def share(dropped: np.ndarray) -> float:
@@ -113,8 +121,8 @@ RECIPE = recipe_table(  # the authors' demo notebook (NVIDIA-NeMo/Evaluator, con
         (
             "context",
             "random others of the set, joined by a blank line",
-            "the same, seeded by (seed, row)",
-            "",
+            "the same, one draw per block of 8 documents",
+            "a block reads its context once, from its cache",
         ),
         (
             "span",

@@ -59,15 +59,43 @@ def test_a_model_trained_to_memorise_a_split_loses_likelihood_on_it_when_context
     assert not scored["untrained"]["codec"].isna().any()
 
 
-def test_context_documents_come_from_the_documents_own_split_and_never_itself():
-    groups = np.array(["test"] * 5 + ["extra"] * 5)
-    rows = list(range(100, 110))
-    chosen = codec.context_rows(groups, rows, 3, seed=0)
-    for i, js in enumerate(chosen):
-        assert len(js) == 3 and i not in js and all(groups[j] == groups[i] for j in js)
-    assert chosen == codec.context_rows(groups, rows, 3, seed=0)  # seeded by (seed, row)
-    assert chosen != codec.context_rows(groups, rows, 3, seed=1)
-    assert codec.context_rows(groups[:2], rows[:2], 3, seed=0) == [[1], [0]]  # fewer than k: all others
+def test_a_blocks_context_comes_from_its_own_split_outside_the_block_and_is_drawn_once_per_block():
+    groups = np.array(["test"] * 20 + ["extra"] * 5)
+    rows = list(range(100, 125))
+    got = codec.blocks(groups, rows, 3, seed=0)
+    assert [b for b, _ in got] == [list(range(0, 8)), list(range(8, 16)), list(range(16, 20)), [20, 21]] + [
+        [22, 23],
+        [24],
+    ]  # blocks of 8 a split; a split of 5 leaves k documents outside each block
+    for block, chosen in got:
+        assert len(chosen) == 3 and not set(chosen) & set(block)
+        assert all(groups[j] == groups[block[0]] for j in chosen)
+    assert got == codec.blocks(groups, rows, 3, seed=0) and got != codec.blocks(groups, rows, 3, seed=1)
+
+
+def test_a_block_read_from_one_cache_gives_each_documents_own_drop(tiny_llama, docs):
+    """Every document of a block scored on its own (context + document, nothing shared) gives the drop
+    the block's shared pass gives."""
+    from harness.core import loglik
+
+    spec, d = docs
+    tokenizer = models.tokenizer(str(tiny_llama))
+    model = LlamaForCausalLM.from_pretrained(tiny_llama).eval()
+    scored = doc_scores.prompt_scores(model, tokenizer, spec, d, codec_context=1)
+    ctx = [tokenizer(p)["input_ids"] for p in d["prompt"]]
+    groups, rows = d["split"].to_numpy(), d["row"].to_numpy()
+    sep = tokenizer(codec.SEPARATOR, add_special_tokens=False)["input_ids"]
+    start, end = loglik.shared_prefix(ctx), codec.shared_suffix(ctx)
+    alone = loglik.score(model, ctx, None, share_prefix=False)
+    cut = int(ctx[0][0] == tokenizer.bos_token_id)  # the document's BOS, if its tokenizer adds one
+    for block, (j,) in codec.blocks(groups, rows, 1, seed=0):
+        for i in block:
+            whole = loglik.score(model, [ctx[j] + sep + ctx[i][cut:]], None, share_prefix=False)[0]
+            a, b = codec.span(start, len(ctx[i]) - end)
+            offset = len(ctx[j]) + len(sep) - cut
+            own = np.mean(alone[i].token_logprobs[a - 1 : b - 1])
+            drop = own - np.mean(whole.token_logprobs[offset + a - 1 : offset + b - 1])
+            assert abs(drop - scored["codec"].iloc[i]) < 1e-4
 
 
 def test_the_scored_span_is_the_documents_own_text_cut_as_the_authors_cut_it():

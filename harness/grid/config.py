@@ -289,6 +289,7 @@ class GridConfig(
         out = recorded(out)
         if out.get("codec_context"):  # the tokens CoDeC scores (the authors' span): units of another differ
             out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
+            out["codec_block"] = codec.BLOCK  # documents that share a context
         del out["method"], out["methods"], out["method_settings"]
         if not self.is_study_method():  # another method: its name and settings, not the study's keys
             method = self.adaptation()

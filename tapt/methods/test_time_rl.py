@@ -1,6 +1,7 @@
 """Test-time reinforcement learning (TTRL; Zuo et al. 2025, PRIME-RL/TTRL): GRPO on the split's own
 prompts, rewarded by agreement with the majority vote of the policy's own samples, through TRL's
-`GRPOTrainer` (its reward-function interface; the GRPO loop is TRL's).
+`GRPOTrainer` (its reward-function interface; the GRPO loop is TRL's), reading each prompt once per group
+of samples (`tapt.methods.grpo_groups`).
 
 For each prompt (the zero-shot prompt lm-eval shows the model) the policy samples `samples`
 completions of a few tokens; each is read as the first choice it names anywhere in the completion (no
@@ -147,11 +148,15 @@ def rollout_size(s: TtrlSettings, n: int) -> int:
     return size
 
 
-def adapt(x: Inputs) -> Adapted:
+def adapt(x: Inputs, trainer_class=None) -> Adapted:
+    """Train a LoRA by GRPO on the split's prompts. `trainer_class`: TRL's `GRPOTrainer` to time it
+    against (the default reads each prompt once per group: `tapt.methods.grpo_groups`)."""
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
     from transformers import set_seed
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
+
+    from tapt.methods.grpo_groups import GroupedGRPOTrainer
 
     s: TtrlSettings = x.settings
     set_seed(x.seed)
@@ -185,7 +190,7 @@ def adapt(x: Inputs) -> Adapted:
         LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"),
     )
     steps = training.StepLog("lower test-time-rl's lr in its method settings")
-    trainer = GRPOTrainer(
+    trainer = (trainer_class or GroupedGRPOTrainer)(
         model=model,
         reward_funcs=rewards,
         args=args,
@@ -233,11 +238,12 @@ RECIPE = recipe_table(  # TTRL: its released scripts and the verl config they ru
         ("KL", "a KL loss, coefficient 0.001 (low_var_kl)", "the same (TRL's beta, the same estimator)", ""),
         ("rollout", "8 prompts", "the same", ""),
         ("updates", "one clipped step per prompt: 8 per rollout", "the same", ""),
+        ("update order", "a prompt's completions together", "the same (TRL shuffles them)", ""),
         (
-            "update order",
-            "a prompt's completions together",
-            "TRL shuffles a rollout's completions",
-            "TRL's buffer; the same count a step",
+            "prompt reads",
+            "once per sample (verl)",
+            "once per group: its cache shared",
+            "the same numbers at a K-th of the cost",
         ),
         ("schedule", "cosine after 3% warm-up", "the same", ""),
         (

@@ -1,0 +1,105 @@
+"""CoDeC with a context drawn per document against one drawn per block of documents (read once from its
+cache), on the adapters a grid kept, side by side: the exposure pass's seconds without CoDeC, with
+per-document contexts and with blocks, and each variant's test-against-extra p-value on every model.
+
+Reads a results folder written with `--keep-adapters` (the base, the tasks and the subsamples from its
+units). For each kept adapter, the base with that adapter scores the unit's test and extra documents
+three times: the exposure test alone, then CoDeC with a block of 1 (a context per document, as the
+authors draw it) and with the shipped block. Prints the seconds and their ratios, then per method and
+variant the share of models flagged at `--alpha`: test models (which read the test documents) are
+CoDeC's power, extra and base models its false positives. Usage:
+    python benchmarks/codec_blocks.py --results results/methods_study --data-dir ../shared/data
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from unittest import mock
+
+from contamination import codec, doc_scores
+from contamination.exposure import codec_test
+from harness.core import models
+from harness.core.settings import option, parse_script
+from harness.grid.units import exposure_docs
+from harness.stats.checks import wilson
+from harness.tasks.protocol import find_spec, subsample_docs
+from harness.tasks.subsample import DataSettings, SampleSettings
+
+
+@dataclass(kw_only=True)
+class CodecBenchArgs(DataSettings):
+    """Which kept adapters are read."""
+
+    MINIMUM = {"k": 1, "limit": 0}
+
+    results: str = option("results/methods_study", "results folder whose grid kept its adapters")
+    k: int = option(1, "context documents (the grid's codec_context)")
+    alpha: float = option(0.05, "level a model is flagged at")
+    limit: int = option(0, "adapters read at most (0: all)")
+    batch_size: int = option(16, "documents a forward pass")
+
+
+def scores(model, tokenizer, spec, docs, k: int, block: int | None, batch: int) -> tuple[float, object]:
+    start = time.perf_counter()
+    with mock.patch.object(codec, "BLOCK", block or codec.BLOCK):
+        out = doc_scores.prompt_scores(model, tokenizer, spec, docs, batch, codec_context=k if block else 0)
+    return time.perf_counter() - start, out
+
+
+def main() -> None:
+    from peft import PeftModel
+
+    a = parse_script(CodecBenchArgs, __doc__)
+    adapters = sorted(Path(a.results).glob("**/adapters/*_*"))
+    adapters = [p for p in adapters if p.name.split("_", 1)[1] in ("extra", "test", "leak")]
+    adapters = adapters[: a.limit or None]
+    seconds, flags, cache = defaultdict(float), defaultdict(list), {}
+    print(f"{len(adapters)} adapters under {a.results}, k {a.k}, block {codec.BLOCK}")
+    for path in adapters:
+        record = json.loads((path / "record.json").read_text()) if (path / "record.json").exists() else {}
+        unit = json.loads((path.parent.parent / "units" / f"{path.name.split('_')[0]}.json").read_text())
+        cell = unit["settings"]
+        base = models.resolve(cell["base"])
+        if base not in cache:
+            cache[base] = (models.load_causal_lm(base).eval(), models.tokenizer(base))
+        model, tokenizer = cache[base]
+        spec = find_spec(unit["task"])
+        sample = SampleSettings(m=cell["m"], n=cell["n"], seed=cell["seed"], data_dir=a.data_dir)
+        docs = exposure_docs(subsample_docs(spec, sample, unit["subsample"]))
+        method, cond = unit.get("method", record.get("method", "?")), path.name.split("_", 1)[1]
+        adapted = PeftModel.from_pretrained(model, path).eval()
+        timed = {}
+        for name, block in (("without", None), ("per document", 1), ("blocks", codec.BLOCK)):
+            timed[name], out = scores(adapted, tokenizer, spec, docs, a.k, block, a.batch_size)
+            seconds[name] += timed[name]
+            if block:
+                flags[(method, cond, name)].append(codec_test(out, cell["seed"])["p_test"] < a.alpha)
+        model = adapted.unload()
+        cache[base] = (model, tokenizer)
+        print(
+            f"{unit['task']}/{unit['subsample']} {method} {cond}: without {timed['without']:.1f} s, "
+            f"per document {timed['per document']:.1f} s, blocks {timed['blocks']:.1f} s",
+            flush=True,
+        )
+    w = seconds["without"]
+    print(
+        f"\nexposure pass, all adapters: without CoDeC {w:.1f} s; per-document contexts "
+        f"{seconds['per document']:.1f} s ({seconds['per document'] / w:.2f}x); blocks "
+        f"{seconds['blocks']:.1f} s ({seconds['blocks'] / w:.2f}x)"
+    )
+    print(f"\n{'method':14} {'model':6} {'per document':>24} {'blocks':>24}")
+    for method, cond in sorted({(m, c) for m, c, _ in flags}):
+        cells = []
+        for name in ("per document", "blocks"):
+            hits = flags[(method, cond, name)]
+            lo, hi = wilson(sum(hits), len(hits))
+            cells.append(f"{sum(hits)}/{len(hits)} [{100 * lo:.0f}, {100 * hi:.0f}%]")
+        print(f"{method:14} {cond:6} {cells[0]:>24} {cells[1]:>24}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""GRPO reading each prompt once per group gives what TRL's own trainer gives: the same samples (greedy),
+the same per-token log-probs and entropies, the same loss and the same LoRA gradients, on a tiny Llama
+with prompts of different lengths (so left padding is exercised) and completions cut at different ends."""
+
+from unittest import mock
+
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+from trl import GRPOConfig, GRPOTrainer
+
+from tapt.methods.grpo_groups import GroupedGRPOTrainer, groups
+
+PROMPTS = ["Title: Stocks fall again\nTopic:", "Hi", "A much longer prompt about the weather in Paris today:"]
+
+
+def length_reward(completions, **kwargs):
+    return [float(len(c)) for c in completions]
+
+
+@pytest.fixture(scope="module")
+def trainer(tiny_llama, tmp_path_factory):
+    from datasets import Dataset
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tiny_llama)
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_llama),
+        LoraConfig(
+            r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM", init_lora_weights=False
+        ),
+    )
+    args = GRPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("grpo")),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        steps_per_generation=3,
+        max_completion_length=5,
+        beta=0.01,
+        temperature=0.7,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,  # TRL's default autocasts to bfloat16 where the CPU has it: equality is read in fp32
+        generation_kwargs={"do_sample": False},
+    )
+    data = Dataset.from_dict({"prompt": PROMPTS})
+    return GroupedGRPOTrainer(
+        model=model, reward_funcs=length_reward, args=args, train_dataset=data, processing_class=tok
+    )
+
+
+def as_trl(name):
+    return mock.patch.object(GroupedGRPOTrainer, name, getattr(GRPOTrainer, name))
+
+
+def test_groups_are_runs_of_equal_rows():
+    assert groups([1, 1, 2, 2, 2, 1]) == [(0, 2), (2, 5), (5, 6)] and groups([]) == []
+
+
+def test_sampling_from_one_prefill_per_prompt_gives_trls_samples(trainer):
+    prompt_ids, _, _ = trainer._tokenize_prompts([p for p in PROMPTS for _ in range(4)])
+    ours, _ = trainer._generate_single_turn(prompt_ids, None, {}, 4)
+    with as_trl("_generate_single_turn"):
+        theirs, _ = trainer._generate_single_turn(prompt_ids, None, {}, 4)
+    assert ours == theirs and len(ours) == 12 and all(len(c) >= 1 for c in ours)
+
+
+def test_log_probs_loss_and_gradients_equal_trls(trainer):
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by the Trainer's loop; one step here
+    batch = trainer._generate_and_score_completions([{"prompt": p} for p in PROMPTS for _ in range(4)])
+    lengths = batch["completion_mask"].sum(1)
+    widths = batch["prompt_mask"].sum(1)
+    assert len(set(widths.tolist())) == 3 and (batch["prompt_mask"] == 0).any()  # left padding exercised
+    batch["completion_mask"][1, 2:] = 0  # one completion ends early, as at an end-of-sequence token
+    batch["advantages"] = torch.linspace(-1.5, 1.5, 12)  # greedy groups tie; the loss needs advantages
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    keep = batch["completion_ids"].size(1)
+
+    def run():
+        logps, ent, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, ids, mask, keep, compute_entropy=True
+        )
+        trainer.model.zero_grad()
+        loss = trainer._compute_loss(trainer.model, batch)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+        return logps.detach(), ent.detach(), loss.detach(), grads
+
+    ours = run()
+    with as_trl("_get_per_token_logps_and_entropies"):
+        theirs = run()
+    assert lengths.min() >= 1
+    torch.testing.assert_close(ours[0], theirs[0], atol=1e-5, rtol=1e-4)  # per-token log-probs
+    torch.testing.assert_close(ours[1], theirs[1], atol=1e-5, rtol=1e-4)  # entropies
+    torch.testing.assert_close(ours[2], theirs[2], atol=1e-6, rtol=1e-4)  # loss
+    assert ours[2].abs() > 0 and len(ours[3]) > 0
+    for name, grad in ours[3].items():
+        torch.testing.assert_close(grad, theirs[3][name], atol=1e-6, rtol=1e-3, msg=name)
+    assert sum(g.abs().sum() for g in ours[3].values()) > 0  # the gradients are not all zero
+
+
+def test_a_step_holds_whole_prompt_groups_in_order(trainer):
+    trainer.model.train()
+    trainer._step, trainer._buffered_inputs = 0, None
+    inputs = [{"prompt": p} for p in PROMPTS for _ in range(4)]
+    steps = []
+    for i in range(3):
+        trainer._step = i
+        steps.append(trainer._prepare_inputs(inputs))
+    trainer._step = 0
+    for step in steps:
+        rows = [tuple(r) for r in step["prompt_ids"].tolist()]
+        assert len(set(rows)) == 1  # one prompt's four completions, not a shuffle of the rollout
+    assert len({tuple(s["prompt_ids"][0].tolist()) for s in steps}) == 3
