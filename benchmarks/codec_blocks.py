@@ -23,9 +23,9 @@ from unittest import mock
 from contamination import codec, doc_scores
 from contamination.exposure import codec_test
 from harness.core import models
+from harness.core.power import wilson
 from harness.core.settings import option, parse_script
 from harness.grid.units import exposure_docs
-from harness.stats.checks import wilson
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 
@@ -40,6 +40,7 @@ class CodecBenchArgs(DataSettings):
     k: int = option(1, "context documents (the grid's codec_context)")
     alpha: float = option(0.05, "level a model is flagged at")
     limit: int = option(0, "adapters read at most (0: all)")
+    methods: list[str] = option(["prompt-tapt", "self-training"], "methods whose adapters are read")
     batch_size: int = option(16, "documents a forward pass")
 
 
@@ -56,21 +57,24 @@ def main() -> None:
     a = parse_script(CodecBenchArgs, __doc__)
     adapters = sorted(Path(a.results).glob("**/adapters/*_*"))
     adapters = [p for p in adapters if p.name.split("_", 1)[1] in ("extra", "test", "leak")]
-    adapters = adapters[: a.limit or None]
+    adapters = adapters[: a.limit or None]  # in path order: the limit takes whole methods first
     seconds, flags, cache = defaultdict(float), defaultdict(list), {}
     print(f"{len(adapters)} adapters under {a.results}, k {a.k}, block {codec.BLOCK}")
     for path in adapters:
-        record = json.loads((path / "record.json").read_text()) if (path / "record.json").exists() else {}
-        unit = json.loads((path.parent.parent / "units" / f"{path.name.split('_')[0]}.json").read_text())
+        subsample, cond = path.name.split("_", 1)
+        task = path.parent.parent.name
+        unit = json.loads((path.parent.parent / "units" / f"{subsample}.json").read_text())
         cell = unit["settings"]
+        method = cell.get("method", "prompt-tapt")
+        if method not in a.methods:
+            continue
         base = models.resolve(cell["base"])
         if base not in cache:
             cache[base] = (models.load_causal_lm(base).eval(), models.tokenizer(base))
         model, tokenizer = cache[base]
-        spec = find_spec(unit["task"])
+        spec = find_spec(task)
         sample = SampleSettings(m=cell["m"], n=cell["n"], seed=cell["seed"], data_dir=a.data_dir)
         docs = exposure_docs(subsample_docs(spec, sample, unit["subsample"]))
-        method, cond = unit.get("method", record.get("method", "?")), path.name.split("_", 1)[1]
         adapted = PeftModel.from_pretrained(model, path).eval()
         timed = {}
         for name, block in (("without", None), ("per document", 1), ("blocks", codec.BLOCK)):
@@ -81,7 +85,7 @@ def main() -> None:
         model = adapted.unload()
         cache[base] = (model, tokenizer)
         print(
-            f"{unit['task']}/{unit['subsample']} {method} {cond}: without {timed['without']:.1f} s, "
+            f"{task}/{subsample} {method} {cond}: without {timed['without']:.1f} s, "
             f"per document {timed['per document']:.1f} s, blocks {timed['blocks']:.1f} s",
             flush=True,
         )

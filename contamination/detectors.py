@@ -17,7 +17,9 @@ rate and on those its power. Each detector is a two-sample test of test against 
 - `CoDeC`: the drop of each document's likelihood when documents of its own set stand before it
   (Zawalski et al. 2025; contamination.codec), test's drops against extra's; only in units whose grid
   ran it (`codec_context`).
-A new detector is one entry of DETECTORS.
+A new detector is one `register(name, Detector(...))` call: in this file for a built-in, in a plug-in's
+own file otherwise (imported by `calibrate --detectors FILE.py`, or installed as an entry point of the
+group `tapt_bench.detectors` naming a module that registers on import).
 """
 
 from __future__ import annotations
@@ -108,6 +110,32 @@ DETECTORS: dict[str, Detector] = {
     "zlib ratio": Detector(TEXT, uncalibrated(zlib_ratio)),
     "CoDeC": Detector(TEXT, codec_pvalue),
 }
+
+
+ENTRY_POINTS = "tapt_bench.detectors"
+
+
+def register(name: str, detector: Detector) -> Detector:
+    """Add a detector under `name` (refused if the name is taken by another); returns it."""
+    if not isinstance(detector, Detector) or detector.sees not in (TEXT, LABELS):
+        raise TypeError(f"detector {name!r} must be a Detector whose sees is {TEXT!r} or {LABELS!r}")
+    if DETECTORS.get(name, detector) is not detector:
+        raise ValueError(f"a detector named {name!r} is registered already; choose another name")
+    DETECTORS[name] = detector
+    return detector
+
+
+def load_installed() -> list[str]:
+    """Import every module the installed entry points of `tapt_bench.detectors` name (each registers its
+    detectors as it loads); their names."""
+    from importlib import import_module
+    from importlib.metadata import entry_points
+
+    names = []
+    for point in entry_points(group=ENTRY_POINTS):
+        import_module(point.value.split(":")[0])
+        names.append(point.name)
+    return names
 
 
 def unit_pvalues(record: dict, texts: list[str]) -> list[dict]:

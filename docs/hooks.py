@@ -1,7 +1,7 @@
 """MkDocs hooks: the pages generated from the code, so that none can drift from it: the command
 reference (every command's `--help`, from the argparse parsers), the code map (every module's
 docstring, in the order of the dependency rule) and the built-in methods' recipes against their
-authors' code (what `tapt-bench methods show` prints)."""
+authors' code (what `tapt-bench methods show` prints) and the list of shipped grid configs."""
 
 from __future__ import annotations
 
@@ -84,7 +84,23 @@ def recipes() -> str:
     )
 
 
+def configs() -> str:
+    """Every shipped grid config with the first sentence of its leading comment."""
+    lines = []
+    for path in sorted((ROOT / "harness" / "grid" / "configs").glob("*.yaml")):
+        head = []
+        for line in path.read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            head.append(line.lstrip("# ").rstrip())
+        text = " ".join(head)
+        first = text.split(". ")[0].rstrip(".")
+        lines.append(f"- `{path.stem}`: {first}.")
+    return "\n".join(lines) + "\n"
+
+
 GENERATED = {
+    "<!-- configs -->": configs,
     "<!-- cli reference -->": cli_reference,
     "<!-- code map -->": code_map,
     "<!-- recipes -->": recipes,

@@ -40,7 +40,15 @@ def adapt(x: Inputs) -> Adapted:
         return x.model
 
     # learned_from: how many documents it learned from (0 marks the condition as not adapted)
-    return Adapted(x.model, {"losses": losses, "learned_from": len(losses), "steps": len(losses)}, restore)
+    record = {"losses": losses, "learned_from": len(losses), "steps": len(losses), "last_loss": losses[-1]}
+    return Adapted(x.model, record, restore)
 
 
-METHOD = Method("norm-tuning", ("zero_shot",), NormSettings, adapt, "tune only the normalisation weights")
+METHOD = Method(
+    "norm-tuning",
+    ("zero_shot",),
+    NormSettings,
+    adapt,
+    "tune only the normalisation weights",
+    diagnostics={"last_loss": "last loss"},  # shown by summarize and report, per condition
+)

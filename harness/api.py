@@ -2,9 +2,10 @@
 module that internal renames do not move (as lm-eval's plug-ins import from `lm_eval.api`).
 
     from harness.api import Adapted, Inputs, Method, Settings, answered, option
+    from harness.api import TEXT, Detector, register          # a detector: register("name", Detector(...))
 """
 
-from contamination.detectors import DETECTORS, LABELS, TEXT, Detector
+from contamination.detectors import DETECTORS, LABELS, TEXT, Detector, register
 from harness.core.errors import SettingsError, UserError
 from harness.core.recipe import recipe_table
 from harness.core.settings import Settings, option
@@ -28,4 +29,5 @@ __all__ = [
     "answered",
     "option",
     "recipe_table",
+    "register",
 ]

@@ -11,7 +11,7 @@ pytest.importorskip("trl")
 
 from trl import GRPOConfig, GRPOTrainer
 
-from tapt.methods.grpo_groups import GroupedGRPOTrainer, groups
+from tapt.grpo_groups import GroupedGRPOTrainer, groups
 
 PROMPTS = ["Title: Stocks fall again\nTopic:", "Hi", "A much longer prompt about the weather in Paris today:"]
 

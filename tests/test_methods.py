@@ -157,9 +157,11 @@ def test_the_readme_users_method_runs_through_run_summarize_and_report(
     assert "epochs" not in record["settings"]  # prompt TAPT's keys are not this method's
     capsys.readouterr()
     main(["summarize", str(out)])
-    assert "tiny+norm-tuning" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "tiny+norm-tuning" in printed and "last loss" in printed  # the method's own diagnostic
     main(["report", str(out), "--out", str(tmp_path / "report.html")])
-    assert "tiny+norm-tuning" in (tmp_path / "report.html").read_text()
+    page = (tmp_path / "report.html").read_text()
+    assert "tiny+norm-tuning" in page and "last loss" in page
 
 
 def test_an_installed_entry_point_is_a_method(tmp_path, monkeypatch, capsys):
@@ -399,3 +401,24 @@ def test_tlm_online_rule_points_to_the_stream_condition():
         SettingsError, match="rule.*must be 'offline', got 'online'.*add stream to conditions"
     ):
         tlm.TlmSettings(rule="online")
+
+
+def test_a_built_in_method_is_one_file_in_the_package(tmp_path, monkeypatch, capsys):
+    """A module beside the built-ins with a module-level METHOD is listed and found, with nothing else
+    edited; a module without one (a helper) is not a method."""
+    (tmp_path / "my_builtin.py").write_text(
+        "from harness.api import Adapted, Method, Settings\n"
+        "METHOD = Method('my-builtin', ('zero_shot',), Settings, lambda x: Adapted(x.model), 'one file')\n"
+    )
+    (tmp_path / "my_helper.py").write_text("VALUE = 1\n")
+    monkeypatch.setattr(methods, "__path__", [*methods.__path__, str(tmp_path)])
+    methods.builtin.cache_clear()
+    try:
+        assert methods.find("my-builtin").about == "one file"
+        main(["methods", "list"])
+        assert "my-builtin" in capsys.readouterr().out
+        assert "my_helper" not in " ".join(methods.builtin())
+    finally:
+        monkeypatch.undo()
+        methods.builtin.cache_clear()
+    assert "my-builtin" not in methods.builtin()

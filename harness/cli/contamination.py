@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.cli.parsing import command
 from harness.core.errors import read_json_object
-from harness.core.settings import from_namespace
+from harness.core.settings import field_names, from_namespace
 
 
 def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
@@ -123,6 +123,17 @@ def register(sub) -> None:
         GridConfig,
     )
     config_key_flags(p)
+    shown = {"tasks", "subsamples", "codec_context", "out", "data_dir"}  # the keys calibrate is run with
+    for action in p._actions:  # the others: accepted as flags, listed once, by `run --help`
+        if action.dest in field_names(GridConfig) and action.dest not in shown:
+            action.help = argparse.SUPPRESS
+    for group in p._action_groups:
+        if group.title == CONFIG_KEYS:
+            group.title, group.description = "config keys", (
+                "every config key is a flag here too, as `tapt-bench run --help` lists them (--data-dir "
+                "is data_dir); a flag given overrides the config file. The keys calibrate is most often "
+                "run with:"
+            )
     command(
         cont,
         "exchangeability",

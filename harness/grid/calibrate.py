@@ -54,6 +54,9 @@ class CalibrateOptions(Settings):
         "train the units the grids lack; false: read only the finished ones (a study still running, or "
         "stopped short of its subsamples)",
     )
+    detectors: list[str] = option(
+        [], "your detectors: files or modules that register them (my_check.py), read beside the built-ins"
+    )
 
     def check(self) -> None:
         super().check()
@@ -181,9 +184,23 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
     return rows
 
 
+def load_detectors(targets: list[str]) -> None:
+    """The installed detector plug-ins, then each file or module named (each registers as it loads)."""
+    from tapt.methods import load_module
+
+    detectors.load_installed()
+    for target in targets:
+        try:
+            load_module(target)
+        except (ImportError, OSError) as err:
+            fix = "check the path" if target.endswith(".py") else "put its folder on PYTHONPATH"
+            raise SettingsError.of("detectors", f"{target!r} cannot be imported ({err}); {fix}") from None
+
+
 def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
     """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json."""
     started = time.perf_counter()
+    load_detectors(opts.detectors)
     rows, notes = [], []
     for cell in cfg.cell_configs():
         if modes_of(cell, opts) == [DEFAULT]:

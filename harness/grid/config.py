@@ -96,8 +96,8 @@ class GridConfig(
     codec_context: int = option(
         0,
         "with exposure: also CoDeC (Zawalski et al. 2025), each test and extra document scored again with "
-        "this many documents of its own split before it (the authors use 1); 0: off (it costs one more "
-        "pass that long)",
+        "this many documents of its own split before it (the authors use 1; one draw serves 8 documents); "
+        "0: off (each document is read once more)",
     )
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")

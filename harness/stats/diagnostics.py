@@ -1,10 +1,8 @@
-"""What each method did in each condition, from its units' training records: the documents it learned
-from, its optimizer steps, and what a method reports of itself (test-time RL: its votes' agreement with
-the gold labels, its mean reward, the shares of prompt groups with zero advantage, of samples naming no
-choice and of votes decided by a tie; TLM: the inputs it selected; self-training: the pseudo-labels it
-kept and their agreement with the gold labels: "label accuracy", measured by the grid for any method
-that records the labels it made up). Averaged over the units of each (cell, model folder, task,
-condition); a key no unit recorded is left out."""
+"""What each method did in each condition, from its units' training records: what the grid measures of
+every method (the documents it learned from, its optimizer steps, the agreement of labels it made up
+with the gold ones) and what the method reports of itself, as its `Method.diagnostics` names it (each
+record carries that map). Averaged over the units of each (cell, model folder, task, condition); a key
+no unit recorded is left out."""
 
 from __future__ import annotations
 
@@ -16,17 +14,24 @@ import pandas as pd
 from harness import results
 from harness.core import conditions
 
-DIAGNOSTICS = {  # a training record's key -> its column (a list is averaged first)
+MEASURED = {  # what the grid records of every method: record key -> column
     "learned_from": "learned from",
     "steps": "steps",
-    "selected": "selected",
-    "kept": "kept",
-    "label_accuracy": "label accuracy",
-    "mean_reward": "mean reward",
+    "label_accuracy": "label accuracy",  # the labels a method made up, against the gold ones
+}
+RECORDED = "diagnostics"  # a record's own map of what its method reports (tapt.methods.Method.diagnostics)
+# The maps of the built-in methods' records written before a record carried its own
+EARLIER = {"selected": "selected", "kept": "kept", "mean_reward": "mean reward"} | {
     "zero_advantage_share": "zero advantage",
     "unmatched_share": "unmatched",
     "tie_share": "tied votes",
 }
+
+
+def shown(record: dict) -> dict[str, str]:
+    """Record key -> column, for what the grid measures and what the record's method reports."""
+    own = record.get(RECORDED)
+    return MEASURED | (own if isinstance(own, dict) else {k: v for k, v in EARLIER.items() if k in record})
 
 
 def number(value) -> float | None:
@@ -38,7 +43,7 @@ def number(value) -> float | None:
 
 def method_records(root: str | Path) -> pd.DataFrame:
     """One row per (m, n, model, task, condition): the mean of each diagnostic over its units."""
-    rows = []
+    rows, shares = [], set()
     for path in sorted(Path(root).rglob("units/*.json")):
         match = results.UNIT_LAYOUT.search(path.as_posix())
         if not match:
@@ -48,32 +53,42 @@ def method_records(root: str | Path) -> pd.DataFrame:
             cond = key.removeprefix("pretrain_")  # the classifier flow's adaptation of the backbone
             if cond not in conditions.ALL or not isinstance(record, dict):
                 continue
-            values = {col: number(record.get(k)) for k, col in DIAGNOSTICS.items()}
+            columns = shown(record)
+            values = {col: number(record.get(k)) for k, col in columns.items()}
+            shares |= {col for k, col in columns.items() if k.endswith("_share") or k == "label_accuracy"}
             rows.append({"m": int(m), "n": int(n), "model": model, "task": task, "condition": cond, **values})
     if not rows:
         return pd.DataFrame()
     df = pd.DataFrame(rows).dropna(axis=1, how="all")
     keys = ["m", "n", "model", "task", "condition"]
-    return df.groupby(keys, sort=False).mean(numeric_only=True).reset_index()
+    out = df.groupby(keys, sort=False).mean(numeric_only=True).reset_index()
+    out.attrs["shares"] = sorted(shares & set(out.columns))
+    return out
 
 
-def share(column: str) -> bool:
-    return column in ("label accuracy", "zero advantage", "unmatched", "tied votes")
+def columns(df: pd.DataFrame) -> list[str]:
+    """The diagnostics' columns of `method_records`, in the order first recorded."""
+    return [c for c in df.columns if c not in ("m", "n", "model", "task", "condition")]
+
+
+def share(df: pd.DataFrame, column: str) -> bool:
+    """Whether a column is a share (shown as a percentage)."""
+    return column in df.attrs.get("shares", [])
 
 
 def format_records(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
-    columns = [c for c in DIAGNOSTICS.values() if c in df.columns]
+    shown_columns = columns(df)
     wide = max(34, *df["model"].map(len))
     lines = [
         "what each method did, per condition (means over units):",
-        f"  {'model':{wide}} {'task':24} {'condition':9} " + " ".join(f"{c:>14}" for c in columns),
+        f"  {'model':{wide}} {'task':24} {'condition':9} " + " ".join(f"{c:>14}" for c in shown_columns),
     ]
     for r in df.to_dict("records"):
         cells = [
-            f"{'-':>14}" if pd.isna(r[c]) else f"{r[c]:14.1%}" if share(c) else f"{r[c]:14.3g}"
-            for c in columns
+            f"{'-':>14}" if pd.isna(r[c]) else f"{r[c]:14.1%}" if share(df, c) else f"{r[c]:14.3g}"
+            for c in shown_columns
         ]
         lines.append(f"  {r['model']:{wide}} {r['task']:24} {r['condition']:9} " + " ".join(cells))
     return "\n".join(lines)

@@ -109,12 +109,12 @@ def methods_section(mdir: Path) -> str:
     records = diagnostics.method_records(mdir)
     if records.empty:
         return ""
-    columns = [c for c in diagnostics.DIAGNOSTICS.values() if c in records.columns]
+    columns = diagnostics.columns(records)
 
     def cell(x, column):
         if pd.isna(x):
             return ("-", -1e9)
-        return (f"{x:.1%}" if diagnostics.share(column) else f"{x:.3g}", x)
+        return (f"{x:.1%}" if diagnostics.share(records, column) else f"{x:.3g}", x)
 
     rows = [
         [(r["task"], r["task"]), (r["condition"], r["condition"])] + [cell(r[c], c) for c in columns]

@@ -2,7 +2,7 @@
 condition (extra, test, leak), and the unit scores what it returns.
 
 A method is a `Method` value: its name, the flows it serves, its settings dataclass and one `adapt`
-call. The built-ins are in `builtin()`; a method from outside the package is named
+call. A built-in is a module of this package with a module-level `METHOD`; a method from outside the package is named
 `package.module:attr` or `path/to/file.py:attr` (a `Method` value), or installed as an entry point of
 the group `tapt_bench.methods`, as lm-eval's models and pytest's plugins are. The documents an `adapt`
 call receives carry the gold `label` column only for the `leak` condition: every other condition gets
@@ -38,6 +38,7 @@ from harness.tasks.protocol import Spec
 ENTRY_POINTS = "tapt_bench.methods"
 FLOWS = ("zero_shot", "classifier")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
+DIAGNOSTICS = "diagnostics"  # the record's map of what the method reports of itself (Method.diagnostics)
 LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)
 COUNTS = (LEARNED_FROM, "steps")  # a record's counts: integers of at least 0 where given
 VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index or None}
@@ -94,6 +95,10 @@ class Method:
     # also write its settings as top-level keys, the layout the study's configs and results use
     default_for: str | None = None
     recipe: str = ""  # how this implementation follows its authors' code, point by point (`methods show`)
+    # what the method reports of itself: its record's key -> the column the summary and report show it
+    # as (a key ending in `_share` is shown as a percentage); the grid writes the map into each record
+    diagnostics: dict[str, str] = field(default_factory=dict, hash=False)
+    order: int = 100  # where a built-in is listed (`methods list`, the docs): lower first
 
     def run(self, inputs: Inputs) -> Adapted:
         """`adapt`, with a method's own failure named as its own and what it returned checked: a model
@@ -138,6 +143,8 @@ class Method:
                     f"{who} returned a record whose {key!r} is {value!r}; it must be a count, an integer of "
                     "at least 0"
                 )
+        if self.diagnostics:  # the summary and the report read the columns from the record itself
+            out.record = {**out.record, DIAGNOSTICS: dict(self.diagnostics)}
         return out
 
     def configured(self, values: dict | None, where: str) -> Settings:
@@ -168,11 +175,17 @@ def vote_agreement(record: dict, docs: pd.DataFrame) -> dict:
     return {"label_accuracy": agree / len(voted) if voted else None, "voted": len(voted)}
 
 
+@cache
 def builtin() -> dict[str, Method]:
-    from tapt.methods import prompt_tapt, raw_text, self_training, test_time_rl, tlm
+    """Every module of this package with a module-level `METHOD` (a `Method`): a built-in is one file."""
+    import pkgutil
 
-    found = (prompt_tapt.METHOD, raw_text.METHOD, tlm.METHOD, self_training.METHOD, test_time_rl.METHOD)
-    return {m.name: m for m in found}
+    found = []
+    for module in pkgutil.iter_modules(__path__):
+        value = getattr(importlib.import_module(f"{__name__}.{module.name}"), "METHOD", None)
+        if isinstance(value, Method):
+            found.append(value)
+    return {m.name: m for m in sorted(found, key=lambda m: (m.order, m.name))}
 
 
 @cache
@@ -240,6 +253,9 @@ def check_method(value: Method, target: str) -> None:
         )
     if not callable(value.adapt):
         problems.append("its adapt must be a function of Inputs returning Adapted")
+    shown = value.diagnostics
+    if not isinstance(shown, dict) or not all(isinstance(x, str) and x for x in [*shown, *shown.values()]):
+        problems.append(f"its diagnostics {shown!r} must map record keys to column names, both strings")
     if problems:
         problem = f"{target!r}: " + "; ".join(problems)
         raise SettingsError.of("method", problem)

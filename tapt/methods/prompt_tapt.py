@@ -19,4 +19,5 @@ METHOD = Method(
     adapt=adapt,
     about="the study's prompt TAPT: a (Q)LoRA adapter trained with TRL's SFTTrainer on the split's prompts",
     default_for="zero_shot",
+    order=0,
 )

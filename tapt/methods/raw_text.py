@@ -20,4 +20,5 @@ METHOD = Method(
     adapt=adapt,
     about="the study's raw-text TAPT: MLM (encoders) or CLM (decoders) on the split's texts, then a head",
     default_for="classifier",
+    order=1,
 )

@@ -69,4 +69,6 @@ METHOD = Method(
     settings=SelfTrainingSettings,
     adapt=adapt,
     about="transductive self-training: a LoRA on prompt + the base's confident zero-shot pseudo-labels",
+    diagnostics={"kept": "kept"},
+    order=3,
 )

@@ -1,7 +1,7 @@
 """Test-time reinforcement learning (TTRL; Zuo et al. 2025, PRIME-RL/TTRL): GRPO on the split's own
 prompts, rewarded by agreement with the majority vote of the policy's own samples, through TRL's
 `GRPOTrainer` (its reward-function interface; the GRPO loop is TRL's), reading each prompt once per group
-of samples (`tapt.methods.grpo_groups`).
+of samples (`tapt.grpo_groups`).
 
 For each prompt (the zero-shot prompt lm-eval shows the model) the policy samples `samples`
 completions of a few tokens; each is read as the first choice it names anywhere in the completion (no
@@ -150,13 +150,13 @@ def rollout_size(s: TtrlSettings, n: int) -> int:
 
 def adapt(x: Inputs, trainer_class=None) -> Adapted:
     """Train a LoRA by GRPO on the split's prompts. `trainer_class`: TRL's `GRPOTrainer` to time it
-    against (the default reads each prompt once per group: `tapt.methods.grpo_groups`)."""
+    against (the default reads each prompt once per group: `tapt.grpo_groups`)."""
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
     from transformers import set_seed
     from trl import GRPOConfig
 
-    from tapt.methods.grpo_groups import GroupedGRPOTrainer
+    from tapt.grpo_groups import GroupedGRPOTrainer
 
     s: TtrlSettings = x.settings
     set_seed(x.seed)
@@ -282,4 +282,11 @@ METHOD = Method(
     about="TTRL (Zuo et al. 2025): GRPO through TRL on the split's prompts, each sample rewarded for "
     "agreeing with the majority vote of its prompt's samples (the leak: with the gold choice)",
     recipe=RECIPE,
+    diagnostics={
+        "mean_reward": "mean reward",
+        "zero_advantage_share": "zero advantage",
+        "unmatched_share": "unmatched",
+        "tie_share": "tied votes",
+    },
+    order=4,
 )

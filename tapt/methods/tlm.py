@@ -206,4 +206,6 @@ METHOD = Method(
     about="TLM (Hu et al., ICML 2025): LoRA minimising the split's input perplexity, high-perplexity "
     "inputs selected and weighted",
     recipe=RECIPE,
+    diagnostics={"selected": "selected"},
+    order=2,
 )

@@ -1,0 +1,51 @@
+"""Extension points that are one file: a detector plug-in (a file that registers it, imported through
+`harness.api` alone) appears in `calibrate`'s table beside the built-ins, with its error rates."""
+
+import json
+import shutil
+
+import pytest
+from helpers import tiny_grid_config
+
+from contamination import detectors
+from harness.cli.main import main
+
+PLUGIN = '''
+from harness.api import TEXT, Detector, register
+
+
+def always_flags(record, cond, texts):  # a detector that flags every model but the base
+    return None if cond == "base" else 0.001
+
+
+register("always flags", Detector(TEXT, always_flags))
+'''
+
+
+def test_a_detector_from_one_file_is_calibrated_beside_the_built_ins(tiny_grid, tmp_path, tiny_llama, data_dir):
+    out = tmp_path / "study"
+    shutil.copytree(tiny_grid, out)
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
+    plugin = tmp_path / "my_check.py"
+    plugin.write_text(PLUGIN)
+    try:
+        main(
+            f"contamination calibrate --config {config} --modes padding --train false "
+            f"--detectors {plugin}".split()
+        )
+        rates = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
+        mine = rates["always flags"]
+        assert (mine["false_positive"]["flagged"], mine["false_positive"]["models"]) == (3, 3)  # extra models
+        assert (mine["power"]["flagged"], mine["power"]["models"]) == (6, 6)  # test and leak models
+        assert "exposure text" in rates  # the built-ins still read
+    finally:
+        detectors.DETECTORS.pop("always flags", None)
+
+
+def test_a_detector_name_is_taken_once_and_a_missing_file_is_named(tmp_path, tiny_llama, data_dir):
+    with pytest.raises(ValueError, match="'CoDeC' is registered already"):
+        detectors.register("CoDeC", detectors.Detector(detectors.TEXT, lambda r, c, t: None))
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out")
+    with pytest.raises(SystemExit, match=r"detectors 'nope\.py' cannot be imported.*check the path"):
+        main(f"contamination calibrate --config {config} --train false --detectors nope.py".split())
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,63 @@
+"""The methods study's records ship with the repository: its units and per-document scores (not its
+adapters). The README's answer per method (verdict, pooled bias, MDE, units, leak) is what `summarize`
+computes from them, so a reader checks the claims without the compute."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.results import collect
+from harness.stats.summary import summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDS = ROOT / "benchmarks" / "methods_study"
+MODEL = "SmolLM2-135M-Instruct"
+
+
+def readme_rows() -> dict[str, list[str]]:
+    """The README's methods table: its cells by method name."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## The methods study", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in ("prompt-tapt", "self-training", "test-time-rl", "TLM"):
+            rows[cells[0]] = cells
+    return rows
+
+
+def number(cell: str) -> float:
+    return float(re.search(r"[-+]?\d+(\.\d+)?", cell).group())
+
+
+@pytest.fixture(scope="module")
+def pooled() -> dict[str, dict]:
+    if not RECORDS.is_dir():
+        pytest.fail(f"{RECORDS} is missing: the study's records ship with the repository")
+    out = {}
+    for config in summarize(collect(RECORDS), seed=0, target=0.05)["configs"]:
+        name = config["model"].split("+", 1)[1] if "+" in config["model"] else "prompt-tapt"
+        out["TLM" if name == "test-time-learning" else name] = config
+    return out
+
+
+def test_the_readme_answers_for_every_shipped_method_and_only_those(pooled):
+    assert set(readme_rows()) == set(pooled)
+
+
+def test_the_readmes_verdict_bias_mde_units_and_leak_are_the_shipped_records(pooled):
+    for method, cells in readme_rows().items():
+        got = pooled[method]
+        _, verdict, bias, mde, units, leak = cells[:6]
+        assert verdict == got["bias_verdict"], method
+        assert number(bias) == pytest.approx(100 * got["bias_mean"], abs=0.051), method
+        assert number(mde) == pytest.approx(100 * got["detectable_bias"], abs=0.051), method
+        assert int(number(units)) == got["bias_units"], method
+        assert number(leak) == pytest.approx(100 * got["leak_mean"], abs=0.051), method
+
+
+def test_the_records_are_small_and_hold_no_adapters():
+    files = [p for p in RECORDS.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 20e6
+    assert not [p for p in files if p.suffix in (".safetensors", ".bin", ".pt")]
