@@ -36,7 +36,7 @@ from harness.tasks.protocol import find_spec, subsample_docs
 
 SAME = "same task"
 UNION = "suspect and same-task pools"  # the unshifted draws: both sets from both pools, split afresh
-PREFIX = "<script>x</script> ünïcödé 日本語 🎬 "  # markup, accents, CJK and an emoji: a prefix no tokenizer treats as plain text
+PREFIX = "<script>x</script> ünïcödé 日本語 🎬 "  # markup, accents, CJK, an emoji: far from plain text
 SHIFTS = {
     SAME: lambda t: t,
     "prefix": lambda t: PREFIX + t,

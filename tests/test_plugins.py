@@ -10,7 +10,7 @@ from helpers import tiny_grid_config
 from contamination import detectors
 from harness.cli.main import main
 
-PLUGIN = '''
+PLUGIN = """
 from harness.api import TEXT, Detector, register
 
 
@@ -19,10 +19,12 @@ def always_flags(record, cond, texts):  # a detector that flags every model but 
 
 
 register("always flags", Detector(TEXT, always_flags))
-'''
+"""
 
 
-def test_a_detector_from_one_file_is_calibrated_beside_the_built_ins(tiny_grid, tmp_path, tiny_llama, data_dir):
+def test_a_detector_from_one_file_is_calibrated_beside_the_built_ins(
+    tiny_grid, tmp_path, tiny_llama, data_dir
+):
     out = tmp_path / "study"
     shutil.copytree(tiny_grid, out)
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)

@@ -129,10 +129,13 @@ def register(sub) -> None:
             action.help = argparse.SUPPRESS
     for group in p._action_groups:
         if group.title == CONFIG_KEYS:
-            group.title, group.description = "config keys", (
-                "every config key is a flag here too, as `tapt-bench run --help` lists them (--data-dir "
-                "is data_dir); a flag given overrides the config file. The keys calibrate is most often "
-                "run with:"
+            group.title, group.description = (
+                "config keys",
+                (
+                    "every config key is a flag here too, as `tapt-bench run --help` lists them (--data-dir "
+                    "is data_dir); a flag given overrides the config file. The keys calibrate is most often "
+                    "run with:"
+                ),
             )
     command(
         cont,

@@ -2,11 +2,11 @@
 condition (extra, test, leak), and the unit scores what it returns.
 
 A method is a `Method` value: its name, the flows it serves, its settings dataclass and one `adapt`
-call. A built-in is a module of this package with a module-level `METHOD`; a method from outside the package is named
-`package.module:attr` or `path/to/file.py:attr` (a `Method` value), or installed as an entry point of
-the group `tapt_bench.methods`, as lm-eval's models and pytest's plugins are. The documents an `adapt`
-call receives carry the gold `label` column only for the `leak` condition: every other condition gets
-them without it.
+call. A built-in is a module of this package with a module-level `METHOD`; a method from outside the
+package is named `package.module:attr` or `path/to/file.py:attr` (a `Method` value), or installed as an
+entry point of the group `tapt_bench.methods`, as lm-eval's models and pytest's plugins are. The
+documents an `adapt` call receives carry the gold `label` column only for the `leak` condition: every
+other condition gets them without it.
 
 What a method promises is checked where it can be: the grid fingerprints the base and stops the run when
 a restore does not give it back unchanged (harness.core.weights); a condition whose method learned
