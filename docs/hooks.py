@@ -99,7 +99,33 @@ def configs() -> str:
     return "\n".join(lines) + "\n"
 
 
+MEASUREMENT_PAGES = [
+    ("demo", "The demo"),
+    ("scoring", "Scoring and analysis"),
+    ("training", "Training"),
+    ("detectors", "Detectors"),
+    ("methods", "The methods study"),
+]
+
+
+def measurements() -> str:
+    """Every measurements page with its sections, linked."""
+    import re
+
+    def anchor(title: str) -> str:
+        return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", title.lower()).strip())
+
+    lines = []
+    for page, title in MEASUREMENT_PAGES:
+        text = (ROOT / "docs" / "measurements" / f"{page}.md").read_text()
+        heads = [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
+        links = "; ".join(f"[{h}]({page}.md#{anchor(h)})" for h in heads)
+        lines.append(f"- [{title}]({page}.md): {links}.")
+    return "\n".join(lines) + "\n"
+
+
 GENERATED = {
+    "<!-- measurements -->": measurements,
     "<!-- configs -->": configs,
     "<!-- cli reference -->": cli_reference,
     "<!-- code map -->": code_map,

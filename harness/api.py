@@ -3,12 +3,15 @@ module that internal renames do not move (as lm-eval's plug-ins import from `lm_
 
     from harness.api import Adapted, Inputs, Method, Settings, answered, option
     from harness.api import TEXT, Detector, register          # a detector: register("name", Detector(...))
+    from harness.api import Statistic, register_statistic     # a summary statistic
 """
 
 from contamination.detectors import DETECTORS, LABELS, TEXT, Detector, register
 from harness.core.errors import SettingsError, UserError
 from harness.core.recipe import recipe_table
 from harness.core.settings import Settings, option
+from harness.stats.statistics import Statistic
+from harness.stats.statistics import register as register_statistic
 from harness.tasks.protocol import Spec, answered
 from tapt.methods import LEARNED_FROM, VOTES, Adapted, Inputs, Method
 
@@ -25,9 +28,11 @@ __all__ = [
     "Settings",
     "SettingsError",
     "Spec",
+    "Statistic",
     "UserError",
     "answered",
     "option",
     "recipe_table",
     "register",
+    "register_statistic",
 ]

@@ -51,3 +51,33 @@ def test_a_detector_name_is_taken_once_and_a_missing_file_is_named(tmp_path, tin
     with pytest.raises(SystemExit, match=r"detectors 'nope\.py' cannot be imported.*check the path"):
         main(f"contamination calibrate --config {config} --train false --detectors nope.py".split())
     assert not (tmp_path / "out").exists()
+
+
+def test_a_statistic_from_one_file_appears_in_summarize_its_json_and_the_report(tiny_grid, tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    from harness.api import Statistic, register_statistic
+    from harness.stats import statistics
+
+    median = register_statistic(
+        Statistic(
+            "{e}_median", "median", "points", lambda e: e == "bias", lambda t, c, s: float(np.median(t - c))
+        )
+    )
+    try:
+        main(["summarize", str(tiny_grid)])
+        table = capsys.readouterr().out
+        assert "median" in table.splitlines()[3]  # a column of the per-task table, after the bias's MDE
+        main(["summarize", str(tiny_grid), "--json"])
+        tasks = json.loads(capsys.readouterr().out)["tasks"]
+        acc = pd.read_csv(next(tiny_grid.rglob("ag_news/accuracies.csv")))
+        ag = next(t for t in tasks if t["task"] == "ag_news")
+        assert ag["bias_median"] == pytest.approx(float(np.median(acc["test"] - acc["extra"])))
+        assert "leak_median" not in ag  # only the effects it names
+        main(["report", str(tiny_grid), "--out", str(tmp_path / "report.html")])
+        assert ">median<" in (tmp_path / "report.html").read_text()
+    finally:
+        statistics.STATISTICS.remove(median)
+    with pytest.raises(ValueError, match="keyed '{e}_mean' is registered already"):
+        register_statistic(Statistic("{e}_mean", "mean", "points", lambda e: True, lambda t, c, s: 0.0))

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from harness import results
 from harness.core import conditions
-from harness.core.power import ALPHA, POWER, RESAMPLES, TARGET, detectable, units_for
+from harness.core.power import ALPHA, POWER, TARGET, units_for
+from harness.stats.statistics import STATISTICS, detectable_effect, load_installed, paired_pvalue  # noqa: F401
 
 # the fewest subsamples whose sign-flip test can reject at ALPHA: its smallest p-value is 2^-K
 MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA)))
@@ -25,87 +25,38 @@ DETECTABLE_METHOD = (
 )
 
 
-def paired_pvalue(treatment: np.ndarray, control: np.ndarray, seed: int = 0) -> float:
-    """Paired permutation test of H1: E[treatment - control] > 0 (signs of the differences are permuted)."""
-    if len(treatment) < 2 or np.all(treatment == control):
-        return 1.0
-    res = stats.permutation_test(
-        (treatment, control),
-        lambda x, y, axis: np.mean(x - y, axis=axis),
-        permutation_type="samples",
-        alternative="greater",
-        n_resamples=RESAMPLES,
-        vectorized=True,
-        random_state=seed,
-    )
-    return float(res.pvalue)
-
-
-def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest mean shift of these paired differences that a one-sided test at `alpha` detects
-    with probability `power`, from their spread and count (see DETECTABLE_METHOD); inf where they have
-    no spread, which says nothing of the power."""
-    k = len(differences)
-    if k < 2 or 0.5**k > alpha:  # the sign-flip test's smallest p-value is 2^-K: it can never reject
-        return float("inf")
-    if np.ptp(differences) == 0:  # no spread to read power from (a method that moved nothing): none claimed
-        return float("inf")
-    return detectable(float(np.std(differences, ddof=1) / np.sqrt(k)), k - 1, alpha, power)
-
-
 def effects_in(df: pd.DataFrame) -> list[str]:
     """The effects of conditions.EFFECTS whose two conditions every row of these accuracies has."""
     return [e for e, pair in conditions.EFFECTS.items() if all(c in df and df[c].notna().all() for c in pair)]
 
 
 def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[str, Any]:
-    """The JSON summary: per (m, n, model) and per task, each effect's mean (`bias_mean`); for the
-    tested effects its one-sided p-value and its BH adjustment over tasks (`bias_p_value`,
-    `bias_p_adjusted`); for the primary effect its detectable size (`detectable_bias`), per task and
-    pooled over every unit of the (m, n, model) (its p-value too, and its verdict against the `target`
-    effect, pooled_verdict). Rows where a
-    condition of an effect was not adapted (results.NOT_ADAPTED) are left out of that effect and counted
-    (`bias_not_adapted`); an effect with no row left is NaN, not a measurement."""
+    """The JSON summary: per (m, n, model) and per task, every statistic of STATISTICS for every effect
+    that carries it (`bias_mean`, `bias_p_value`, `bias_p_adjusted` over tasks, `detectable_bias`, ...);
+    pooled over every unit of the (m, n, model), those marked pooled, with the primary effect's units and
+    its verdict against the `target` effect (pooled_verdict). Rows where a condition of an effect was not
+    adapted (results.NOT_ADAPTED) are left out of that effect and counted (`bias_not_adapted`); an
+    effect with no row left gets each statistic's empty value (NaN: not a measurement)."""
+    load_installed()
     effects, primary = effects_in(df), conditions.PRIMARY
-    tested = [e for e in effects if e in conditions.TESTED]
     configs, tasks = [], []
     for (m, n, model), group in df.groupby(["m", "n", "model"], sort=True):
         per_task = []
         for task, t in group.groupby("task", sort=True):
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
-            row |= not_adapted_counts(t)
-            for e in effects:
-                keep, control, treatment = paired(t, e)
-                row[f"{e}_mean"] = float((treatment - control).mean()) if keep.any() else float("nan")
-                if not keep.all():
-                    row[f"{e}_not_adapted"] = int((~keep).sum())
-                if e in tested:
-                    row[f"{e}_p_value"] = paired_pvalue(treatment, control, seed) if keep.any() else np.nan
-                if e == primary:
-                    row[f"detectable_{e}"] = detectable_effect(treatment - control)
-                    row[f"{e}_units"] = int(keep.sum())
+            row |= not_adapted_counts(t) | measure(t, effects, seed, pooled=False)
             per_task.append(row)
-        for e in tested:
-            ps = np.array([t[f"{e}_p_value"] for t in per_task])
-            adjusted = np.full(len(ps), np.nan)
-            if np.isfinite(ps).any():
-                adjusted[np.isfinite(ps)] = stats.false_discovery_control(ps[np.isfinite(ps)], method="bh")
-            for t, p in zip(per_task, adjusted):
-                t[f"{e}_p_adjusted"] = float(p)
+        for st in STATISTICS:  # the statistics read across tasks (a multiple-testing correction)
+            for e in [e for e in effects if st.across and st.effects(e)]:
+                values = st.across(np.array([t[st.of.format(e=e)] for t in per_task], float))
+                for t, v in zip(per_task, values):
+                    t[st.name(e)] = float(v)
         tasks += per_task
-        config = {"m": int(m), "n": int(n), "model": model}
-        for e in effects:
-            keep, control, treatment = paired(group, e)
-            config[f"{e}_mean"] = float((treatment - control).mean()) if keep.any() else float("nan")
-            if not keep.all():
-                config[f"{e}_not_adapted"] = int((~keep).sum())
-            if e == primary:  # pooled over every unit of every task: units of different tasks are independent
-                config[f"{e}_p_value"] = paired_pvalue(treatment, control, seed) if keep.any() else np.nan
-                config[f"detectable_{e}"] = detectable_effect(treatment - control)
-                config[f"{e}_units"] = int(keep.sum())
-                per = [t[f"{e}_units"] for t in per_task]
-                config[f"{e}_units_per_task"] = [min(per), max(per)]
-                config |= pooled_verdict(config, target)
+        config = {"m": int(m), "n": int(n), "model": model} | measure(group, effects, seed, pooled=True)
+        if primary in effects:
+            per = [t[f"{primary}_units"] for t in per_task]
+            config[f"{primary}_units_per_task"] = [min(per), max(per)]
+            config |= pooled_verdict(config, target)
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
             config |= {
@@ -117,6 +68,22 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
             }
         configs.append(config)
     return {"configs": configs, "tasks": tasks}
+
+
+def measure(rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool) -> dict[str, Any]:
+    """Every statistic computed from these rows' paired accuracies, per effect (pooled: only those marked
+    pooled; units over every task are independent), with the primary effect's unit count."""
+    out = {}
+    for e in effects:
+        keep, control, treatment = paired(rows, e)
+        for st in STATISTICS:
+            if st.compute and st.effects(e) and (not pooled or st.pooled(e)):
+                out[st.name(e)] = float(st.compute(treatment, control, seed)) if keep.any() else st.empty
+        if not keep.all():
+            out[f"{e}_not_adapted"] = int((~keep).sum())
+        if e == conditions.PRIMARY:
+            out[f"{e}_units"] = int(keep.sum())
+    return out
 
 
 def pooled_verdict(config: dict[str, Any], target: float) -> dict[str, Any]:
@@ -200,16 +167,11 @@ def not_adapted_lines(tasks: list[dict], indent: str = "  ") -> list[str]:
 
 
 def effect_columns(effects: list[str]) -> list[tuple[str, str, str, str]]:
-    """The per-task table's columns after the task, (effect, header, key, kind): each effect's mean
-    (kind `points`), then where tested its p and p_BH (`p`), then for the primary effect its MDE (`mde`)."""
-    cols = []
-    for e in effects:
-        cols.append((e, e, f"{e}_mean", "points"))
-        if e in conditions.TESTED:
-            cols += [(e, "p", f"{e}_p_value", "p"), (e, "p_BH", f"{e}_p_adjusted", "p")]
-        if e == conditions.PRIMARY:
-            cols.append((e, "MDE", f"detectable_{e}", "mde"))
-    return cols
+    """The per-task table's columns after the task, (effect, header, key, kind), from STATISTICS: per
+    effect, each statistic that effect carries, in the table's order."""
+    return [
+        (e, st.header.format(e=e), st.name(e), st.kind) for e in effects for st in STATISTICS if st.effects(e)
+    ]
 
 
 def format_tables(summary: dict[str, Any]) -> str:
