@@ -9,7 +9,8 @@ shared cache). Written by hand because neither TRL nor transformers shares a pre
 Everything else is TRL's: its config, loss, logging and callbacks. Two changes of behaviour, both named in
 test-time RL's recipe table: a rollout's completions are not shuffled before they are split into
 optimizer steps (a step holds whole prompt groups, as TTRL's verl runs them), and the shortcut applies only
-to text prompts sampled by transformers' `generate` (vLLM, tools and images take TRL's own path).
+to text prompts sampled by transformers' `generate` (vLLM, tools and images take TRL's own path; so
+does the policy's forward under gradient checkpointing, which keeps no cache).
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ def _left_pad(seqs: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tens
         ids[i, width - len(s) :] = torch.tensor(s)
         mask[i, width - len(s) :] = 1
     return ids, mask
+
+
+def checkpointing(model) -> bool:
+    """Whether the model recomputes activations in its backward (transformers 5 renamed the flag)."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name) or hasattr(model, name):
+            return bool(getattr(model, name))
+    return False
 
 
 class GroupedGRPOTrainer(GRPOTrainer):
@@ -96,7 +105,8 @@ class GroupedGRPOTrainer(GRPOTrainer):
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False, **kw
     ):
         extra = {k: v for k, v in kw.items() if v is not None and k != "compute_aux_loss"}
-        if extra or kw.get("compute_aux_loss") or not self._plain():
+        checkpointed = model.training and checkpointing(model)  # it keeps no cache
+        if extra or kw.get("compute_aux_loss") or checkpointed or not self._plain():
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, **kw
             )

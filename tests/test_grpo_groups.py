@@ -11,7 +11,7 @@ pytest.importorskip("trl")
 
 from trl import GRPOConfig, GRPOTrainer
 
-from tapt.grpo_groups import GroupedGRPOTrainer, groups
+from tapt.grpo_groups import GroupedGRPOTrainer, _left_pad, groups
 
 PROMPTS = ["Title: Stocks fall again\nTopic:", "Hi", "A much longer prompt about the weather in Paris today:"]
 
@@ -118,3 +118,19 @@ def test_a_step_holds_whole_prompt_groups_in_order(trainer):
         rows = [tuple(r) for r in step["prompt_ids"].tolist()]
         assert len(set(rows)) == 1  # one prompt's four completions, not a shuffle of the rollout
     assert len({tuple(s["prompt_ids"][0].tolist()) for s in steps}) == 3
+
+
+def test_under_gradient_checkpointing_the_policys_forward_is_trls_own(trainer):
+    """Checkpointing keeps no cache, so the grouped forward steps aside: the numbers are TRL's."""
+    prompt_ids, _, _ = trainer._tokenize_prompts(PROMPTS)
+    ids, mask = _left_pad(prompt_ids, trainer._tokenizer.pad_token_id)
+    trainer.model.gradient_checkpointing_enable()
+    trainer.model.train()
+    try:
+        with mock.patch.object(GroupedGRPOTrainer, "_group_logps", side_effect=AssertionError("grouped")):
+            ours, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, 3)
+        with as_trl("_get_per_token_logps_and_entropies"):
+            theirs, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, 3)
+    finally:
+        trainer.model.gradient_checkpointing_disable()
+    torch.testing.assert_close(ours, theirs)

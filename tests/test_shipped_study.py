@@ -61,3 +61,23 @@ def test_the_records_are_small_and_hold_no_adapters():
     files = [p for p in RECORDS.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < 20e6
     assert not [p for p in files if p.suffix in (".safetensors", ".bin", ".pt")]
+
+
+def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resumes_them():
+    """Every shipped unit's settings hash is the one `run --config methods_study` computes today for its
+    method: a rerun into the folder adds units and recomputes none."""
+    import json
+
+    import yaml
+
+    from harness.core.settings import from_mapping
+    from harness.grid.config import GridConfig, config_path
+
+    raw = yaml.safe_load(config_path("methods_study").read_text())  # no data or model needed to read it
+    cfg = from_mapping(GridConfig, raw | {"out": str(RECORDS)}, "methods_study")
+    expected = {c.tag: c.settings_hash() for c in cfg.cell_configs()}
+    units = list(RECORDS.rglob("units/*.json"))
+    assert units
+    for path in units:
+        tag = path.relative_to(RECORDS).parts[2]
+        assert json.loads(path.read_text())["settings_hash"] == expected[tag], path
