@@ -9,6 +9,7 @@ authors draw it) and with the shipped block. Prints the seconds and their ratios
 variant the share of models flagged at `--alpha`: test models (which read the test documents) are
 CoDeC's power, extra and base models its false positives. Usage:
     python benchmarks/codec_blocks.py --results results/methods_study --data-dir ../shared/data
+        [--limit 3] [--conditions extra test] [--timing false]
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class CodecBenchArgs(DataSettings):
     alpha: float = option(0.05, "level a model is flagged at")
     limit: int = option(0, "adapters read at most (0: all)")
     methods: list[str] = option(["prompt-tapt", "self-training"], "methods whose adapters are read")
+    conditions: list[str] = option(["extra", "test", "leak"], "conditions whose adapters are read")
+    timing: bool = option(True, "also time the pass without CoDeC (the cost ratios)")
     batch_size: int = option(16, "documents a forward pass")
 
 
@@ -56,7 +59,7 @@ def main() -> None:
 
     a = parse_script(CodecBenchArgs, __doc__)
     adapters = sorted(Path(a.results).glob("**/adapters/*_*"))
-    adapters = [p for p in adapters if p.name.split("_", 1)[1] in ("extra", "test", "leak")]
+    adapters = [p for p in adapters if p.name.split("_", 1)[1] in a.conditions]
     adapters = adapters[: a.limit or None]  # in path order: the limit takes whole methods first
     seconds, flags, cache = defaultdict(float), defaultdict(list), {}
     print(f"{len(adapters)} adapters under {a.results}, k {a.k}, block {codec.BLOCK}")
@@ -77,24 +80,22 @@ def main() -> None:
         docs = exposure_docs(subsample_docs(spec, sample, unit["subsample"]))
         adapted = PeftModel.from_pretrained(model, path).eval()
         timed = {}
-        for name, block in (("without", None), ("per document", 1), ("blocks", codec.BLOCK)):
+        variants = (("without", None),) if a.timing else ()
+        for name, block in (*variants, ("per document", 1), ("blocks", codec.BLOCK)):
             timed[name], out = scores(adapted, tokenizer, spec, docs, a.k, block, a.batch_size)
             seconds[name] += timed[name]
             if block:
                 flags[(method, cond, name)].append(codec_test(out, cell["seed"])["p_test"] < a.alpha)
         model = adapted.unload()
         cache[base] = (model, tokenizer)
-        print(
-            f"{task}/{subsample} {method} {cond}: without {timed['without']:.1f} s, "
-            f"per document {timed['per document']:.1f} s, blocks {timed['blocks']:.1f} s",
-            flush=True,
-        )
+        print(f"{task}/{subsample} {method} {cond}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timed.items()))
     w = seconds["without"]
-    print(
-        f"\nexposure pass, all adapters: without CoDeC {w:.1f} s; per-document contexts "
-        f"{seconds['per document']:.1f} s ({seconds['per document'] / w:.2f}x); blocks "
-        f"{seconds['blocks']:.1f} s ({seconds['blocks'] / w:.2f}x)"
-    )
+    if w:
+        print(
+            f"\nexposure pass, all adapters: without CoDeC {w:.1f} s; per-document contexts "
+            f"{seconds['per document']:.1f} s ({seconds['per document'] / w:.2f}x); blocks "
+            f"{seconds['blocks']:.1f} s ({seconds['blocks'] / w:.2f}x)"
+        )
     print(f"\n{'method':14} {'model':6} {'per document':>24} {'blocks':>24}")
     for method, cond in sorted({(m, c) for m, c, _ in flags}):
         cells = []

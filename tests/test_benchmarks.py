@@ -26,9 +26,11 @@ def test_every_benchmark_script_is_covered_here():
     covered = {
         "bayes_speed.py",
         "classifier_unit.py",
+        "codec_blocks.py",
         "compare_log_samples.py",
         "contamination_control.py",
         "contamination_speed.py",
+        "grpo_step.py",
         "prompt_once_speed.py",
         "ray_workers.py",
         "shared_cores.py",
@@ -52,6 +54,7 @@ def test_every_benchmark_script_is_covered_here():
         ("shared_cores.py", ["--base", "{llama}"], "accuracies equal across every leg that finished: True"),
         ("ttrl_answers.py", ["--base", "{llama}"], "rotten_tomatoes "),
         ("tlm_moves.py", ["--base", "{llama}"], "rotten_tomatoes "),
+        ("grpo_step.py", ["--base", "{llama}"], "  8 grouped "),
     ],
 )
 def test_a_benchmark_runs_at_its_smoke_size(
@@ -61,6 +64,16 @@ def test_a_benchmark_runs_at_its_smoke_size(
     argv = [a.format(**paths) for a in argv]
     data = [] if name == "bayes_speed.py" else ["--data-dir", str(real_data_dir)]
     assert printed in script(name, "--smoke", *data, *argv)
+
+
+def test_the_codec_blocks_benchmark_reads_a_tiny_grids_kept_adapters(tmp_path, tiny_llama, data_dir):
+    from harness.cli.main import main
+
+    out = tmp_path / "grid"
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, subsamples=1, codec_context=1)
+    main(["run", "--config", str(config), "--keep-adapters"])
+    printed = script("codec_blocks.py", "--results", str(out), "--data-dir", str(data_dir), "--limit", "2")
+    assert "blocks" in printed and "x); blocks" in printed and "prompt-tapt" in printed
 
 
 def test_the_ray_benchmark_runs_a_tiny_config(tmp_path, tiny_llama, data_dir):
