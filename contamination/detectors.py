@@ -31,8 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from contamination.doc_scores import Score
 from contamination.exposure import two_sample
 from harness.core import conditions
+from harness.core.plugins import load_module
 from harness.core.power import ALPHA, wilson
 
 TEXT, LABELS = "text", "labels"
@@ -87,6 +89,16 @@ def uncalibrated(score: Callable[[pd.DataFrame, list[str]], np.ndarray]) -> Call
     return pvalue
 
 
+def recorded_score(name: str) -> Callable:
+    """A plug-in score's two-sample test (uncalibrated), where the unit recorded its column."""
+    test = uncalibrated(lambda s, _: s[name])
+
+    def pvalue(record: dict, cond: str, texts: list[str]) -> float | None:
+        return test(record, cond, texts) if name in record["scores"][cond] else None
+
+    return pvalue
+
+
 def zlib_ratio(scores: pd.DataFrame, texts: list[str]) -> np.ndarray:
     """Minus log-perplexity (the `text` score) over the zlib entropy of the text, in bytes."""
     zipped = np.array([len(zlib.compress(t.encode())) for t in texts], float)
@@ -113,6 +125,29 @@ DETECTORS: dict[str, Detector] = {
 
 
 ENTRY_POINTS = "tapt_bench.detectors"
+_SCORES: dict[str, Score] = {}  # plug-in scores by the target that named them, each loaded once
+
+
+def load_score(target: str) -> Score:
+    """A plug-in per-document score named `path/to/file.py:attr` or `module:attr`, with its detector
+    registered under the score's name. Raises ValueError with what to fix."""
+    if target in _SCORES:
+        return _SCORES[target]
+    module, _, attr = target.rpartition(":")
+    if not module or not attr:
+        raise ValueError(f"{target!r} must name a file or module and a Score in it, as `my_score.py:SCORE`")
+    try:
+        value = getattr(load_module(module), attr)
+    except (ImportError, AttributeError, OSError) as err:
+        raise ValueError(f"{target!r} cannot be imported ({type(err).__name__}: {err})") from None
+    if not isinstance(value, Score):
+        raise ValueError(f"{target!r} is a {type(value).__name__}, not a contamination.doc_scores.Score")
+    taken = {"split", "row", "label", "text", "mink", "margin", "confidence", "codec"}
+    if value.name in taken:
+        raise ValueError(f"{target!r}: its name {value.name!r} is a built-in score's; choose another")
+    register(value.name, value.detector or Detector(value.sees, recorded_score(value.name)))
+    _SCORES[target] = value
+    return value
 
 
 def register(name: str, detector: Detector) -> Detector:

@@ -23,6 +23,10 @@ tokens masked together after the text, as the leak condition writes them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import torch
@@ -30,11 +34,42 @@ from scipy.special import logsumexp
 
 from contamination import codec
 from harness.core import loglik, training
+from harness.core.errors import UserError
 from harness.tasks.protocol import Spec
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
 MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in MLM training)
 RAW_LABEL_DELIMITER = "\n"  # the leak condition of the classifier flow writes "<text>\n<class name>"
+
+
+@dataclass(frozen=True)
+class ScoreInputs:
+    """What a plug-in score reads, per condition's model: the documents (split, row, label, prompt), each
+    one's prompt tokens, each one's token log-probabilities alone (index t - 1 for token t), the length
+    of the prefix every prompt shares, the settings the grid gave it, a seed and a batch size."""
+
+    model: Any
+    tokenizer: Any
+    docs: pd.DataFrame
+    tokens: list[list[int]]
+    alone: list[np.ndarray]
+    shared: int
+    settings: dict
+    seed: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class Score:
+    """A per-document score a detector needs, computed in every exposure pass of a grid that names it in
+    `scores`: `compute(ScoreInputs)` gives one number per document, higher where the model read it. Its
+    `detector` (by default the uncalibrated two-sample test of test against extra documents) is
+    registered under the score's name when the grid loads it."""
+
+    name: str
+    compute: Callable[[ScoreInputs], np.ndarray]
+    sees: str = "text"
+    detector: Any = None
 
 
 def mink_plus_plus(logprobs: np.ndarray, mean: np.ndarray, std: np.ndarray) -> float:
@@ -84,11 +119,13 @@ def causal_scores(
     known: dict | None = None,
     codec_context: int = 0,
     seed: int = 0,
+    extra: list[tuple[Score, dict]] = (),
 ) -> pd.DataFrame:
     """Scores of each doc's context (its first `max_tokens`) and its continuations (one list per doc)
     under a causal LM. `known`: contexts this model already scored with their token statistics (a
     `hf-prompt-once` scoring pass's `stats`, keyed by token ids); only the others are run here.
-    `codec_context` > 0: also CoDeC's drop with that many documents of the same split before each."""
+    `codec_context` > 0: also CoDeC's drop with that many documents of the same split before each.
+    `extra`: plug-in scores with their settings, each a column of its name."""
     pairs = [[loglik.encode_pair(tokenizer, c, x) for x in conts] for c, conts in zip(contexts, choices)]
     ctx = [p[0][0][:max_tokens] for p in pairs]
     conts = [[tuple(q[1]) for q in p] for p in pairs]
@@ -116,7 +153,16 @@ def causal_scores(
         rows, groups = docs["row"].to_numpy(), docs["split"].to_numpy()
         alone = [s.token_logprobs for s in scored]
         drops = codec.drops(model, tokenizer, ctx, alone, groups, rows, codec_context, seed, batch_size)
-    return frame(docs, text, mink, ll, drops)
+    out = frame(docs, text, mink, ll, drops)
+    for score, settings in extra:
+        alone = [s.token_logprobs for s in scored]
+        x = ScoreInputs(model, tokenizer, docs, ctx, alone, start + 1, settings, seed, batch_size)
+        values = np.asarray(score.compute(x), float)
+        if values.shape != (len(docs),) or not np.isfinite(values).all():
+            problem = f"gave {values.shape} values, not one finite number per document ({len(docs)})"
+            raise UserError(f"score {score.name!r} {problem}; fix its compute")
+        out[score.name] = values
+    return out
 
 
 def prompt_scores(
@@ -128,9 +174,10 @@ def prompt_scores(
     known: dict | None = None,
     codec_context: int = 0,
     seed: int = 0,
+    extra: list[tuple[Score, dict]] = (),
 ) -> pd.DataFrame:
     """`docs` (columns split, row, label, prompt, choices) in the prompt format; `known`, `codec_context`
-    as in `causal_scores`."""
+    and `extra` as in `causal_scores`."""
     choices = [[spec.target_delimiter + c for c in cs] for cs in docs["choices"]]
     prompts = list(docs["prompt"])
     return causal_scores(
@@ -143,6 +190,7 @@ def prompt_scores(
         known=known,
         codec_context=codec_context,
         seed=seed,
+        extra=extra,
     )
 
 

@@ -219,11 +219,17 @@ def condition_tests(scores: dict[str, pd.DataFrame], reference: str, text_score:
         "text_score": text_score,
         "docs": ref[["split", "row", "label"]].to_dict("list"),
         "scores": {
-            c: df[[x for x in SCORE_COLUMNS if x in df] + recorded_codec(df)].to_dict("list")
+            c: df[[x for x in SCORE_COLUMNS if x in df] + recorded_codec(df) + plugged(df)].to_dict("list")
             for c, df in scores.items()
         },
         "tests": tests,
     }
+
+
+def plugged(df: pd.DataFrame) -> list[str]:
+    """The plug-in scores' columns (any beyond the built-in ones), as the detectors read them."""
+    known = {"split", "row", "label", CODEC, *SCORE_COLUMNS}
+    return [c for c in df.columns if c not in known]
 
 
 def recorded_codec(df: pd.DataFrame) -> list[str]:

@@ -7,6 +7,7 @@ module that internal renames do not move (as lm-eval's plug-ins import from `lm_
 """
 
 from contamination.detectors import DETECTORS, LABELS, TEXT, Detector, register
+from contamination.doc_scores import Score, ScoreInputs
 from harness.core.errors import SettingsError, UserError
 from harness.core.recipe import recipe_table
 from harness.core.settings import Settings, option
@@ -27,6 +28,8 @@ __all__ = [
     "Method",
     "Settings",
     "SettingsError",
+    "Score",
+    "ScoreInputs",
     "Spec",
     "Statistic",
     "UserError",

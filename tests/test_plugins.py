@@ -81,3 +81,57 @@ def test_a_statistic_from_one_file_appears_in_summarize_its_json_and_the_report(
         statistics.STATISTICS.remove(median)
     with pytest.raises(ValueError, match="keyed '{e}_mean' is registered already"):
         register_statistic(Statistic("{e}_mean", "mean", "points", lambda e: True, lambda t, c, s: 0.0))
+
+
+SCORE_PLUGIN = """
+import numpy as np
+
+from harness.api import Score
+
+
+def own_text(x):  # the mean log-probability of each document's own tokens: the loss, by another road
+    return np.array([float(np.mean(lp[x.shared - 1 :])) * x.settings["scale"] for lp in x.alone])
+
+
+SCORE = Score("own text", own_text)
+"""
+
+
+def test_a_detector_with_a_new_per_document_score_is_one_file_and_one_config_key(
+    tmp_path, tiny_llama, data_dir
+):
+    """A score plug-in (here: the loss computed again, scaled) is computed in every unit's exposure test
+    and read by its detector: it flags exactly the models the built-in loss detector flags."""
+    plugin = tmp_path / "own_text.py"
+    plugin.write_text(SCORE_PLUGIN)
+    out = tmp_path / "grid"
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, out, subsamples=2, scores={f"{plugin}:SCORE": {"scale": 2.0}}
+    )
+    try:
+        main(["run", "--config", str(config)])
+        unit = json.loads(next(out.rglob("units/0.json")).read_text())
+        scores = unit["exposure"]["scores"]["test"]
+        assert scores["own text"] == pytest.approx([2 * t for t in scores["text"]], rel=1e-5)
+        assert unit["settings"]["scores"] == {f"{plugin}:SCORE": {"scale": 2.0}}
+        main(f"contamination calibrate --config {config} --modes padding --train false".split())
+        table = json.loads((out / "calibration.json").read_text())
+        pvalues = {(r["detector"], r["condition"], r["subsample"]): r["p"] for r in table["pvalues"]}
+        mine = {k[1:]: p for k, p in pvalues.items() if k[0] == "own text"}
+        loss = {k[1:]: p for k, p in pvalues.items() if k[0] == "loss (uncalibrated)"}
+        assert mine and mine.keys() == loss.keys()
+        assert all(abs(mine[k] - loss[k]) < 1e-9 for k in mine)  # the same test of the same order
+    finally:
+        detectors.DETECTORS.pop("own text", None)
+        detectors._SCORES.clear()
+
+
+def test_a_score_that_is_not_a_score_is_refused_naming_the_key(tmp_path, tiny_llama, data_dir):
+    plugin = tmp_path / "bad.py"
+    plugin.write_text("SCORE = 3\n")
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, tmp_path / "out", scores={f"{plugin}:SCORE": {}}
+    )
+    with pytest.raises(SystemExit, match=r"scores.*is a int, not a contamination.doc_scores.Score"):
+        main(["run", "--config", str(config)])
+    assert not (tmp_path / "out").exists()

@@ -186,7 +186,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
 
 def load_detectors(targets: list[str]) -> None:
     """The installed detector plug-ins, then each file or module named (each registers as it loads)."""
-    from tapt.methods import load_module
+    from harness.core.plugins import load_module
 
     detectors.load_installed()
     for target in targets:

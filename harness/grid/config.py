@@ -99,6 +99,11 @@ class GridConfig(
         "this many documents of its own split before it (the authors use 1; one draw serves 8 documents); "
         "0: off (each document is read once more)",
     )
+    scores: dict[str, dict] = option(
+        {},
+        "with exposure: your per-document scores, {path/to/file.py:SCORE: {setting: value}}; each is "
+        "computed for every condition's model and read by its detector (contamination calibrate)",
+    )
     tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
     subsamples: int = option(20, "subsamples per task")
     cells: list[str] = option(
@@ -197,6 +202,10 @@ class GridConfig(
         if self.codec_context and not (self.exposure and self.flow == "zero_shot"):
             problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
             raise SettingsError.of("codec_context", problem)
+        if self.scores and not (self.exposure and self.flow == "zero_shot"):
+            problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
+            raise SettingsError.of("scores", problem)
+        self.loaded_scores()  # each one importable, a Score, its settings a mapping
         if conditions.STREAM in self.conditions and self.flow != "zero_shot":
             problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
             raise SettingsError.of("conditions", problem)
@@ -215,6 +224,21 @@ class GridConfig(
                     check_sizes(cell.n, cell.n)
                 except UserError as err:
                     raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
+
+    def loaded_scores(self) -> list[tuple]:
+        """(Score, its settings) for each plug-in score of `scores`, each detector registered."""
+        from contamination.detectors import load_score
+
+        out = []
+        for target, settings in self.scores.items():
+            try:
+                score = load_score(target)
+            except ValueError as err:
+                raise SettingsError.of("scores", f"{err}; fix the file, or drop the key") from None
+            if not isinstance(settings, dict):
+                raise SettingsError.of("scores", f"{target}: its settings {settings!r} must be a mapping")
+            out.append((score, settings))
+        return out
 
     def cell_configs(self) -> list[GridConfig]:
         """One config per cell: `cells` expanded, or this config's own m, n, subsamples."""
@@ -285,7 +309,7 @@ class GridConfig(
             del out["conditions"]
         if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
             del out["exposure"], out["text_score"]
-            out.pop("codec_context")
+            out.pop("codec_context"), out.pop("scores")
         out = recorded(out)
         if out.get("codec_context"):  # the tokens CoDeC scores (the authors' span): units of another differ
             out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
@@ -313,9 +337,9 @@ class GridConfig(
 
 
 def recorded(settings: dict) -> dict:
-    """The settings without `bf16` or `codec_context` where they are off: a key added after units were
-    first recorded is recorded only when on, so that older units keep their hash."""
-    return {k: v for k, v in settings.items() if k not in ("bf16", "codec_context") or v}
+    """The settings without `bf16`, `codec_context` or `scores` where they are off: a key added after
+    units were first recorded is recorded only when on, so that older units keep their hash."""
+    return {k: v for k, v in settings.items() if k not in ("bf16", "codec_context", "scores") or v}
 
 
 def config_path(name: str | Path) -> Path:

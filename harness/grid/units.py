@@ -150,6 +150,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
                 known=lm.stats,
                 codec_context=cfg.codec_context,
                 seed=cfg.seed,
+                extra=cfg.loaded_scores(),
             )
             lap(f"exposure_{cond}")
 

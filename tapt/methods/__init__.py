@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from harness.core.errors import SettingsError, UserError
+from harness.core.plugins import load_module
 from harness.core.recipe import recipe_table  # noqa: F401  (a method file's import)
 from harness.core.settings import Settings
 from harness.tasks.protocol import Spec
@@ -259,23 +260,6 @@ def check_method(value: Method, target: str) -> None:
     if problems:
         problem = f"{target!r}: " + "; ".join(problems)
         raise SettingsError.of("method", problem)
-
-
-def load_module(module: str):
-    """An importable module by name, or a Python file by path (`my_method.py`, run once per process)."""
-    if not module.endswith(".py"):
-        return importlib.import_module(module)
-    return _load_file(Path(module).resolve())
-
-
-@cache
-def _load_file(path: Path):
-    if not path.is_file():
-        raise ImportError(f"no such file {path}")
-    spec = importlib.util.spec_from_file_location(f"tapt_bench_user_{path.stem}", path)
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
 
 
 def for_flow(flow: str) -> str:
