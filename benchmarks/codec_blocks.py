@@ -43,6 +43,7 @@ class CodecBenchArgs(DataSettings):
     limit: int = option(0, "adapters read at most (0: all)")
     methods: list[str] = option(["prompt-tapt", "self-training"], "methods whose adapters are read")
     conditions: list[str] = option(["extra", "test", "leak"], "conditions whose adapters are read")
+    subsamples: list[int] = option([], "subsamples whose adapters are read (empty: all)")
     timing: bool = option(True, "also time the pass without CoDeC (the cost ratios)")
     rescore_blocks: bool = option(
         True,
@@ -64,6 +65,7 @@ def main() -> None:
     a = parse_script(CodecBenchArgs, __doc__)
     adapters = sorted(Path(a.results).glob("**/adapters/*_*"))
     adapters = [p for p in adapters if p.name.split("_", 1)[1] in a.conditions]
+    adapters = [p for p in adapters if not a.subsamples or int(p.name.split("_")[0]) in a.subsamples]
     adapters = adapters[: a.limit or None]  # in path order: the limit takes whole methods first
     seconds, flags, cache = defaultdict(float), defaultdict(list), {}
     print(f"{len(adapters)} adapters under {a.results}, k {a.k}, block {codec.BLOCK}")
