@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from contamination.doc_scores import Score
-from contamination.exposure import two_sample
+from contamination.exposure import BUILT_IN_COLUMNS, two_sample
 from harness.core import conditions
-from harness.core.plugins import load_module
+from harness.core.plugins import cannot_import, load_entry_points, load_module
 from harness.core.power import ALPHA, wilson
 
 TEXT, LABELS = "text", "labels"
@@ -139,11 +139,10 @@ def load_score(target: str) -> Score:
     try:
         value = getattr(load_module(module), attr)
     except (ImportError, AttributeError, OSError) as err:
-        raise ValueError(f"{target!r} cannot be imported ({type(err).__name__}: {err})") from None
+        raise ValueError(cannot_import(target, module, err)) from None
     if not isinstance(value, Score):
         raise ValueError(f"{target!r} is a {type(value).__name__}, not a contamination.doc_scores.Score")
-    taken = {"split", "row", "label", "text", "mink", "margin", "confidence", "codec"}
-    if value.name in taken:
+    if value.name in BUILT_IN_COLUMNS:
         raise ValueError(f"{target!r}: its name {value.name!r} is a built-in score's; choose another")
     register(value.name, value.detector or Detector(value.sees, recorded_score(value.name)))
     _SCORES[target] = value
@@ -161,16 +160,8 @@ def register(name: str, detector: Detector) -> Detector:
 
 
 def load_installed() -> list[str]:
-    """Import every module the installed entry points of `tapt_bench.detectors` name (each registers its
-    detectors as it loads); their names."""
-    from importlib import import_module
-    from importlib.metadata import entry_points
-
-    names = []
-    for point in entry_points(group=ENTRY_POINTS):
-        import_module(point.value.split(":")[0])
-        names.append(point.name)
-    return names
+    """The installed detector plug-ins (entry points of `tapt_bench.detectors`), imported; their names."""
+    return load_entry_points(ENTRY_POINTS)
 
 
 def unit_pvalues(record: dict, texts: list[str]) -> list[dict]:

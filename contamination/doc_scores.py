@@ -148,14 +148,12 @@ def causal_scores(
     mink = [
         mink_plus_plus(s.token_logprobs[start:], s.token_mean[start:], s.token_std[start:]) for s in scored
     ]
-    drops = None
+    drops, alone = None, [s.token_logprobs for s in scored]
     if codec_context > 0:
         rows, groups = docs["row"].to_numpy(), docs["split"].to_numpy()
-        alone = [s.token_logprobs for s in scored]
         drops = codec.drops(model, tokenizer, ctx, alone, groups, rows, codec_context, seed, batch_size)
     out = frame(docs, text, mink, ll, drops)
     for score, settings in extra:
-        alone = [s.token_logprobs for s in scored]
         x = ScoreInputs(model, tokenizer, docs, ctx, alone, start + 1, settings, seed, batch_size)
         values = np.asarray(score.compute(x), float)
         if values.shape != (len(docs),) or not np.isfinite(values).all():

@@ -35,6 +35,7 @@ TEXT_SCORES = {"loss": "text", "mink++": "mink"}  # --text-score -> the doc_scor
 TEXT_UNITS = {"loss": "nats/token", "mink++": "Min-K%++ units"}
 SCORE_COLUMNS = ("text", "mink", "margin", "confidence")  # doc_scores' per-document scores, base-calibrated
 CODEC = "codec"  # CoDeC's per-document drop (contamination.codec): the model's own, never calibrated
+BUILT_IN_COLUMNS = {"split", "row", "label", CODEC, *SCORE_COLUMNS}  # a plug-in score takes another name
 
 
 @dataclass(frozen=True)
@@ -228,8 +229,7 @@ def condition_tests(scores: dict[str, pd.DataFrame], reference: str, text_score:
 
 def plugged(df: pd.DataFrame) -> list[str]:
     """The plug-in scores' columns (any beyond the built-in ones), as the detectors read them."""
-    known = {"split", "row", "label", CODEC, *SCORE_COLUMNS}
-    return [c for c in df.columns if c not in known]
+    return [c for c in df.columns if c not in BUILT_IN_COLUMNS]
 
 
 def recorded_codec(df: pd.DataFrame) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
-from trl.trainer.utils import split_tensor_dict
+from trl.trainer.utils import pad, split_tensor_dict
 
 
 def groups(rows: list) -> list[tuple[int, int]]:
@@ -31,14 +31,11 @@ def groups(rows: list) -> list[tuple[int, int]]:
     return spans
 
 
-def _left_pad(seqs: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s) :] = torch.tensor(s)
-        mask[i, width - len(s) :] = 1
-    return ids, mask
+def left_padded(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids left-padded into one tensor, and their attention mask (TRL's `pad`, as its trainer)."""
+    tensors = [torch.tensor(s) for s in seqs]
+    ids = pad(tensors, padding_value=pad_id, padding_side="left")
+    return ids, pad([torch.ones_like(t) for t in tensors], padding_value=0, padding_side="left")
 
 
 def checkpointing(model) -> bool:
@@ -64,7 +61,7 @@ class GroupedGRPOTrainer(GRPOTrainer):
         if not self._plain(multimodal_fields) or images or min(len(p) for p in prompt_ids) < 2:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)
         device = self.accelerator.device
-        ids, mask = _left_pad([prompt_ids[a] for a, _ in spans], self._tokenizer.pad_token_id)
+        ids, mask = left_padded([prompt_ids[a] for a, _ in spans], self._tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         sizes = torch.tensor([b - a for a, b in spans], device=device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as `generate` numbers a left-padded prompt

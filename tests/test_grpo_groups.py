@@ -11,7 +11,7 @@ pytest.importorskip("trl")
 
 from trl import GRPOConfig, GRPOTrainer
 
-from tapt.grpo_groups import GroupedGRPOTrainer, _left_pad, groups
+from tapt.grpo_groups import GroupedGRPOTrainer, groups, left_padded
 
 PROMPTS = ["Title: Stocks fall again\nTopic:", "Hi", "A much longer prompt about the weather in Paris today:"]
 
@@ -123,7 +123,7 @@ def test_a_step_holds_whole_prompt_groups_in_order(trainer):
 def test_under_gradient_checkpointing_the_policys_forward_is_trls_own(trainer):
     """Checkpointing keeps no cache, so the grouped forward steps aside: the numbers are TRL's."""
     prompt_ids, _, _ = trainer._tokenize_prompts(PROMPTS)
-    ids, mask = _left_pad(prompt_ids, trainer._tokenizer.pad_token_id)
+    ids, mask = left_padded(prompt_ids, trainer._tokenizer.pad_token_id)
     trainer.model.gradient_checkpointing_enable()
     trainer.model.train()
     try:

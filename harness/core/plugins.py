@@ -1,6 +1,6 @@
-"""Loading a plug-in named by file or module (`path/to/file.py`, `package.module`), the one loader for
-methods, detectors, statistics and scores. Naming a file runs its top-level code once per process, as
-installing a pytest plugin does."""
+"""Loading a plug-in named by file or module (`path/to/file.py`, `package.module`) or installed as an
+entry point, the one loader for methods, detectors, statistics and scores. Naming a file runs its
+top-level code once per process, as installing a pytest plugin does."""
 
 from __future__ import annotations
 
@@ -8,6 +8,24 @@ import importlib
 import importlib.util
 from functools import cache
 from pathlib import Path
+
+
+def cannot_import(target: str, module: str, err: Exception) -> str:
+    """Why `target` (whose module part is `module`) did not import, and the fix."""
+    fix = "check the path" if module.endswith(".py") else "put its folder on PYTHONPATH"
+    return f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
+
+
+def load_entry_points(group: str) -> list[str]:
+    """Import the module of every installed entry point of `group` (each registers what it defines as
+    it loads); their names."""
+    from importlib.metadata import entry_points
+
+    names = []
+    for point in entry_points(group=group):
+        importlib.import_module(point.value.split(":")[0])
+        names.append(point.name)
+    return names
 
 
 def load_module(module: str):

@@ -186,15 +186,14 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
 
 def load_detectors(targets: list[str]) -> None:
     """The installed detector plug-ins, then each file or module named (each registers as it loads)."""
-    from harness.core.plugins import load_module
+    from harness.core.plugins import cannot_import, load_module
 
     detectors.load_installed()
     for target in targets:
         try:
             load_module(target)
         except (ImportError, OSError) as err:
-            fix = "check the path" if target.endswith(".py") else "put its folder on PYTHONPATH"
-            raise SettingsError.of("detectors", f"{target!r} cannot be imported ({err}); {fix}") from None
+            raise SettingsError.of("detectors", cannot_import(target, target, err)) from None
 
 
 def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:

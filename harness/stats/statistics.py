@@ -11,6 +11,7 @@ import numpy as np
 from scipy import stats
 
 from harness.core import conditions
+from harness.core.plugins import load_entry_points
 from harness.core.power import ALPHA, POWER, RESAMPLES, detectable
 
 KINDS = ("points", "p", "mde")  # how a column is shown: signed points, a p-value, unsigned points
@@ -79,12 +80,8 @@ ENTRY_POINTS = "tapt_bench.statistics"  # installed modules that register statis
 
 
 def load_installed() -> None:
-    """Import every module the installed entry points of `tapt_bench.statistics` name."""
-    from importlib import import_module
-    from importlib.metadata import entry_points
-
-    for point in entry_points(group=ENTRY_POINTS):
-        import_module(point.value.split(":")[0])
+    """The installed statistic plug-ins (entry points of `tapt_bench.statistics`), imported."""
+    load_entry_points(ENTRY_POINTS)
 
 
 def register(statistic: Statistic) -> Statistic:

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from harness.core.errors import SettingsError, UserError
-from harness.core.plugins import load_module
+from harness.core.plugins import cannot_import, load_module
 from harness.core.recipe import recipe_table  # noqa: F401  (a method file's import)
 from harness.core.settings import Settings
 from harness.tasks.protocol import Spec
@@ -216,8 +216,7 @@ def find(name: str) -> Method:
     try:
         value = getattr(load_module(module), attr)
     except (ImportError, AttributeError, OSError) as err:
-        fix = "check the path" if module.endswith(".py") else "put its folder on PYTHONPATH"
-        problem = f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
+        problem = cannot_import(target, module, err)
         raise SettingsError.of("method", problem) from None
     except (KeyboardInterrupt, SystemExit):
         raise

@@ -241,9 +241,9 @@ RECIPE = recipe_table(  # TTRL: its released scripts and the verl config they ru
         ("update order", "a prompt's completions together", "the same (TRL shuffles them)", ""),
         (
             "prompt reads",
-            "once per sample (verl)",
-            "once per group: its cache shared",
-            "the same numbers at a K-th of the cost",
+            "vLLM samples a prompt's group from one prefill; verl's forward and backward read it per sample",
+            "once per group in both: its cache shared",
+            "the same numbers; training reads a prompt once, not K times",
         ),
         ("schedule", "cosine after 3% warm-up", "the same", ""),
         (
