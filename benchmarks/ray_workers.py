@@ -10,7 +10,6 @@ Usage:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 import time
@@ -39,7 +38,7 @@ def leg(
     """(seconds, accuracies) of the whole config on a fresh Ray instance."""
     ray.init(num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     try:
-        run_cfg = dataclasses.replace(cfg, out=str(out))
+        run_cfg = cfg.replace(out=str(out))
         clock = time.perf_counter()
         run.run(
             run_cfg, execute=executor(address=None, cpus_per_unit=per_unit_cpus, gpus_per_unit=per_unit_gpus)

@@ -135,7 +135,7 @@ def main() -> None:
     overrides = {"out": args.out} | ({"data_dir": args.data_dir} if args.data_dir else {})
     cfg = load_config(args.config, overrides)
     if args.subsamples:
-        cfg.subsamples = args.subsamples
+        cfg = cfg.replace(subsamples=args.subsamples)
     grid = calibrate.mode_config(cfg, "padding")  # the mode `calibrate --modes padding` trains
     if run.todo(grid, (0, 1)):  # the calibrate run's units are reused; only missing ones are trained
         run.run(grid, keep_adapters=True)

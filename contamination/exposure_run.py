@@ -28,8 +28,11 @@ SPLITS = ("test", "extra")
 class ExposureSettings(Settings):
     """How the exposure test scores a text (the grid's `exposure` setting uses the same)."""
 
+    PARTS = {"text_score": "exposure"}  # in a grid: recorded only where the exposure test runs
+
     text_score: Literal["loss", "mink++"] = option(
-        "loss", "the text statistic: loss (of the document's own tokens) or mink++ (Min-K%++, K 20%)"
+        "loss",
+        "the text statistic: loss (of the document's own tokens) or mink++ (Min-K%++, K 20%)",
     )
 
 

@@ -9,7 +9,7 @@ from typing import Literal
 import pandas as pd
 
 from harness.core import training
-from harness.core.settings import Settings, option
+from harness.core.settings import WHEN_SET, Settings, option
 from harness.tasks.prompts import PACK_SIZE
 from harness.tasks.protocol import Spec
 from tapt.corpus import TaptInput, prompt_sequences
@@ -28,6 +28,7 @@ class LoraTrainingSettings(Settings):
     """How a LoRA adapter is trained on prompts (the study: 1 epoch, lr 2e-4, batch 8)."""
 
     MINIMUM = {"epochs": 0.0, "batch_size": 1, "max_length": 8, "lr": 0.0}
+    RECORD = {"bf16": WHEN_SET}  # added after the first results
 
     packing: bool = option(
         False, f"instruction once, then {PACK_SIZE} texts per sequence (default: one prompt per sequence)"

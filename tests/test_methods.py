@@ -89,8 +89,9 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
             return docs
 
         monkeypatch.setattr(units, "subsample_docs", subsample_docs)
-        cfg.out = str(tmp_path / f"out{shuffled}")
-        unit = units.compute_unit(cfg, "ag_news", 0, keep_adapters=True)
+        unit = units.compute_unit(
+            cfg.replace(out=str(tmp_path / f"out{shuffled}")), "ag_news", 0, keep_adapters=True
+        )
         # the pseudo-labels on test are the base's zero-shot answers: their accuracy is the base's on test
         # (within one document: a near-tie of a random tiny model may break the other way in one pass)
         made_up = unit.record["training"]["test"]

@@ -93,7 +93,7 @@ def cmd_contamination_show(args: argparse.Namespace) -> None:
 def register(sub) -> None:
     from contamination.exchangeability_run import ContaminationArgs
     from contamination.exposure_run import ExposureArgs
-    from harness.cli.run import CONFIG_KEYS, config_key_flags
+    from harness.cli.run import config_key_flags
     from harness.grid.calibrate import CalibrateOptions
     from harness.grid.config import GridConfig
 
@@ -102,7 +102,6 @@ def register(sub) -> None:
         "rates, and the exchangeability test"
     )
     cont = sub.add_parser("contamination", help=about, description=about)
-    GridConfig._argument_group_name = CONFIG_KEYS
     cont = cont.add_subparsers(dest="action", required=True)
     command(
         cont,
@@ -127,16 +126,12 @@ def register(sub) -> None:
     for action in p._actions:  # the others: accepted as flags, listed once, by `run --help`
         if action.dest in field_names(GridConfig) and action.dest not in shown:
             action.help = argparse.SUPPRESS
-    for group in p._action_groups:
-        if group.title == CONFIG_KEYS:
-            group.title, group.description = (
-                "config keys",
-                (
-                    "every config key is a flag here too, as `tapt-bench run --help` lists them (--data-dir "
-                    "is data_dir); a flag given overrides the config file. The keys calibrate is most often "
-                    "run with:"
-                ),
-            )
+    grid = next(g for g in p._action_groups if g.title == GridConfig.TITLES["grid"])
+    grid.title = "config keys calibrate is most often run with"
+    grid.description = (
+        "every config key is a flag here too, as `tapt-bench run --help` lists them (--data-dir is "
+        "data_dir); a flag given overrides the config file"
+    )
     command(
         cont,
         "exchangeability",

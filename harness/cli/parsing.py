@@ -147,10 +147,11 @@ class TopParser(argparse.ArgumentParser):
 
 def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None, aliases=()):
     """A subcommand whose flags are the fields of `settings` (transformers' HfArgumentParser)."""
+    classes = [t for s in settings for t in (s.parser_classes() if hasattr(s, "SECTIONS") else [s])]
     p = group.add_parser(
         name,
         aliases=list(aliases),
-        dataclass_types=list(settings),
+        dataclass_types=classes,
         help=help,
         description=help,
         epilog=epilog,

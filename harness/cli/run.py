@@ -176,7 +176,6 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 def register(sub) -> None:
     from harness.grid.config import GridConfig
 
-    GridConfig._argument_group_name = CONFIG_KEYS
     p = command(
         sub,
         "run",
@@ -185,6 +184,7 @@ def register(sub) -> None:
         "the same command resumes, and --shard, --workers or --ray split the units",
         RunOptions,
         GridConfig,
+        epilog=CONFIG_KEYS,
     )
     config_key_flags(p)
 

@@ -22,6 +22,8 @@ from typing import Any, ClassVar, Literal, Union
 
 from harness.core.errors import SettingsError, UserError
 
+NEVER, WHEN_SET = "never", "when set"  # when a results record holds a key (harness.core.sections)
+
 
 def option(default: Any = dataclasses.MISSING, help: str = "", **kw) -> Any:
     """A settings field with its help text (shown by `--help`)."""
@@ -99,14 +101,17 @@ class Settings:
     """Base of every stage's settings: checks each field against its annotation and its bounds.
 
     Subclasses declare bounds in `MINIMUM` ({field: smallest allowed value}), `ABOVE` and `BELOW` (strict
-    bounds), and the fields that are paths in `PATHS` (resolved against a config file's folder when read
-    from one).
+    bounds), the fields that are paths in `PATHS` (resolved against a config file's folder when read
+    from one), and when a results record holds a field in `RECORD` ({field: NEVER or WHEN_SET}) and
+    `PARTS` ({field: the optional part of a run it configures}); see harness.core.sections.recorded.
     """
 
     MINIMUM: ClassVar[dict[str, float]] = {}
     ABOVE: ClassVar[dict[str, float]] = {}  # strict lower bounds
     BELOW: ClassVar[dict[str, float]] = {}  # strict upper bounds
     PATHS: ClassVar[tuple[str, ...]] = ()
+    RECORD: ClassVar[dict[str, str]] = {}
+    PARTS: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -140,11 +145,16 @@ S = typing.TypeVar("S", bound=Settings)
 
 def pick(settings: Settings, cls: type) -> dict[str, Any]:
     """The values of `cls`'s fields held by a wider settings object (to build a narrower one)."""
-    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)}
+    return {f.name: getattr(settings, f.name) for f in fields_of(cls)}
+
+
+def fields_of(cls: type) -> list[dataclasses.Field]:
+    """A settings class's fields, or every section's of settings made of sections."""
+    return cls.fields() if hasattr(cls, "SECTIONS") else list(dataclasses.fields(cls))
 
 
 def field_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
+    return [f.name for f in fields_of(cls)]
 
 
 def from_namespace(cls: type[S], namespace: Any, **override: Any) -> S:
@@ -172,7 +182,7 @@ def from_mapping(cls: type[S], raw: Any, source: str) -> S:
         raise SettingsError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(known)}")
     missing = [
         f.name
-        for f in dataclasses.fields(cls)
+        for f in fields_of(cls)
         if f.name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     if missing:
@@ -240,7 +250,7 @@ def parse_script(cls: type[S], doc: str | None, argv: list[str] | None = None) -
 def key_table(cls: type) -> str:
     """One line per field: key, default, help (the config keys a YAML file may set)."""
     lines = []
-    for f in dataclasses.fields(cls):
+    for f in fields_of(cls):
         default = (
             f.default
             if f.default is not dataclasses.MISSING

@@ -84,8 +84,8 @@ def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
         name = cfg.adaptation().name
         own = cfg.method_settings.get(name, {}) | {"packing": mode == "packing"}
         changes["method_settings"] = {**cfg.method_settings, name: own}
-    grid = dataclasses.replace(cfg, **changes)
-    return grid if ran_here(grid) else dataclasses.replace(grid, out=str(Path(cfg.out) / mode))
+    grid = cfg.replace(**changes)
+    return grid if ran_here(grid) else grid.replace(out=str(Path(cfg.out) / mode))
 
 
 def ran_here(cfg: GridConfig) -> bool:

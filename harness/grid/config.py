@@ -4,9 +4,8 @@ with every key checked before anything is written."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING
 from pathlib import Path
-from typing import Literal
 
 import yaml
 
@@ -17,18 +16,10 @@ from harness import results
 from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, ModelSettings
-from harness.core.settings import (
-    Settings,
-    against,
-    field_names,
-    fingerprint,
-    flag,
-    from_mapping,
-    merged,
-    option,
-    pick,
-)
-from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
+from harness.core.sections import Sections, recorded
+from harness.core.settings import NEVER, Settings, against, field_names, fingerprint, flag, from_mapping, pick
+from harness.grid.grid_settings import GridSettings
+from harness.scoring.classifier import ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.subsample import SampleSettings
@@ -39,145 +30,56 @@ from tapt.raw_text import TextSettings
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
 
 
-@dataclass(kw_only=True)
-class GridConfig(
-    SampleSettings, ModelSettings, AdapterSettings, TextSettings, ClassifierSettings, ExposureSettings
-):
+SECTIONS = {
+    "grid": GridSettings,
+    "sample": SampleSettings,
+    "model": ModelSettings,
+    "adapter": AdapterSettings,  # prompt TAPT's: the zero_shot flow's own method
+    "pretrain": TextSettings,  # raw-text TAPT's: the classifier flow's own method
+    "head": ClassifierSettings,
+    "statistic": ExposureSettings,
+}
+FLOW_SECTIONS = {"adapter": ("zero_shot",), "pretrain": ("classifier",), "head": ("classifier",)}
+TITLES = {
+    "grid": "the grid",
+    "sample": "the subsample",
+    "model": "the base model",
+    "adapter": "prompt TAPT, the zero_shot flow's method",
+    "pretrain": "raw-text TAPT, the classifier flow's method",
+    "head": "the classifier head",
+    "statistic": "the exposure test",
+}
+
+
+class GridConfig(Sections):
     """One experiment: a base model, tasks, the cell(s) (m, n), the flow and its training settings
-    (see harness/grid/configs/*.yaml).
+    (see harness/grid/configs/*.yaml), held as the stages' sections side by side.
 
     The sample, model, adapter and pretraining keys are those of `tapt-bench train` and
     `pretrain-text`, with the same meaning and defaults. In a config file, the input paths (data_dir,
     include_path) resolve against the file's folder; `out` against the directory the run starts from.
     """
 
-    MINIMUM = {"subsamples": 1, "eval_batch_size": 1, "codec_context": 0, "stream_chunks": 2}
-    NOT_IN_RESULTS = ("tasks", "subsamples", "cells", "out", "model_tag", "notes", "data_dir", "include_path")
+    SECTIONS, TITLES = SECTIONS, TITLES
 
-    flow: Literal["zero_shot", "classifier"] = option(
-        "zero_shot",
-        "zero_shot: prompt adapters scored zero-shot; classifier: TAPT on raw texts, then a head "
-        "fine-tuned on train",
-    )
-    task_overrides: dict[str, dict] = option(
-        STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)"
-    )
-    conditions: list[str] = option(
-        list(conditions.PAIRED),
-        f"conditions scored per unit; add {conditions.LEAK} for TAPT on test's prompts with their answers "
-        "(planted labeled contamination: a positive control for the bias), and stream for test scored "
-        "first, then adapted on: test cut into stream_chunks chunks, each scored by the method adapted "
-        "on the chunks before it (what legitimate online test-time adaptation gains)",
-    )
-    stream_chunks: int = option(
-        4, "with the stream condition: the chunks test is cut into (the first is scored by the base)"
-    )
-    method: str | None = option(
-        None,
-        "the adaptation method audited: a built-in (`tapt-bench methods list`), an installed entry point, "
-        "package.module:attr or path/to/file.py:attr (default: the flow's default method, the study's); "
-        "another method's units go to <model>+<method>",
-    )
-    methods: list[str] = option(
-        [],
-        "several methods side by side, each run on the same subsamples into its own model folder "
-        "(empty: the one `method`)",
-    )
-    method_settings: dict[str, dict] = option(
-        {},
-        "each method's settings, {method: {key: value}} (`tapt-bench methods show NAME` lists them); the "
-        "flow's default method may also take its settings as this config's own keys (epochs, lr, ...)",
-    )
-    exposure: bool = option(
-        False,
-        "run the exposure test in every unit: score test and extra documents under each condition's "
-        "model (the text statistic from text_score, and the label margin); base is the reference",
-    )
-    codec_context: int = option(
-        0,
-        "with exposure: also CoDeC (Zawalski et al. 2025), each test and extra document scored again with "
-        "this many documents of its own split before it (the authors use 1; one draw serves 8 documents); "
-        "0: off (each document is read once more)",
-    )
-    scores: dict[str, dict] = option(
-        {},
-        "with exposure: your per-document scores, {path/to/file.py:SCORE: {setting: value}}; each is "
-        "computed for every condition's model and read by its detector (contamination calibrate)",
-    )
-    tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
-    subsamples: int = option(20, "subsamples per task")
-    cells: list[str] = option(
-        [],
-        "several cells in one run, each 'm/n/subsamples' (e.g. 50/500/20); empty: the one cell m, "
-        "n, subsamples",
-    )
-    eval_batch_size: int = option(8, "lm-eval scoring batch size")
-    out: str = option("results", "results root; units go to <out>/m<m>/n<n>/<model>/<task>/")
-    model_tag: str | None = option(None, "folder name of the model (default: the base's last path part)")
-    notes: str | None = option(None, "free-form, kept in the manifest")
-
-    def __post_init__(self) -> None:
-        if isinstance(self.tasks, str):
-            self.tasks = [self.tasks]
-        self.fold_default_section()
-        super().__post_init__()
-
-    def fold_default_section(self) -> None:
-        """The flow's default method keeps its settings in this config's own keys (the study's layout, on
-        which every settings hash and results folder rests); its section of method_settings, when given,
-        is read into them, so that both spellings make the same run."""
-        if not isinstance(self.method_settings, dict) or self.flow not in methods.FLOWS:
-            return  # the type checks that follow name the problem
-        default = methods.find(methods.for_flow(self.flow))
-        section = self.method_settings.get(default.name)
-        if section is None:
-            return
-        own = field_names(default.settings)
-        if not isinstance(section, dict) or set(section) - set(own):
-            unknown = sorted(set(section) - set(own)) if isinstance(section, dict) else section
-            problem = f"{default.name}: {unknown!r} are not its settings; its keys are {own}"
-            raise SettingsError.of("method_settings", problem)
-        defaults = {
-            f.name: f.default for f in dataclasses.fields(default.settings) if f.default is not MISSING
-        }
-        for name, value in section.items():
-            flat = getattr(self, name)
-            if name in defaults and flat != defaults[name] and flat != value:
-                problem = f"sets {default.name}'s {name} to {value!r}, and the key {name} sets {flat!r}; "
-                problem += "set it once"
-                raise SettingsError.of("method_settings", problem)
-            setattr(self, name, value)
-        self.method_settings = {k: v for k, v in self.method_settings.items() if k != default.name}
+    def __init__(self, **keys) -> None:
+        super().__init__(**fold_default_section(keys))
 
     def check(self) -> None:
-        super().check()
-        chosen = set(self.conditions)
-        if len(chosen) < len(self.conditions) or not set(conditions.PAIRED) <= chosen <= set(conditions.ALL):
-            allowed = f"{', '.join(conditions.PAIRED)} and optionally {', '.join(conditions.OPTIONAL)}"
-            problem = f"must be {allowed}, got {self.conditions}"
-            raise SettingsError.of("conditions", problem)
-        self.conditions = [c for c in conditions.ALL if c in self.conditions]
-        if not self.tasks:
-            problem = "is empty: name at least one task (see `tapt-bench tasks list`)"
-            raise SettingsError.of("tasks", problem)
         problem = results.folder_problem(self.out)
         if problem:
             raise SettingsError.of("out", problem)
-        fixed = set(self.NOT_IN_RESULTS) | {"flow", "task_overrides", "m", "n", "seed", "base"}
+        fixed = {f.name for f in self.fields() if f.metadata.get("record") == NEVER}
+        fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
         for slug, values in self.task_overrides.items():
             keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
-            bad = sorted(keys - set(field_names(GridConfig)) | keys & fixed)
+            bad = sorted(keys - set(self.owners()) | keys & fixed)
             if bad:
                 problem = (
                     f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
                     "such as clf_epochs"
                 )
                 raise SettingsError.of("task_overrides", problem)
-        if self.methods and self.method:
-            problem = (
-                f"and methods are both set ({self.method!r}, {self.methods}); name every method in methods"
-            )
-            raise SettingsError.of("method", problem)
         key = "methods" if self.methods else "method"
         if self.model_tag is not None and not methods.NAME.fullmatch(self.model_tag):
             problem = (
@@ -199,16 +101,7 @@ class GridConfig(
         if unused:
             problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
             raise SettingsError.of("method_settings", problem)
-        if self.codec_context and not (self.exposure and self.flow == "zero_shot"):
-            problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
-            raise SettingsError.of("codec_context", problem)
-        if self.scores and not (self.exposure and self.flow == "zero_shot"):
-            problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
-            raise SettingsError.of("scores", problem)
         self.loaded_scores()  # each one importable, a Score, its settings a mapping
-        if conditions.STREAM in self.conditions and self.flow != "zero_shot":
-            problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
-            raise SettingsError.of("conditions", problem)
         for cell in self.cell_configs():  # checks the form of each cell
             if self.codec_context > cell.n - 1:
                 problem = (
@@ -249,7 +142,7 @@ class GridConfig(
             except ValueError:
                 problem = f"entries look like 'm/n/subsamples' (e.g. 50/500/20), got {cell!r}"
                 raise SettingsError.of("cells", problem) from None
-            out.append(dataclasses.replace(self, m=m, n=n, subsamples=subsamples, cells=[]))
+            out.append(self.replace(m=m, n=n, subsamples=subsamples, cells=[]))
         return [c for cell in out or [self] for c in cell.per_method()]
 
     def per_method(self) -> list[GridConfig]:
@@ -259,12 +152,12 @@ class GridConfig(
         out = []
         for name in self.methods:
             own = {k: v for k, v in self.method_settings.items() if k == methods.find(name).name}
-            out.append(dataclasses.replace(self, method=name, methods=[], method_settings=own))
+            out.append(self.replace(method=name, methods=[], method_settings=own))
         return out
 
     def for_task(self, slug: str) -> GridConfig:
         """These settings with the task's overrides applied (checked like any settings)."""
-        return dataclasses.replace(self, **self.task_overrides.get(slug, {}))
+        return self.replace(**self.task_overrides.get(slug, {}))
 
     def adaptation(self) -> methods.Method:
         """The method this run audits (the flow's study method by default)."""
@@ -297,30 +190,21 @@ class GridConfig(
         return [t.removeprefix(TASK_PREFIX) for t in self.tasks]
 
     def result_settings(self) -> dict:
-        """The settings that can change a unit's numbers (those of its flow); recorded with every unit."""
-        if self.flow == "classifier":
-            other = field_names(AdapterSettings)
-        else:
-            other = [*field_names(TextSettings), *field_names(ClassifierSettings)]
-        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.NOT_IN_RESULTS, *other)}
-        if conditions.STREAM not in out["conditions"]:  # recorded only with its condition: older units match
-            del out["stream_chunks"]
-        if out["conditions"] == list(conditions.PAIRED):  # recorded only when it adds one: older units match
-            del out["conditions"]
-        if not out["exposure"]:  # likewise: recorded only when on, and then with its statistic
-            del out["exposure"], out["text_score"]
-            out.pop("codec_context"), out.pop("scores")
-        out = recorded(out)
-        if out.get("codec_context"):  # the tokens CoDeC scores (the authors' span): units of another differ
+        """The settings that can change a unit's numbers, by the one rule of `sections.recorded` over the
+        sections its flow uses; recorded with every unit."""
+        out = {}
+        for name, section in self.sections().items():
+            if self.flow in FLOW_SECTIONS.get(name, (self.flow,)):
+                out |= recorded(section, self.grid.parts())
+        if self.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
             out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
             out["codec_block"] = codec.BLOCK  # documents that share a context
-        del out["method"], out["methods"], out["method_settings"]
-        if not self.is_study_method():  # another method: its name and settings, not the study's keys
+        if not self.is_study_method():  # another method: its own settings stand where prompt TAPT's were
             method = self.adaptation()
-            for key in field_names(LoraTrainingSettings):  # prompt TAPT's; quantize stays: the base's form
+            for key in field_names(LoraTrainingSettings):  # quantize stays: the base's form
                 out.pop(key, None)
             out["method"] = method.name
-            out["method_settings"] = recorded(dataclasses.asdict(self.settings_of(method)))
+            out["method_settings"] = recorded(self.settings_of(method))
         return out
 
     def settings_hash(self) -> str:
@@ -336,10 +220,30 @@ class GridConfig(
         return out
 
 
-def recorded(settings: dict) -> dict:
-    """The settings without `bf16`, `codec_context` or `scores` where they are off: a key added after
-    units were first recorded is recorded only when on, so that older units keep their hash."""
-    return {k: v for k, v in settings.items() if k not in ("bf16", "codec_context", "scores") or v}
+def fold_default_section(keys: dict) -> dict:
+    """The flow's default method keeps its settings in the config's own keys (the study's layout, on
+    which every settings hash and results folder rests); its section of method_settings, when given, is
+    read into them, so that both spellings make the same run."""
+    flow, sections = keys.get("flow", "zero_shot"), keys.get("method_settings")
+    if not isinstance(sections, dict) or flow not in methods.FLOWS:
+        return keys  # the sections' type checks name the problem
+    default = methods.find(methods.for_flow(flow))
+    section = sections.get(default.name)
+    if section is None:
+        return keys
+    own = field_names(default.settings)
+    if not isinstance(section, dict) or set(section) - set(own):
+        unknown = sorted(set(section) - set(own)) if isinstance(section, dict) else section
+        problem = f"{default.name}: {unknown!r} are not its settings; its keys are {own}"
+        raise SettingsError.of("method_settings", problem)
+    defaults = {f.name: f.default for f in dataclasses.fields(default.settings) if f.default is not MISSING}
+    for name, value in section.items():
+        flat = keys.get(name, defaults.get(name))
+        if name in defaults and flat != defaults[name] and flat != value:
+            problem = f"sets {default.name}'s {name} to {value!r}, and the key {name} sets {flat!r}; "
+            raise SettingsError.of("method_settings", problem + "set it once")
+    others = {k: v for k, v in sections.items() if k != default.name}
+    return keys | section | {"method_settings": others}
 
 
 def config_path(name: str | Path) -> Path:
@@ -400,4 +304,4 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
 
 def against_folder(raw: dict, folder: Path) -> dict:
     """The config's input paths (PATHS: data_dir, include_path) resolved against its folder."""
-    return {k: against(folder, v) if k in merged(GridConfig, "PATHS") else v for k, v in raw.items()}
+    return {k: against(folder, v) if k in GridConfig.merged("PATHS") else v for k, v in raw.items()}

@@ -21,12 +21,11 @@ from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions, models, weights
 from harness.core.errors import UserError
-from harness.core.settings import fingerprint, pick
+from harness.core.settings import fingerprint
 from harness.grid import stream
 from harness.grid.config import GridConfig
 from harness.scoring import classifier, zero_shot
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
-from harness.tasks.subsample import SampleSettings
 from tapt import methods, output
 
 log = logging.getLogger("tapt_bench.grid")
@@ -102,7 +101,7 @@ def check_tokenizer(method: methods.Method, cond: str, at_load: dict, tokenizer)
 def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False) -> Unit:
     """Compute one unit of either flow; nothing is written but kept adapters."""
     spec = find_spec(slug, cfg.include_path)
-    docs = subsample_docs(spec, SampleSettings(**pick(cfg, SampleSettings)), k)
+    docs = subsample_docs(spec, cfg.sample, k)
     if cfg.flow == "classifier":
         return classifier_unit(cfg, spec, k, docs)
     try:
@@ -125,7 +124,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
     base, tokenizer, at_load = loaded_base(cfg)
     method = cfg.adaptation()
     settings = cfg.settings_of(method, spec.slug)
-    metadata = {**pick(cfg, SampleSettings), "subsample": k, "split": conditions.TEST}
+    metadata = {**dataclasses.asdict(cfg.sample), "subsample": k, "split": conditions.TEST}
     task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
     tdir = results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, spec.slug)
     seconds, training, exposed, skipped = {}, {}, {}, {}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core.errors import TaskError
-from harness.core.settings import Settings, option
+from harness.core.settings import NEVER, Settings, option
 
 SPLITS = ("train", "extra", "test")
 
@@ -17,13 +17,15 @@ class DataSettings(Settings):
     """Where the task YAMLs and their data come from."""
 
     PATHS = ("data_dir", "include_path")
+    RECORD = {"data_dir": NEVER, "include_path": NEVER}  # where data is read from changes no number
 
     data_dir: str | None = option(
         None,
         "folder of <slug>/data.parquet|csv|jsonl (default: $TAPT_BENCH_DATA_DIR, else the Hugging Face hub)",
     )
     include_path: list[str] = option(
-        [], "extra folders of task YAMLs, searched after the shipped tasks (as lm_eval's --include_path)"
+        [],
+        "extra folders of task YAMLs, searched after the shipped tasks (as lm_eval's --include_path)",
     )
 
 

@@ -1,0 +1,120 @@
+"""The grid's own keys: which tasks, cells, conditions and methods a run holds, and where it writes.
+The other sections of a grid config are the stages' own settings (harness/grid/config.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from harness.core import conditions
+from harness.core.errors import SettingsError
+from harness.core.settings import NEVER, WHEN_SET, Settings, option
+from harness.scoring.classifier import STUDY_TASK_OVERRIDES
+
+EXPOSURE, STREAM = "exposure", conditions.STREAM  # the parts of a run that can be off (sections.recorded)
+
+
+@dataclass(kw_only=True)
+class GridSettings(Settings):
+    """The run's shape: tasks, cells, conditions, methods, the exposure test and the results folder."""
+
+    MINIMUM = {"subsamples": 1, "eval_batch_size": 1, "codec_context": 0, "stream_chunks": 2}
+    # method, methods, method_settings: the method's own record stands in for them (result_settings)
+    RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
+    RECORD |= dict.fromkeys(("method", "methods", "method_settings"), NEVER)
+    RECORD |= dict.fromkeys(("conditions", "codec_context", "scores"), WHEN_SET)
+    PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
+
+    flow: Literal["zero_shot", "classifier"] = option(
+        "zero_shot",
+        "zero_shot: prompt adapters scored zero-shot; classifier: TAPT on raw texts, then a head "
+        "fine-tuned on train",
+    )
+    task_overrides: dict[str, dict] = option(
+        STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)"
+    )
+    conditions: list[str] = option(
+        list(conditions.PAIRED),
+        f"conditions scored per unit; add {conditions.LEAK} for TAPT on test's prompts with their answers "
+        "(planted labeled contamination: a positive control for the bias), and stream for test scored "
+        "first, then adapted on: test cut into stream_chunks chunks, each scored by the method adapted "
+        "on the chunks before it (what legitimate online test-time adaptation gains)",
+    )
+    stream_chunks: int = option(
+        4, "with the stream condition: the chunks test is cut into (the first is scored by the base)"
+    )
+    method: str | None = option(
+        None,
+        "the adaptation method audited: a built-in (`tapt-bench methods list`), an installed entry point, "
+        "package.module:attr or path/to/file.py:attr (default: the flow's default method, the study's); "
+        "another method's units go to <model>+<method>",
+    )
+    methods: list[str] = option(
+        [],
+        "several methods side by side, each run on the same subsamples into its own model folder "
+        "(empty: the one `method`)",
+    )
+    method_settings: dict[str, dict] = option(
+        {},
+        "each method's settings, {method: {key: value}} (`tapt-bench methods show NAME` lists them); the "
+        "flow's default method may also take its settings as this config's own keys (epochs, lr, ...)",
+    )
+    exposure: bool = option(
+        False,
+        "run the exposure test in every unit: score test and extra documents under each condition's "
+        "model (the text statistic from text_score, and the label margin); base is the reference",
+    )
+    codec_context: int = option(
+        0,
+        "with exposure: also CoDeC (Zawalski et al. 2025), each test and extra document scored again with "
+        "this many documents of its own split before it (the authors use 1; one draw serves 8 documents); "
+        "0: off (each document is read once more)",
+    )
+    scores: dict[str, dict] = option(
+        {},
+        "with exposure: your per-document scores, {path/to/file.py:SCORE: {setting: value}}; each is "
+        "computed for every condition's model and read by its detector (contamination calibrate)",
+    )
+    tasks: list[str] = option(["all"], "task slugs (a single slug is one task), or all")
+    subsamples: int = option(20, "subsamples per task")
+    cells: list[str] = option(
+        [],
+        "several cells in one run, each 'm/n/subsamples' (e.g. 50/500/20); empty: the one cell m, "
+        "n, subsamples",
+    )
+    eval_batch_size: int = option(8, "lm-eval scoring batch size")
+    out: str = option("results", "results root; units go to <out>/m<m>/n<n>/<model>/<task>/")
+    model_tag: str | None = option(None, "folder name of the model (default: the base's last path part)")
+    notes: str | None = option(None, "free-form, kept in the manifest")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tasks, str):
+            self.tasks = [self.tasks]
+        super().__post_init__()
+
+    def check(self) -> None:
+        chosen = set(self.conditions)
+        if len(chosen) < len(self.conditions) or not set(conditions.PAIRED) <= chosen <= set(conditions.ALL):
+            allowed = f"{', '.join(conditions.PAIRED)} and optionally {', '.join(conditions.OPTIONAL)}"
+            raise SettingsError.of("conditions", f"must be {allowed}, got {self.conditions}")
+        self.conditions = [c for c in conditions.ALL if c in self.conditions]
+        if not self.tasks:
+            raise SettingsError.of("tasks", "is empty: name at least one task (see `tapt-bench tasks list`)")
+        if self.methods and self.method:
+            problem = (
+                f"and methods are both set ({self.method!r}, {self.methods}); name every method in methods"
+            )
+            raise SettingsError.of("method", problem)
+        if self.codec_context and not (self.exposure and self.flow == "zero_shot"):
+            problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
+            raise SettingsError.of("codec_context", problem)
+        if self.scores and not (self.exposure and self.flow == "zero_shot"):
+            problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
+            raise SettingsError.of("scores", problem)
+        if conditions.STREAM in self.conditions and self.flow != "zero_shot":
+            problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
+            raise SettingsError.of("conditions", problem)
+
+    def parts(self) -> dict[str, bool]:
+        """Which optional parts of a unit this run has (their keys are recorded only when on)."""
+        return {EXPOSURE: self.exposure, STREAM: conditions.STREAM in self.conditions}

@@ -1,0 +1,96 @@
+"""The settings hash of every shipped config is the one its results were recorded with.
+
+`data/settings_hashes.json` holds, for every shipped config and for variants of the demo that switch on
+each optional part (the exposure test, CoDeC, the stream, bf16, other methods, the classifier flow),
+each cell's, method's and task's recorded settings and hash, as computed when the grid config still
+inherited its sections. Run this file as a script to write it again after a deliberate change."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.core.settings import fingerprint, from_mapping
+from harness.grid.config import CONFIGS_DIR, GridConfig
+
+HASHES = Path(__file__).parent / "data" / "settings_hashes.json"
+RECORDS = Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study"
+VARIANTS = {
+    "exposure": {"exposure": True},
+    "codec": {"exposure": True, "codec_context": 1},
+    "text_score": {"exposure": True, "text_score": "mink++"},
+    "leak_stream": {"conditions": ["base", "extra", "test", "leak", "stream"]},
+    "stream_3": {"conditions": ["base", "extra", "test", "stream"], "stream_chunks": 3},
+    "bf16": {"bf16": True},
+    "methods": {
+        "methods": ["prompt-tapt", "self-training", "test-time-rl", "test-time-learning"],
+        "method_settings": {
+            "self-training": {"lr": 0.001, "bf16": True},
+            "test-time-learning": {"lr": 0.0001},
+        },
+    },
+    "classifier": {"flow": "classifier", "base": "bert-base-uncased"},
+    "classifier_extra": {
+        "flow": "classifier",
+        "base": "bert-base-uncased",
+        "clf_epochs": 2,
+        "pretrain_lr": 1e-4,
+    },
+}
+
+
+def rows(name: str, raw: dict) -> dict:
+    """Per cell and method: the recorded settings, their hash and the base's; per task override: its hash."""
+    cfg = from_mapping(GridConfig, raw, name)
+    out = {}
+    for cell in cfg.cell_configs():
+        key = f"{cell.tag} m{cell.m} n{cell.n}"
+        out[key] = {
+            "hash": cell.settings_hash(),
+            "base": fingerprint(cell.base_settings()),
+            "settings": cell.result_settings(),
+        }
+        for slug in sorted(cell.task_overrides):
+            out[f"{key} {slug}"] = {"hash": cell.for_task(slug).settings_hash()}
+    return out
+
+
+def configs() -> dict[str, dict]:
+    out = {path.stem: yaml.safe_load(path.read_text()) for path in sorted(CONFIGS_DIR.glob("*.yaml"))}
+    demo = out["demo"]
+    return out | {f"demo+{name}": demo | change for name, change in VARIANTS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(configs()))
+def test_a_shipped_config_records_the_settings_and_hash_it_always_did(name):
+    expected = json.loads(HASHES.read_text())[name]
+    assert rows(name, configs()[name]) == expected
+
+
+def test_every_shipped_config_is_in_the_recorded_hashes():
+    assert sorted(json.loads(HASHES.read_text())) == sorted(configs())
+
+
+def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
+    manifests = sorted(RECORDS.glob("m*/n*/*/manifest-shard*.json"))
+    assert len(manifests) >= 3
+    for path in manifests:
+        manifest = json.loads(path.read_text())
+        assert GridConfig(**manifest["config"]).settings_hash() == manifest["settings_hash"], path
+
+
+def test_a_config_is_its_sections_side_by_side_and_reads_through_them():
+    cfg = GridConfig(m=4, lr=0.1, exposure=True)
+    assert (cfg.sample.m, cfg.adapter.lr, cfg.grid.exposure) == (4, 0.1, True)
+    assert (cfg.m, cfg.lr) == (4, 0.1) and cfg.replace(lr=0.2).lr == 0.2 and cfg.lr == 0.1
+    with pytest.raises(AttributeError, match="read-only: make a changed copy with replace"):
+        cfg.lr = 0.3
+    with pytest.raises(AttributeError, match="has no key 'learning_rate'"):
+        _ = cfg.learning_rate
+
+
+if __name__ == "__main__":  # write the recorded hashes again (a deliberate change of what is recorded)
+    HASHES.write_text(json.dumps({n: rows(n, raw) for n, raw in configs().items()}, indent=1, sort_keys=True))
+    sys.exit(0)
