@@ -270,6 +270,29 @@ def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
     )
 
 
+def test_a_model_that_gives_every_document_one_class_is_named_collapsed(tmp_path):
+    from harness.stats.summary import format_one_class, one_class
+
+    d = tmp_path / "m10" / "n10" / "toy" / "a"
+    d.mkdir(parents=True)
+    # 2 subsamples x 3 docs: extra answers class 1 throughout in subsample 0 only, test in both
+    predicted = {"base": [0, 1, 0, 1, 0, 0], "extra": [1, 1, 1, 0, 1, 1], "test": [1, 1, 1, 0, 0, 0]}
+    rows = [
+        {"subsample": i // 3, "row": i % 3, "condition": c, "probs": [0.9, 0.1] if p == 0 else [0.2, 0.8]}
+        for c, preds in predicted.items()
+        for i, p in enumerate(preds)
+    ]
+    pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
+    (got,) = one_class(tmp_path / "m10" / "n10" / "toy").to_dict("records")
+    assert got == {"task": "a", "units": 2, "base": 0.0, "extra": 0.5, "test": 1.0}
+    shown = format_one_class(one_class(tmp_path / "m10" / "n10" / "toy"))
+    assert "a bias between two such models does not measure the method's" in shown
+    assert shown.splitlines()[-1].split() == ["a", "2", "0%", "50%", "100%"]
+    rows = [{**r, "probs": [0.9, 0.1] if r["row"] == 0 else [0.2, 0.8]} for r in rows]
+    pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
+    assert format_one_class(one_class(tmp_path / "m10" / "n10" / "toy")) == ""  # nothing collapsed: silent
+
+
 def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypatch):
     """The summary, its text and the report read conditions.EFFECTS: an effect added there (here the
     leak against base, tested) gets its mean, p-values and columns with no other change."""

@@ -128,11 +128,21 @@ def print_summary(mdir: Path) -> None:
     from harness.results import collect, exposure_tests
     from harness.stats.diagnostics import format_records, method_records
     from harness.stats.exposure_summary import exposure_shares, format_exposure
-    from harness.stats.summary import format_changes, format_tables, prediction_changes, summarize
+    from harness.stats.summary import (
+        format_changes,
+        format_one_class,
+        format_tables,
+        one_class,
+        prediction_changes,
+        summarize,
+    )
 
     summary = summarize(collect(mdir))
     print(format_tables(summary))
     print(format_changes(prediction_changes(mdir)) + "\n")
+    collapsed = format_one_class(one_class(mdir))
+    if collapsed:
+        print(collapsed + "\n")
     records = format_records(method_records(mdir))
     if records:
         print(records + "\n")
@@ -152,7 +162,14 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.results import collect, exposure_tests
     from harness.stats.diagnostics import format_records, method_records
     from harness.stats.exposure_summary import exposure_shares, format_exposure
-    from harness.stats.summary import format_changes, format_tables, prediction_changes, summarize
+    from harness.stats.summary import (
+        format_changes,
+        format_one_class,
+        format_tables,
+        one_class,
+        prediction_changes,
+        summarize,
+    )
 
     summary = summarize(collect(args.results), seed=args.seed, target=args.target / 100)
     shares = exposure_shares(exposure_tests(args.results))
@@ -167,6 +184,9 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     changes = prediction_changes(args.results)
     if not changes.empty:
         print(format_changes(changes) + "\n")
+    collapsed = format_one_class(one_class(args.results))
+    if collapsed:
+        print(collapsed + "\n")
     if not records.empty:
         print(format_records(records))
     if shares:

@@ -97,12 +97,25 @@ def changes_section(mdir: Path) -> str:
         [(r["task"], r["task"]), (r["docs"], r["docs"])] + [(f"{r[p]:.1%}", r[p]) for p in pairs]
         for r in changes.to_dict("records")
     ]
-    return "<h3>Changed predictions</h3>" + table(
+    out = "<h3>Changed predictions</h3>" + table(
         ["task", "docs", *pairs],
         rows,
         "Share of test predictions that differ between two conditions: a TAPT "
         "model that changes no prediction cannot change an accuracy.",
     )
+    collapsed = summary.one_class(mdir)
+    if not summary.format_one_class(collapsed):
+        return out
+    shown = [c for c in conditions.ALL if c in collapsed.columns]
+    rows = [
+        [(r["task"], r["task"]), (r["units"], r["units"])] + [(f"{r[c]:.0%}", r[c]) for c in shown]
+        for r in collapsed.to_dict("records")
+    ]
+    caption = (
+        "Share of units whose model gives every test document one class: a collapsed model. A bias "
+        "between two collapsed models does not measure the method's."
+    )
+    return out + "<h3>Collapsed models</h3>" + table(["task", "units", *shown], rows, caption)
 
 
 def methods_section(mdir: Path) -> str:

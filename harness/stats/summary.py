@@ -256,6 +256,34 @@ def prediction_changes(root: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def one_class(root: str | Path) -> pd.DataFrame:
+    """Per task, the share of units in which each condition's model gives every test document the same
+    class: a collapsed model. A bias between two collapsed models says nothing of the method's bias."""
+    rows = []
+    for task, predicted in results.predictions(root).items():
+        units = predicted.groupby(level="subsample").nunique() == 1
+        rows.append({"task": task, "units": len(units), **units.mean().to_dict()})
+    return pd.DataFrame(rows)
+
+
+def format_one_class(collapsed: pd.DataFrame) -> str:
+    """The one-class table, or nothing where no adapted model answered one class in any unit."""
+    adapted = [c for c in conditions.ALL if c in collapsed.columns and c != conditions.BASE]
+    if collapsed.empty or not (collapsed[adapted] > 0).any(axis=None):
+        return ""
+    shown = [c for c in conditions.ALL if c in collapsed.columns]
+    width = max(34, *collapsed["task"].map(len))
+    lines = [
+        "share of units whose model gives every test document one class (collapsed: a bias between two "
+        "such models does not measure the method's):",
+        f"  {'task':{width}} {'units':>5} " + " ".join(f"{c:>8}" for c in shown),
+    ]
+    for r in collapsed.to_dict("records"):
+        cells = " ".join(f"{'-':>8}" if pd.isna(r[c]) else f"{r[c]:8.0%}" for c in shown)
+        lines.append(f"  {r['task']:{width}} {r['units']:5d} " + cells)
+    return "\n".join(lines)
+
+
 def format_changes(changes: pd.DataFrame) -> str:
     pairs = [c for c in changes.columns if "/" in c]
     width = max(34, *changes["task"].map(len))  # a folder above the model's names its tasks by path
