@@ -34,7 +34,7 @@ import pandas as pd
 from contamination.doc_scores import Score
 from contamination.exposure import BUILT_IN_COLUMNS, two_sample
 from harness.core import conditions
-from harness.core.plugins import cannot_import, load_entry_points, load_module
+from harness.core.plugins import load_attr, load_entry_points
 from harness.core.power import ALPHA, wilson
 
 TEXT, LABELS = "text", "labels"
@@ -133,13 +133,7 @@ def load_score(target: str) -> Score:
     registered under the score's name. Raises ValueError with what to fix."""
     if target in _SCORES:
         return _SCORES[target]
-    module, _, attr = target.rpartition(":")
-    if not module or not attr:
-        raise ValueError(f"{target!r} must name a file or module and a Score in it, as `my_score.py:SCORE`")
-    try:
-        value = getattr(load_module(module), attr)
-    except (ImportError, AttributeError, OSError) as err:
-        raise ValueError(cannot_import(target, module, err)) from None
+    value = load_attr(target, "my_score.py:SCORE")
     if not isinstance(value, Score):
         raise ValueError(f"{target!r} is a {type(value).__name__}, not a contamination.doc_scores.Score")
     if value.name in BUILT_IN_COLUMNS:

@@ -135,3 +135,11 @@ def test_a_score_that_is_not_a_score_is_refused_naming_the_key(tmp_path, tiny_ll
     with pytest.raises(SystemExit, match=r"scores.*is a int, not a contamination.doc_scores.Score"):
         main(["run", "--config", str(config)])
     assert not (tmp_path / "out").exists()
+    broken = tmp_path / "broken.py"
+    broken.write_text("def broken(:\n")  # a score file whose own code fails is named with its line
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, tmp_path / "out", scores={f"{broken}:SCORE": {}}
+    )
+    with pytest.raises(SystemExit, match=r"scores.*failed as it loaded \(line 1\): SyntaxError"):
+        main(["run", "--config", str(config)])
+    assert not (tmp_path / "out").exists()

@@ -28,6 +28,25 @@ def load_entry_points(group: str) -> list[str]:
     return names
 
 
+def load_attr(target: str, example: str):
+    """What `target` names, `path/to/file.py:attr` or `package.module:attr`. Raises ValueError that says
+    what to fix, as `example` shows a target."""
+    module, _, attr = target.rpartition(":")
+    if not module or not attr:
+        raise ValueError(f"{target!r} must name a module or file and an attribute, as `{example}`")
+    try:
+        return getattr(load_module(module), attr)
+    except (ImportError, AttributeError, OSError) as err:
+        raise ValueError(cannot_import(target, module, err)) from None
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # the file's own code failed as it ran (a syntax error, a raise)
+        where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
+        raise ValueError(
+            f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
+        ) from None
+
+
 def load_module(module: str):
     """An importable module by name, or a Python file by path (`my_method.py`, run once per process)."""
     if not module.endswith(".py"):

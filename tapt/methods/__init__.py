@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from harness.core.errors import SettingsError, UserError
-from harness.core.plugins import cannot_import, load_module
+from harness.core.plugins import load_attr
 from harness.core.recipe import recipe_table  # noqa: F401  (a method file's import)
 from harness.core.settings import Settings
 from harness.tasks.protocol import Spec
@@ -209,21 +209,11 @@ def find(name: str) -> Method:
             f"`path/to/file.py:attr`, got {name!r}"
         )
         raise SettingsError.of("method", problem)
-    module, _, attr = target.rpartition(":")
-    if not module or not attr:
-        problem = f"{target!r} must name a module or file and an attribute, as `path/to/file.py:METHOD`"
-        raise SettingsError.of("method", problem)
     try:
-        value = getattr(load_module(module), attr)
-    except (ImportError, AttributeError, OSError) as err:
-        problem = cannot_import(target, module, err)
-        raise SettingsError.of("method", problem) from None
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as err:  # the file's own code failed as it ran (a syntax error, a raise)
-        where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
-        problem = f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
-        raise SettingsError.of("method", problem) from None
+        value = load_attr(target, "path/to/file.py:METHOD")
+    except ValueError as err:
+        raise SettingsError.of("method", str(err)) from None
+    module, _, attr = target.rpartition(":")
     if not isinstance(value, Method):
         problem = f"{target!r} is a {type(value).__name__}, not a tapt.methods.Method"
         raise SettingsError.of("method", problem)
