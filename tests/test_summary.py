@@ -246,18 +246,29 @@ def test_bad_input(tmp_path):
         collect(tmp_path)
 
 
-def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
-    from harness.stats.summary import prediction_changes
-
-    d = tmp_path / "m10" / "n10" / "toy" / "a"
-    d.mkdir(parents=True)
-    predicted = {"base": [0, 1, 1, 0], "extra": [0, 1, 0, 0], "test": [1, 1, 0, 1]}  # 2 subsamples x 2 docs
+def write_predictions(folder, predicted: dict[str, list[int]], docs: int) -> list[dict]:
+    """A task folder's probabilities.parquet whose predicted classes are `predicted` (per condition, the
+    subsamples' documents in turn, `docs` a subsample); its rows."""
+    folder.mkdir(parents=True)
     rows = [
-        {"subsample": i // 2, "row": i % 2, "condition": c, "probs": [0.9, 0.1] if p == 0 else [0.2, 0.8]}
+        {
+            "subsample": i // docs,
+            "row": i % docs,
+            "condition": c,
+            "probs": [0.9, 0.1] if p == 0 else [0.2, 0.8],
+        }
         for c, preds in predicted.items()
         for i, p in enumerate(preds)
     ]
-    pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
+    pd.DataFrame(rows).to_parquet(folder / "probabilities.parquet")
+    return rows
+
+
+def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
+    from harness.stats.summary import prediction_changes
+
+    predicted = {"base": [0, 1, 1, 0], "extra": [0, 1, 0, 0], "test": [1, 1, 0, 1]}  # 2 subsamples x 2 docs
+    rows = write_predictions(tmp_path / "m10" / "n10" / "toy" / "a", predicted, docs=2)
     (got,) = prediction_changes(tmp_path / "m10" / "n10" / "toy").to_dict("records")
     assert got == {"task": "a", "docs": 4, "extra/base": 0.25, "test/base": 0.75, "test/extra": 0.5}
     # a second method's folder beside it: from the folder above both, each task is named by its path
@@ -274,15 +285,9 @@ def test_a_model_that_gives_every_document_one_class_is_named_collapsed(tmp_path
     from harness.stats.summary import format_one_class, one_class
 
     d = tmp_path / "m10" / "n10" / "toy" / "a"
-    d.mkdir(parents=True)
     # 2 subsamples x 3 docs: extra answers class 1 throughout in subsample 0 only, test in both
     predicted = {"base": [0, 1, 0, 1, 0, 0], "extra": [1, 1, 1, 0, 1, 1], "test": [1, 1, 1, 0, 0, 0]}
-    rows = [
-        {"subsample": i // 3, "row": i % 3, "condition": c, "probs": [0.9, 0.1] if p == 0 else [0.2, 0.8]}
-        for c, preds in predicted.items()
-        for i, p in enumerate(preds)
-    ]
-    pd.DataFrame(rows).to_parquet(d / "probabilities.parquet")
+    rows = write_predictions(d, predicted, docs=3)
     (got,) = one_class(tmp_path / "m10" / "n10" / "toy").to_dict("records")
     assert got == {"task": "a", "units": 2, "base": 0.0, "extra": 0.5, "test": 1.0}
     shown = format_one_class(one_class(tmp_path / "m10" / "n10" / "toy"))

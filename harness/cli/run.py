@@ -124,7 +124,9 @@ def cmd_run(args: argparse.Namespace) -> None:
             print_summary(run.model_dir(cell))
 
 
-def print_summary(mdir: Path) -> None:
+def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
+    """A results folder's summary as text: the tables, changed predictions, collapsed models, what each
+    method recorded of itself, and the exposure test."""
     from harness.results import collect, exposure_tests
     from harness.stats.diagnostics import format_records, method_records
     from harness.stats.exposure_summary import exposure_shares, format_exposure
@@ -137,18 +139,18 @@ def print_summary(mdir: Path) -> None:
         summarize,
     )
 
-    summary = summarize(collect(mdir))
+    summary = summarize(collect(root), seed=seed, target=target)
     print(format_tables(summary))
-    print(format_changes(prediction_changes(mdir)) + "\n")
-    collapsed = format_one_class(one_class(mdir))
-    if collapsed:
-        print(collapsed + "\n")
-    records = format_records(method_records(mdir))
-    if records:
-        print(records + "\n")
-    exposure = format_exposure(exposure_shares(exposure_tests(mdir)), summary)
-    if exposure:
-        print(exposure + "\n")
+    changes = prediction_changes(root)
+    parts = [
+        "" if changes.empty else format_changes(changes),
+        format_one_class(one_class(root)),
+        format_records(method_records(root)),
+        format_exposure(exposure_shares(exposure_tests(root)), summary),
+    ]
+    for part in parts:
+        if part:
+            print(part + "\n")
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
@@ -160,37 +162,23 @@ def cmd_merge(args: argparse.Namespace) -> None:
 
 def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.results import collect, exposure_tests
-    from harness.stats.diagnostics import format_records, method_records
-    from harness.stats.exposure_summary import exposure_shares, format_exposure
-    from harness.stats.summary import (
-        format_changes,
-        format_one_class,
-        format_tables,
-        one_class,
-        prediction_changes,
-        summarize,
-    )
+    from harness.stats.diagnostics import method_records
+    from harness.stats.exposure_summary import exposure_shares
+    from harness.stats.summary import one_class, summarize
 
+    if not args.json:
+        print_summary(Path(args.results), args.seed, args.target / 100)
+        return
     summary = summarize(collect(args.results), seed=args.seed, target=args.target / 100)
     shares = exposure_shares(exposure_tests(args.results))
     records = method_records(args.results)
-    if args.json:
-        extra = {"exposure": shares} if shares else {}
-        if not records.empty:  # a diagnostic a method did not record is null
-            extra["methods"] = records.astype(object).where(records.notna(), None).to_dict("records")
-        print(json.dumps(summary | extra))
-        return
-    print(format_tables(summary))
-    changes = prediction_changes(args.results)
-    if not changes.empty:
-        print(format_changes(changes) + "\n")
-    collapsed = format_one_class(one_class(args.results))
-    if collapsed:
-        print(collapsed + "\n")
-    if not records.empty:
-        print(format_records(records))
-    if shares:
-        print(format_exposure(shares, summary))
+    collapsed = one_class(args.results)
+    extra = {"exposure": shares} if shares else {}
+    if not records.empty:  # a diagnostic a method did not record is null
+        extra["methods"] = records.astype(object).where(records.notna(), None).to_dict("records")
+    if not collapsed.empty:  # a condition a task did not run is null
+        extra["one_class"] = collapsed.astype(object).where(collapsed.notna(), None).to_dict("records")
+    print(json.dumps(summary | extra))
 
 
 def register(sub) -> None:

@@ -271,27 +271,26 @@ def format_one_class(collapsed: pd.DataFrame) -> str:
     adapted = [c for c in conditions.ALL if c in collapsed.columns and c != conditions.BASE]
     if collapsed.empty or not (collapsed[adapted] > 0).any(axis=None):
         return ""
-    shown = [c for c in conditions.ALL if c in collapsed.columns]
-    width = max(34, *collapsed["task"].map(len))
-    lines = [
+    title = (
         "share of units whose model gives every test document one class (collapsed: a bias between two "
-        "such models does not measure the method's):",
-        f"  {'task':{width}} {'units':>5} " + " ".join(f"{c:>8}" for c in shown),
-    ]
-    for r in collapsed.to_dict("records"):
-        cells = " ".join(f"{'-':>8}" if pd.isna(r[c]) else f"{r[c]:8.0%}" for c in shown)
-        lines.append(f"  {r['task']:{width}} {r['units']:5d} " + cells)
-    return "\n".join(lines)
+        "such models does not measure the method's):"
+    )
+    return share_table(title, collapsed, "units", [c for c in conditions.ALL if c in collapsed.columns], 8, 0)
 
 
 def format_changes(changes: pd.DataFrame) -> str:
     pairs = [c for c in changes.columns if "/" in c]
-    width = max(34, *changes["task"].map(len))  # a folder above the model's names its tasks by path
-    lines = [
-        "share of test predictions that differ between conditions:",
-        f"  {'task':{width}} {'docs':>5} " + " ".join(f"{p:>10}" for p in pairs),
-    ]
-    for r in changes.to_dict("records"):
-        cells = " ".join(f"{'-':>10}" if pd.isna(r[p]) else f"{r[p]:10.1%}" for p in pairs)
-        lines.append(f"  {r['task']:{width}} {r['docs']:5d} " + cells)
+    title = "share of test predictions that differ between conditions:"
+    return share_table(title, changes, "docs", pairs, 10, 1)
+
+
+def share_table(
+    title: str, frame: pd.DataFrame, count: str, columns: list[str], width: int, digits: int
+) -> str:
+    """A per-task table of shares (a folder above the model's names its tasks by path)."""
+    name = max(34, *frame["task"].map(len))
+    lines = [title, f"  {'task':{name}} {count:>5} " + " ".join(f"{c:>{width}}" for c in columns)]
+    for r in frame.to_dict("records"):
+        cells = " ".join(f"{'-':>{width}}" if pd.isna(r[c]) else f"{r[c]:{width}.{digits}%}" for c in columns)
+        lines.append(f"  {r['task']:{name}} {r[count]:5d} " + cells)
     return "\n".join(lines)
