@@ -39,10 +39,16 @@ class RunOptions(Settings):
     address: str | None = option(
         None, "with --ray: the cluster to join (e.g. auto); default: a local Ray instance"
     )
+    until_mde: float = option(
+        0.0,
+        "run in rounds, one subsample of every task per method a round, and stop each method once its "
+        "pooled MDE is at most this many points (never on its p-value), or at the config's subsamples; "
+        "0: every unit at once",
+    )
     cpus_per_unit: float = option(1.0, "with --ray: CPUs per unit (also its torch threads)")
     gpus_per_unit: float = option(0.0, "with --ray: GPUs per unit (a fraction shares one GPU among units)")
 
-    MINIMUM = {"workers": 1, "threads": 0, "cpus_per_unit": 0.0, "gpus_per_unit": 0.0}
+    MINIMUM = {"workers": 1, "threads": 0, "cpus_per_unit": 0.0, "gpus_per_unit": 0.0, "until_mde": 0.0}
     RAY_ONLY = ("address", "cpus_per_unit", "gpus_per_unit")
 
     def check(self) -> None:
@@ -54,6 +60,11 @@ class RunOptions(Settings):
             raise SettingsError(f"{', '.join(ray_only)}: used only with --ray; add --ray or drop them")
         if self.ray and self.workers > 1:
             raise SettingsError("--workers and --ray are two ways to run units side by side; use one")
+        if self.until_mde and (self.workers > 1 or self.shard_pair()[1] > 1):
+            raise SettingsError(
+                "--until-mde reads the summary between rounds, so it runs every unit from one process: drop "
+                "--workers and --shard (--ray still runs a round's units side by side)"
+            )
         if self.ray and self.threads:
             raise SettingsError(
                 "--threads is for runs on this machine; under --ray each unit's torch threads are its "
@@ -117,8 +128,17 @@ def cmd_run(args: argparse.Namespace) -> None:
             execute = executor(
                 address=opts.address, cpus_per_unit=opts.cpus_per_unit, gpus_per_unit=opts.gpus_per_unit
             )
-        for cell in cfg.cell_configs():
+
+        def run_one(cell) -> None:
             run.run(cell, shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
+
+        if opts.until_mde:
+            from harness.cli.rounds import run_rounds
+
+            run_rounds(cfg, opts.until_mde, run_one)
+        else:
+            for cell in cfg.cell_configs():
+                run_one(cell)
     if shard[1] == 1 and not opts.no_summary:
         for cell in cfg.cell_configs():
             print_summary(run.model_dir(cell))

@@ -1,0 +1,51 @@
+"""`tapt-bench run --until-mde`: a grid in rounds, one subsample of every task per method a round, each
+method stopped once its pooled MDE is at most the target (never on its p-value). Whenever the run
+stops, its methods hold the same subsamples. It sits with the commands since it reads the summary
+between runs (the grid and the statistics do not import each other)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness.grid import run
+from harness.grid.config import GridConfig
+from harness.results import collect
+from harness.stats.summary import summarize
+
+
+def pooled(cfg: GridConfig) -> tuple[float, int]:
+    """A method's pooled MDE (in points) and units so far; inf and 0 before it has any."""
+    mdir = run.model_dir(cfg)
+    if not any(mdir.glob("*/units/*.json")):
+        return float("inf"), 0
+    (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == cfg.tag]
+    return 100 * config["detectable_bias"], config["bias_units"]
+
+
+def run_rounds(cfg: GridConfig, target: float, run_one: Callable[[GridConfig], object], say=print) -> dict:
+    """Run `cfg`'s cells and methods in rounds until each one's pooled MDE is at most `target` points, or
+    it ran its config's subsamples; returns {"<model> m<m> n<n>": (MDE, units)} as they stand at the end."""
+    open_, out = cfg.cell_configs(), {}
+    for k in range(1, max(c.subsamples for c in open_) + 1):
+        for c in list(open_):
+            mde, units = pooled(c)
+            if mde <= target or k > c.subsamples:
+                why = (
+                    f"MDE {mde:.2f} pts over {units} units"
+                    if mde <= target
+                    else f"its {c.subsamples} subsamples"
+                )
+                say(f"{c.tag} (m {c.m}, n {c.n}): stops at {why}")
+                open_.remove(c)
+                out[f"{c.tag} m{c.m} n{c.n}"] = (mde, units)
+                continue
+            say(f"round {k}: {c.tag} (m {c.m}, n {c.n}), MDE so far {mde:.2f} pts over {units} units")
+            run_one(c.replace(subsamples=k))
+        if not open_:
+            break
+    for c in open_:
+        mde, units = pooled(c)
+        met = "at most" if mde <= target else "still above"
+        say(f"{c.tag} (m {c.m}, n {c.n}): MDE {mde:.2f} pts over {units} units, {met} {target:g}")
+        out[f"{c.tag} m{c.m} n{c.n}"] = (mde, units)
+    return out
