@@ -255,3 +255,19 @@ def test_the_default_methods_settings_in_its_own_section_make_the_same_run(data_
         SettingsError, match=r"key 'method_settings' prompt-tapt: \['threshold'\] are not its settings"
     ):
         load_config(path, {"data_dir": str(data_dir)})
+
+
+def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_others(data_dir):
+    from harness.grid.config import load_config
+
+    keys = {"data_dir": str(data_dir)}
+    whole = load_config("methods_study", keys)
+    narrowed = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
+    assert narrowed.methods == ["test-time-rl"] and narrowed.method_settings == {}
+    hashes = {c.method: c.settings_hash() for c in whole.per_method()}
+    assert [c.settings_hash() for c in narrowed.per_method()] == [hashes["test-time-rl"]]
+    kept = load_config("methods_study", keys | {"methods": ["self-training"]})
+    assert [c.settings_hash() for c in kept.per_method()] == [hashes["self-training"]]
+    with pytest.raises(SettingsError, match=r"names \['self-training'\], which this run does not use"):
+        flags = {"methods": ["test-time-rl"], "method_settings": whole.method_settings}
+        load_config("methods_study", keys | flags)

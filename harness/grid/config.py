@@ -269,7 +269,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err
     overrides = overrides or {}
     if isinstance(raw, dict):
-        raw = against_folder(raw, path.resolve().parent) | overrides
+        raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
     try:
         cfg = from_mapping(GridConfig, raw, str(path))
     except SettingsError as err:
@@ -300,6 +300,16 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
             named = slug in str(err)  # most task errors name their task already
             raise type(err)(f"{path}: {err}" if named else f"{path}: task {slug!r}: {err}") from err
     return cfg
+
+
+def narrowed(raw: dict, overrides: dict) -> dict:
+    """`overrides` on top of the file's keys; the file's method_settings of its own methods that the
+    flags' methods leave out are dropped, so that one config serves a run of some of its methods."""
+    settings, own = raw.get("method_settings"), raw.get("methods")
+    if "methods" in overrides and isinstance(settings, dict) and isinstance(own, list):
+        run = set(overrides["methods"] or [])
+        raw = raw | {"method_settings": {k: v for k, v in settings.items() if k in run or k not in own}}
+    return raw | overrides
 
 
 def against_folder(raw: dict, folder: Path) -> dict:
