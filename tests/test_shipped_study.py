@@ -83,3 +83,20 @@ def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resume
     for path in units:
         tag = path.relative_to(RECORDS).parts[2]
         assert json.loads(path.read_text())["settings_hash"] == expected[tag], path
+
+
+def test_the_readmes_count_of_collapsed_prompt_tapt_models_is_the_records_and_the_report_shows_them(
+    tmp_path,
+):
+    from harness.cli.main import main
+    from harness.stats.summary import one_class
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    collapsed, models = map(int, re.search(r"In (\d+) of its (\d+) extra and test adapters", text).groups())
+    shares = one_class(RECORDS / "m8" / "n32" / MODEL)
+    adapters = [(shares[c] * shares["units"]).sum() for c in ("extra", "test")]
+    assert (collapsed, models) == (round(sum(adapters)), 2 * shares["units"].sum())
+    main(["report", str(RECORDS), "--out", str(tmp_path / "report.html")])
+    page = (tmp_path / "report.html").read_text()
+    section = page.split(f"model {MODEL}</h2>", 1)[1].split("<h2", 1)[0]
+    assert "<h3>Collapsed models</h3>" in section

@@ -104,7 +104,7 @@ def changes_section(mdir: Path) -> str:
         "model that changes no prediction cannot change an accuracy.",
     )
     collapsed = summary.one_class(mdir)
-    if not summary.format_one_class(collapsed):
+    if not summary.any_collapsed(collapsed):
         return out
     shown = [c for c in conditions.ALL if c in collapsed.columns]
     rows = [

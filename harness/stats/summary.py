@@ -266,10 +266,15 @@ def one_class(root: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def any_collapsed(collapsed: pd.DataFrame) -> bool:
+    """Whether an adapted model answered one class in any unit (base's own collapse is the task's)."""
+    adapted = [c for c in conditions.ALL if c in collapsed.columns and c != conditions.BASE]
+    return not collapsed.empty and bool((collapsed[adapted] > 0).any(axis=None))
+
+
 def format_one_class(collapsed: pd.DataFrame) -> str:
     """The one-class table, or nothing where no adapted model answered one class in any unit."""
-    adapted = [c for c in conditions.ALL if c in collapsed.columns and c != conditions.BASE]
-    if collapsed.empty or not (collapsed[adapted] > 0).any(axis=None):
+    if not any_collapsed(collapsed):
         return ""
     title = (
         "share of units whose model gives every test document one class (collapsed: a bias between two "
