@@ -3,6 +3,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -271,3 +272,24 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     with pytest.raises(SettingsError, match=r"names \['self-training'\], which this run does not use"):
         flags = {"methods": ["test-time-rl"], "method_settings": whole.method_settings}
         load_config("methods_study", keys | flags)
+
+
+def test_narrowing_reads_method_names_as_method_settings_does_a_plug_in_named_by_its_file(
+    tmp_path, tiny_llama, data_dir
+):
+    from helpers import tiny_grid_config
+
+    from harness.grid.config import load_config
+
+    plug_in = str(Path(__file__).resolve().parent.parent / "examples" / "norm_tuning.py") + ":METHOD"
+    path = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        tmp_path / "out",
+        methods=["prompt-tapt", plug_in],
+        method_settings={"norm-tuning": {"steps": 2}},
+    )
+    assert load_config(path, {"methods": ["prompt-tapt"]}).method_settings == {}
+    kept = load_config(path, {"methods": [plug_in]})
+    assert kept.method_settings == {"norm-tuning": {"steps": 2}}

@@ -307,7 +307,11 @@ def narrowed(raw: dict, overrides: dict) -> dict:
     flags' methods leave out are dropped, so that one config serves a run of some of its methods."""
     settings, own = raw.get("method_settings"), raw.get("methods")
     if "methods" in overrides and isinstance(settings, dict) and isinstance(own, list):
-        run = set(overrides["methods"] or [])
+        try:  # by the names method_settings uses: a method may be named by its file or entry point
+            run = {methods.find(n).name for n in overrides["methods"] or []}
+            own = {methods.find(n).name for n in own}
+        except (SettingsError, TypeError):
+            return raw | overrides  # the config's own check names the method
         raw = raw | {"method_settings": {k: v for k, v in settings.items() if k in run or k not in own}}
     return raw | overrides
 
