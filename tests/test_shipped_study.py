@@ -12,6 +12,8 @@ from harness.stats.summary import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "benchmarks" / "methods_study"
+# each shipped config by name, and the folder its records ship in
+SHIPPED = {"methods_study": RECORDS, "methods_study_tlm": ROOT / "benchmarks" / "methods_study_tlm"}
 MODEL = "SmolLM2-135M-Instruct"
 
 
@@ -35,12 +37,13 @@ def number(cell: str) -> float:
 
 @pytest.fixture(scope="module")
 def pooled() -> dict[str, dict]:
-    if not RECORDS.is_dir():
-        pytest.fail(f"{RECORDS} is missing: the study's records ship with the repository")
     out = {}
-    for config in summarize(collect(RECORDS), seed=0, target=0.05)["configs"]:
-        name = config["model"].split("+", 1)[1] if "+" in config["model"] else "prompt-tapt"
-        out["TLM" if name == "test-time-learning" else name] = config
+    for records in SHIPPED.values():
+        if not records.is_dir():
+            pytest.fail(f"{records} is missing: the study's records ship with the repository")
+        for config in summarize(collect(records), seed=0, target=0.05)["configs"]:
+            name = config["model"].split("+", 1)[1] if "+" in config["model"] else "prompt-tapt"
+            out["TLM" if name == "test-time-learning" else name] = config
     return out
 
 
@@ -60,14 +63,15 @@ def test_the_readmes_verdict_bias_mde_units_and_leak_are_the_shipped_records(poo
 
 
 def test_the_records_are_small_and_hold_no_adapters():
-    files = [p for p in RECORDS.rglob("*") if p.is_file()]
+    files = [p for records in SHIPPED.values() for p in records.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < 20e6
     assert not [p for p in files if p.suffix in (".safetensors", ".bin", ".pt")]
 
 
-def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resumes_them():
-    """Every shipped unit's settings hash is the one `run --config methods_study` computes today for its
-    method: a rerun into the folder adds units and recomputes none."""
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resumes_them(name):
+    """Every shipped unit's settings hash is the one `run --config NAME` computes today for its method: a
+    rerun into the folder adds units and recomputes none."""
     import json
 
     import yaml
@@ -75,13 +79,14 @@ def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resume
     from harness.core.settings import from_mapping
     from harness.grid.config import GridConfig, config_path
 
-    raw = yaml.safe_load(config_path("methods_study").read_text())  # no data or model needed to read it
-    cfg = from_mapping(GridConfig, raw | {"out": str(RECORDS)}, "methods_study")
+    records = SHIPPED[name]
+    raw = yaml.safe_load(config_path(name).read_text())  # no data or model needed to read it
+    cfg = from_mapping(GridConfig, raw | {"out": str(records)}, name)
     expected = {c.tag: c.settings_hash() for c in cfg.cell_configs()}
-    units = list(RECORDS.rglob("units/*.json"))
+    units = list(records.rglob("units/*.json"))
     assert units
     for path in units:
-        tag = path.relative_to(RECORDS).parts[2]
+        tag = path.relative_to(records).parts[2]
         assert json.loads(path.read_text())["settings_hash"] == expected[tag], path
 
 
