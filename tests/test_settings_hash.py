@@ -16,7 +16,7 @@ from harness.core.settings import fingerprint, from_mapping
 from harness.grid.config import CONFIGS_DIR, GridConfig
 
 HASHES = Path(__file__).parent / "data" / "settings_hashes.json"
-RECORDS = Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"  # the shipped studies: methods_study*
 VARIANTS = {
     "exposure": {"exposure": True},
     "codec": {"exposure": True, "codec_context": 1},
@@ -74,7 +74,7 @@ def test_every_shipped_config_is_in_the_recorded_hashes():
 
 
 def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
-    manifests = sorted(RECORDS.glob("m*/n*/*/manifest-shard*.json"))
+    manifests = sorted(BENCHMARKS.glob("methods_study*/m*/n*/*/manifest-shard*.json"))
     assert len(manifests) >= 3
     for path in manifests:
         manifest = json.loads(path.read_text())
