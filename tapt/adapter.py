@@ -41,8 +41,8 @@ class LoraTrainingSettings(Settings):
     lr: float = option(2e-4, "learning rate")
     bf16: bool = option(
         False,
-        "on a CPU too, train under bf16 autocast (opt-in: faster where the CPU has bf16 instructions, "
-        "and it moves the numbers; a GPU uses bf16 where it can)",
+        "on a CPU too, load the base in bf16 and train under bf16 autocast, as a GPU does by default "
+        "(opt-in on a CPU: it moves the numbers); recorded for every method",
     )
 
     def sequence_length(self) -> int:

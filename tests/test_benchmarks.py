@@ -30,6 +30,7 @@ def test_every_benchmark_script_is_covered_here():
         "compare_log_samples.py",
         "contamination_control.py",
         "contamination_speed.py",
+        "gpu_check.py",
         "grpo_step.py",
         "prompt_once_speed.py",
         "ray_workers.py",
@@ -74,6 +75,14 @@ def test_the_codec_blocks_benchmark_reads_a_tiny_grids_kept_adapters(tmp_path, t
     main(["run", "--config", str(config), "--keep-adapters"])
     printed = script("codec_blocks.py", "--results", str(out), "--data-dir", str(data_dir), "--limit", "2")
     assert "blocks" in printed and "x); blocks" in printed and "prompt-tapt" in printed
+
+
+def test_the_gpu_checks_cpu_part_passes_every_step_on_a_tiny_model(tmp_path, data_dir):
+    shown = script(
+        "gpu_check.py", "--tiny", "--data-dir", str(data_dir), "--task", "ag_news", "--out", str(tmp_path)
+    )
+    assert "5 of 5 steps passed" in shown
+    assert "four methods: leak, stream, exposure, CoDeC k 1        0" in shown
 
 
 def test_the_ray_benchmark_runs_a_tiny_config(tmp_path, tiny_llama, data_dir):

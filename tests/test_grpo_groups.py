@@ -1,6 +1,8 @@
 """GRPO reading each prompt once per group gives what TRL's own trainer gives: the same samples (greedy),
 the same per-token log-probs and entropies, the same loss and the same LoRA gradients, on a tiny Llama
-with prompts of different lengths (so left padding is exercised) and completions cut at different ends."""
+with prompts of different lengths (so left padding is exercised) and completions cut at different ends.
+The log-probs are compared on sampled completions (temperature 1), which differ within a group, so that
+a row scored on another row's completion shows; in float32 and in bf16."""
 
 from unittest import mock
 
@@ -20,8 +22,7 @@ def length_reward(completions, **kwargs):
     return [float(len(c)) for c in completions]
 
 
-@pytest.fixture(scope="module")
-def trainer(tiny_llama, tmp_path_factory):
+def make_trainer(tiny_llama, folder, sample: bool = False, dtype=torch.float32):
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -29,28 +30,50 @@ def trainer(tiny_llama, tmp_path_factory):
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(tiny_llama)
     model = get_peft_model(
-        AutoModelForCausalLM.from_pretrained(tiny_llama),
+        AutoModelForCausalLM.from_pretrained(tiny_llama, dtype=dtype),
         LoraConfig(
             r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM", init_lora_weights=False
         ),
     )
+    if sample:  # logits of spread 0.8 instead of 0.16 (random weights predict near-uniformly), so that a
+        # token scored in the wrong row moves its log-prob by nats, in bf16 too
+        with torch.no_grad():
+            model.get_base_model().model.norm.weight *= 5
     args = GRPOConfig(
-        output_dir=str(tmp_path_factory.mktemp("grpo")),
+        output_dir=str(folder),
         per_device_train_batch_size=4,
         num_generations=4,
         steps_per_generation=3,
         max_completion_length=5,
         beta=0.01,
-        temperature=0.7,
+        temperature=1.0 if sample else 0.7,
         report_to="none",
         use_cpu=True,
-        bf16=False,  # TRL's default autocasts to bfloat16 where the CPU has it: equality is read in fp32
-        generation_kwargs={"do_sample": False},
+        bf16=dtype == torch.bfloat16,  # TRL's default autocasts to bf16 where the CPU has it: set here
+        generation_kwargs={"do_sample": sample},
     )
     data = Dataset.from_dict({"prompt": PROMPTS})
     return GroupedGRPOTrainer(
         model=model, reward_funcs=length_reward, args=args, train_dataset=data, processing_class=tok
     )
+
+
+@pytest.fixture(scope="module")
+def trainer(tiny_llama, tmp_path_factory):
+    """Greedy: a group's completions are identical (what the sampling test compares)."""
+    return make_trainer(tiny_llama, tmp_path_factory.mktemp("grpo"))
+
+
+# float32 holds TRL's numbers to rounding; bf16 to its 8 bits of mantissa (a row scored on another row's
+# completion moves a log-prob by whole nats, far beyond either)
+TOLERANCES = {torch.float32: (1e-5, 1e-4), torch.bfloat16: (6e-2, 2e-2)}
+
+
+@pytest.fixture(scope="module", params=[torch.float32, torch.bfloat16], ids=["float32", "bf16"])
+def sampled(request, tiny_llama, tmp_path_factory):
+    """Sampling at temperature 1: a group's completions differ."""
+    torch.manual_seed(1)
+    return make_trainer(tiny_llama, tmp_path_factory.mktemp("grpo"), sample=True, dtype=request.param)
 
 
 def as_trl(name):
@@ -69,15 +92,19 @@ def test_sampling_from_one_prefill_per_prompt_gives_trls_samples(trainer):
     assert ours == theirs and len(ours) == 12 and all(len(c) >= 1 for c in ours)
 
 
-def test_log_probs_loss_and_gradients_equal_trls(trainer):
+def test_log_probs_loss_and_gradients_equal_trls_on_completions_that_differ_within_a_group(sampled):
+    trainer, dtype = sampled, sampled.model.dtype
+    atol, rtol = TOLERANCES[dtype]
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # set by the Trainer's loop; one step here
     batch = trainer._generate_and_score_completions([{"prompt": p} for p in PROMPTS for _ in range(4)])
     lengths = batch["completion_mask"].sum(1)
     widths = batch["prompt_mask"].sum(1)
     assert len(set(widths.tolist())) == 3 and (batch["prompt_mask"] == 0).any()  # left padding exercised
+    completions = [tuple(c) for c in batch["completion_ids"].tolist()]
+    assert all(len(set(completions[g : g + 4])) > 1 for g in (0, 4, 8))  # sampled: every group differs
     batch["completion_mask"][1, 2:] = 0  # one completion ends early, as at an end-of-sequence token
-    batch["advantages"] = torch.linspace(-1.5, 1.5, 12)  # greedy groups tie; the loss needs advantages
+    batch["advantages"] = torch.linspace(-1.5, 1.5, 12)  # fixed, so that the loss is not 0
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
     mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
     keep = batch["completion_ids"].size(1)
@@ -96,13 +123,18 @@ def test_log_probs_loss_and_gradients_equal_trls(trainer):
     with as_trl("_get_per_token_logps_and_entropies"):
         theirs = run()
     assert lengths.min() >= 1
-    torch.testing.assert_close(ours[0], theirs[0], atol=1e-5, rtol=1e-4)  # per-token log-probs
-    torch.testing.assert_close(ours[1], theirs[1], atol=1e-5, rtol=1e-4)  # entropies
-    torch.testing.assert_close(ours[2], theirs[2], atol=1e-6, rtol=1e-4)  # loss
+    torch.testing.assert_close(ours[0], theirs[0], atol=atol, rtol=rtol)  # per-token log-probs
+    torch.testing.assert_close(ours[1], theirs[1], atol=atol, rtol=rtol)  # entropies
+    torch.testing.assert_close(ours[2], theirs[2], atol=atol / 10, rtol=rtol)  # loss
     assert ours[2].abs() > 0 and len(ours[3]) > 0
-    for name, grad in ours[3].items():
-        torch.testing.assert_close(grad, theirs[3][name], atol=1e-6, rtol=1e-3, msg=name)
-    assert sum(g.abs().sum() for g in ours[3].values()) > 0  # the gradients are not all zero
+    flat = [torch.cat([g.float().reshape(-1) for g in grads[3].values()]) for grads in (ours, theirs)]
+    if dtype == torch.float32:
+        for name, grad in ours[3].items():
+            torch.testing.assert_close(grad, theirs[3][name], atol=1e-6, rtol=1e-3, msg=name)
+    else:  # bf16: the direction of the whole gradient, and its size
+        assert torch.nn.functional.cosine_similarity(flat[0], flat[1], dim=0) > 0.99
+        assert abs(flat[0].norm() / flat[1].norm() - 1) < 0.02
+    assert flat[0].abs().sum() > 0  # the gradients are not all zero
 
 
 def test_a_step_holds_whole_prompt_groups_in_order(trainer):

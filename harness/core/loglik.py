@@ -162,7 +162,7 @@ class _Batch:
     def own(self, row: int, logp: torch.Tensor, token_stats: bool):
         """A context's own tokens' log-probs (and their distribution statistics, when asked)."""
         own = logp[row, : self.lengths[row] - 1]
-        picked = own.gather(1, self.ids[row, 1 : self.lengths[row], None])[:, 0].numpy()
+        picked = own.gather(1, self.ids[row, 1 : self.lengths[row], None])[:, 0].float().numpy()
         return picked, distribution_stats(own.float()) if token_stats else (None, None)
 
 
@@ -201,9 +201,9 @@ class _Prefix:
 
     def joined(self, context, picked: np.ndarray, stats: tuple) -> tuple[np.ndarray, tuple]:
         """A context's token log-probs (and statistics) over its whole length: the prefix's, then its own."""
-        own_first = self.logp[-1, context[self.length]].reshape(1).numpy()
+        own_first = self.logp[-1, context[self.length]].reshape(1).float().numpy()
         tokens = torch.tensor(context[1 : self.length], dtype=torch.long)
-        inner = self.logp[:-1].gather(1, tokens[:, None])[:, 0].numpy()
+        inner = self.logp[:-1].gather(1, tokens[:, None])[:, 0].float().numpy()
         picked = np.concatenate([inner, own_first, picked])
         if stats[0] is not None:
             stats = tuple(np.concatenate([mine, theirs]) for mine, theirs in zip(self.stats, stats))

@@ -115,15 +115,24 @@ def tokenizer(base: str):
     return tok
 
 
-def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = False):
-    """The base as a causal LM, in 4-bit NF4 with double quantisation when asked (the model's
-    `is_loaded_in_4bit` says whether it is)."""
+def device():
+    """Where every stage runs: the first GPU where there is one, else the CPU."""
+    import torch
+
+    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = False, bf16: bool = False):
+    """The base as a causal LM on the accelerator (harness.core.models.device), in bf16 where the GPU has
+    it or `bf16` asks for it (float32 otherwise), in 4-bit NF4 with double quantisation when asked (the
+    model's `is_loaded_in_4bit` says whether it is)."""
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     from harness.core.training import use_bf16
 
-    dtype = torch.bfloat16 if use_bf16() else torch.float32
+    dtype = torch.bfloat16 if bf16 or use_bf16() else torch.float32
+    where = {"device_map": {"": device()}}
     if quantize == "4bit":
         bnb = BitsAndBytesConfig(
             load_in_4bit=True,
@@ -132,7 +141,7 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
             bnb_4bit_compute_dtype=dtype,
         )
         try:
-            return AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(base, quantization_config=bnb, dtype=dtype, **where)
         except (ImportError, RuntimeError, ValueError) as err:
             if not fallback_lora:
                 raise UserError(
@@ -142,7 +151,20 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
             warnings.warn(
                 f"4-bit loading failed ({err}); training plain LoRA as --fallback-lora allows", stacklevel=2
             )
-    return AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+        else:
+            return no_cpu_repacking(model)
+    return AutoModelForCausalLM.from_pretrained(base, dtype=dtype, **where)
+
+
+def no_cpu_repacking(model):
+    """The model with bitsandbytes' CPU repacking of its 4-bit weights turned off. On a CPU with AVX-512
+    BF16, bitsandbytes 0.50 repacks a 4-bit weight for an inference-only kernel on the first forward pass
+    without gradients; every later forward, training included, then runs that kernel, which has no
+    backward, so an adapter trained after the base was scored got no gradient through the base."""
+    for module in model.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
+    return model
 
 
 def check_adapter_base(pretrained: str, adapter: str) -> None:
@@ -183,8 +205,8 @@ def check_same_tokenizer(checkpoint: str, base: str) -> None:
 
 
 def load_scoring_model(pretrained: str, peft: str | None = None, masked: bool = False):
-    """(model in eval mode, tokenizer) in float32 for scoring: a causal LM (or a masked LM), with a
-    PEFT adapter on top when given; checked before the weights load."""
+    """(model in eval mode, tokenizer) in float32 on the accelerator for scoring: a causal LM (or a
+    masked LM), with a PEFT adapter on top when given; checked before the weights load."""
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
@@ -192,7 +214,7 @@ def load_scoring_model(pretrained: str, peft: str | None = None, masked: bool = 
     if peft:
         check_adapter_base(pretrained, peft)
     model = (AutoModelForMaskedLM if masked else AutoModelForCausalLM).from_pretrained(
-        pretrained, dtype=torch.float32
+        pretrained, dtype=torch.float32, device_map={"": device()}
     )
     if peft:
         from peft import PeftModel

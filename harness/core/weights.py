@@ -2,28 +2,46 @@
 and the grid checks that it did instead of trusting it (a changed base would be scored as the next
 condition's and the next unit's base without a word).
 
-The fingerprint is a CRC-32 of every parameter's and buffer's bytes, per name (zlib's CRC runs at
-memory speed; a cryptographic hash is not needed against a method that is not an adversary). Tensors
-on an accelerator are summed there instead of copied to the host.
+The fingerprint is a checksum of every parameter's and buffer's bytes, per name, computed where the
+tensor lives: two integer sums of its bytes read as 32-bit words, one plain and one weighted by odd
+weights. Integer sums are exact, so the same bytes give the same checksum on a CPU and on a GPU,
+in any reduction order; one changed word always changes both sums. Written here because neither
+torch nor safetensors hashes a tensor on the device; a cryptographic hash is not needed against a method
+that is not an adversary.
 
 A 4-bit (bitsandbytes) weight is read in a layout-free form: its 4-bit codes in the order they were
 quantised and its block scales in bfloat16. On a CPU with AVX-512 BF16, bitsandbytes repacks a 4-bit
 weight for its own kernel on the first forward pass in eval mode (new code order, scales dequantised to
-bfloat16): the same weights in other bytes, which a CRC of the raw storage would read as a change.
+bfloat16): the same weights in other bytes, which a checksum of the raw storage would read as a change.
+Every base loaded by harness.core.models.load_causal_lm has that repacking turned off, since an adapter
+trained on a repacked base gets no gradient; a plug-in's own 4-bit layers may still be repacked, and
+read the same.
 """
 
 from __future__ import annotations
 
 import copy
-import zlib
 
 import torch
 
 Fingerprint = dict[str, tuple]
 
+COLUMNS = 1024  # the bytes are read as int32 words in rows of this many: a word's weight is its column's
 
-def _crc(t: torch.Tensor) -> int:
-    return zlib.crc32(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy())
+
+def checksum(t: torch.Tensor) -> tuple[int, int]:
+    """(plain sum, column-weighted sum) of the tensor's bytes, on its device: the bytes are read as int32
+    words in rows of COLUMNS, each column summed exactly in int64 (no copy of the tensor is made), and the
+    column sums weighted by odd weights in Python's integers; the bytes after the last whole row are
+    summed one by one with their own weights."""
+    raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    body = raw.numel() // (4 * COLUMNS) * (4 * COLUMNS)
+    columns = raw[:body].view(torch.int32).reshape(-1, COLUMNS).sum(0, dtype=torch.int64).tolist()
+    tail = raw[body:].tolist()
+    plain = sum(columns) + sum(tail)
+    weighted = sum(c * (2 * i + 1) for i, c in enumerate(columns))
+    weighted += sum(b * (2 * i + 1) for i, b in enumerate(tail, start=COLUMNS))
+    return plain, weighted
 
 
 def _four_bit_print(t) -> tuple:
@@ -44,17 +62,13 @@ def _four_bit_print(t) -> tuple:
         if state.nested:  # the scales' own quantisation, undone as the repacking undoes it
             absmax = dequantize_blockwise(state.absmax, state.state2) + state.offset
         scales = absmax.float().reshape(rows, cols // state.blocksize).T.to(torch.bfloat16)
-    return ("4bit", tuple(state.shape), _crc(codes.view(torch.uint8)), _crc(scales.contiguous()))
+    return ("4bit", tuple(state.shape), checksum(codes.view(torch.uint8)), checksum(scales))
 
 
 def _tensor_print(t: torch.Tensor) -> tuple:
-    if t.device.type != "cpu":  # no host copy: two float64 sums on the device, position-weighted
-        flat = t.detach().reshape(-1).double()
-        ramp = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64)
-        return (str(t.dtype), tuple(t.shape), float(flat.sum()), float((flat * ramp).sum()))
     if getattr(t, "bnb_quantized", False) and getattr(t, "quant_state", None) is not None:
         return _four_bit_print(t)  # read on the parameter itself: detach() drops its quant_state
-    return (str(t.dtype), tuple(t.shape), _crc(t))
+    return (str(t.dtype), tuple(t.shape), checksum(t))
 
 
 def fingerprint(model: torch.nn.Module) -> Fingerprint:
@@ -113,3 +127,39 @@ def differences(before: Fingerprint, after: Fingerprint, most: int = 3) -> str:
             shown = ", ".join(names[:most]) + (f", ... ({len(names)} in all)" if len(names) > most else "")
             parts.append(f"{what}: {shown}")
     return "; ".join(parts)
+
+
+def movement(model: torch.nn.Module, at_load: Fingerprint) -> dict | None:
+    """How far an adapted model moved from the base: for LoRA layers (PEFT), the Frobenius norm of the
+    weight change they add (scaling * B @ A, over every layer) and how many of them add none; for a
+    method that changed the base's own tensors in place, how many differ from the base as loaded. None
+    where neither can be read (another kind of adapter)."""
+    norms = []
+    for module in model.modules():
+        lora_a, lora_b = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
+        if not isinstance(lora_a, torch.nn.ModuleDict) or not isinstance(lora_b, torch.nn.ModuleDict):
+            continue
+        for name in lora_a:
+            a, b = lora_a[name].weight.detach().float(), lora_b[name].weight.detach().float()
+            # |s B A|^2 = s^2 trace(B'B A A'): two rank-sized products instead of the full weight
+            square = (b.T @ b * (a @ a.T)).sum() * module.scaling[name] ** 2
+            norms.append(float(square.clamp(min=0)) ** 0.5)
+    if norms:
+        return {
+            "norm": sum(x * x for x in norms) ** 0.5,
+            "layers": len(norms),
+            "unmoved_layers": sum(x == 0 for x in norms),
+        }
+    now = fingerprint(model)
+    common = [k for k in now if k in at_load]
+    if not common:
+        return None
+    return {"changed_tensors": sum(now[k] != at_load[k] for k in common)}
+
+
+def did_not_move(moved: dict | None) -> bool:
+    """Whether a movement record says some of the model did not move: a LoRA layer that adds no weight
+    change (no gradient reached it), or a model whose own tensors are all the base's."""
+    if moved is None:
+        return False
+    return moved.get("unmoved_layers", 0) > 0 or moved.get("changed_tensors", 1) == 0

@@ -201,8 +201,9 @@ class GridConfig(Sections):
             out["codec_block"] = codec.BLOCK  # documents that share a context
         if not self.is_study_method():  # another method: its own settings stand where prompt TAPT's were
             method = self.adaptation()
-            for key in field_names(LoraTrainingSettings):  # quantize stays: the base's form
-                out.pop(key, None)
+            for key in field_names(LoraTrainingSettings):  # quantize and bf16 stay: the base's form
+                if key != "bf16":
+                    out.pop(key, None)
             out["method"] = method.name
             out["method_settings"] = recorded(self.settings_of(method))
         return out
@@ -216,7 +217,8 @@ class GridConfig(Sections):
         out = self.result_settings()
         method_keys = ("method", "method_settings", "conditions", "stream_chunks")
         for key in (*method_keys, *field_names(LoraTrainingSettings)):
-            out.pop(key, None)
+            if key != "bf16":  # the base's precision (harness.core.models.load_causal_lm)
+                out.pop(key, None)
         return out
 
 

@@ -31,10 +31,11 @@ def run(
     base_scored: pd.DataFrame,
     score: Callable[[Any], pd.DataFrame],
     restored: Callable[[str, Any], None],
+    base_print: dict | None = None,
 ) -> tuple[pd.DataFrame, dict, Any]:
     """(per-document scores in base_scored's order, the record, the base given back). `x` holds the
     base and test's documents without labels; `score` scores a model on the whole split; `restored`
-    checks the base a method gave back."""
+    checks the base a method gave back; `base_print` is the base's fingerprint, if known."""
     parts = chunks(x.docs, k)
     kept = [base_scored[base_scored["row"].isin(parts[0]["row"])]]
     records, learned, base = [], 0, x.model
@@ -42,7 +43,7 @@ def run(
         seen = pd.concat(parts[:i], ignore_index=True)
         with tempfile.TemporaryDirectory() as work:
             inputs = methods.Inputs(base, x.tokenizer, x.spec, seen, x.settings, x.seed, Path(work))
-            adapted = method.run(inputs)
+            adapted = method.run(inputs, base_print, f"stream (chunk {i} of {k})")
         frame = score(adapted.model)
         kept.append(frame[frame["row"].isin(parts[i]["row"])])
         records.append({key: v for key, v in adapted.record.items() if key not in DROPPED})

@@ -51,7 +51,7 @@ _BASE_SCORES: dict = {}
 
 
 def base_key(cfg: GridConfig) -> tuple:
-    return cfg.base, cfg.quantize, cfg.fallback_lora
+    return cfg.base, cfg.quantize, cfg.fallback_lora, cfg.bf16
 
 
 def loaded_base(cfg: GridConfig):
@@ -65,7 +65,7 @@ def loaded_base(cfg: GridConfig):
         _LOADED.clear()
         path = models.resolve(cfg.base)
         models.check_base(path)
-        model = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora)
+        model = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora, cfg.bf16)
         tokenizer = models.tokenizer(path)
         _LOADED[base_key(cfg)] = (model, tokenizer, weights.base_state(model, tokenizer))
     return _LOADED[base_key(cfg)]
@@ -173,7 +173,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         if cond == conditions.STREAM:  # test in chunks, each scored before the method adapts on it
             inputs = methods.Inputs(base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path())
             scored[cond], training[cond], base = stream.run(
-                method, inputs, cfg.stream_chunks, scored[conditions.BASE], lm_score, given_back
+                method, inputs, cfg.stream_chunks, scored[conditions.BASE], lm_score, given_back, at_load
             )
             skipped[cond] = not_adapted(training[cond], scored[cond], scored[conditions.BASE])
             lap(f"train_{cond}")  # its chunks' training and scoring
@@ -182,7 +182,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
             inputs = methods.Inputs(
                 base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path(work)
             )
-            adapted = method.run(inputs)
+            adapted = method.run(inputs, at_load, cond)
         check_tokenizer(method, cond, at_load, tokenizer)
         rec = {**dataclasses.asdict(settings), "split": split, "answers": answers, **adapted.record}
         rec |= methods.vote_agreement(adapted.record, docs[split])  # made-up labels against the gold ones
@@ -220,7 +220,7 @@ def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
                 inputs = methods.Inputs(
                     backbone, None, spec, split_docs(docs, cond), method_settings, unit_seed, Path(work)
                 )
-                adapted = method.run(inputs)
+                adapted = method.run(inputs, condition=cond)
                 training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model
             if cfg.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
                 masked = not models.is_decoder(backbone)

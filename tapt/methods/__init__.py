@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.core import weights
 from harness.core.errors import SettingsError, UserError
 from harness.core.plugins import load_attr
 from harness.core.recipe import recipe_table  # noqa: F401  (a method file's import)
@@ -42,6 +43,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a re
 DIAGNOSTICS = "diagnostics"  # the record's map of what the method reports of itself (Method.diagnostics)
 LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)
 COUNTS = (LEARNED_FROM, "steps")  # a record's counts: integers of at least 0 where given
+MOVED = "moved"  # the record's measure of how far the model moved from the base (weights.movement)
 VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index or None}
 
 
@@ -101,10 +103,17 @@ class Method:
     diagnostics: dict[str, str] = field(default_factory=dict, hash=False)
     order: int = 100  # where a built-in is listed (`methods list`, the docs): lower first
 
-    def run(self, inputs: Inputs) -> Adapted:
+    def run(
+        self, inputs: Inputs, base_print: weights.Fingerprint | None = None, condition: str = ""
+    ) -> Adapted:
         """`adapt`, with a method's own failure named as its own and what it returned checked: a model
-        of the kind it was given, a JSON-able record."""
+        of the kind it was given, a JSON-able record, and a model that moved from the base wherever the
+        method says it learned (its record's `moved`; `base_print`: the base's fingerprint, if known;
+        `condition` names the condition in its errors)."""
         use_cache = getattr(getattr(inputs.model, "config", None), "use_cache", None)
+        given_dir = isinstance(inputs.model, (str, Path))
+        if not given_dir and base_print is None:
+            base_print = weights.fingerprint(inputs.model)
         try:
             out = self.adapt(inputs)
         except (UserError, KeyboardInterrupt):
@@ -118,7 +127,6 @@ class Method:
             raise UserError(
                 f"{who} returned {type(out).__name__}; adapt must return tapt.methods.Adapted(model, record)"
             )
-        given_dir = isinstance(inputs.model, (str, Path))
         if given_dir and not (isinstance(out.model, (str, Path)) and Path(out.model).is_dir()):
             raise UserError(f"{who} returned Adapted({out.model!r}); the classifier flow needs a model dir")
         if not given_dir and not callable(getattr(out.model, "named_parameters", None)):
@@ -146,7 +154,30 @@ class Method:
                 )
         if self.diagnostics:  # the summary and the report read the columns from the record itself
             out.record = {**out.record, DIAGNOSTICS: dict(self.diagnostics)}
+        if not given_dir:
+            out.record = {**out.record, MOVED: weights.movement(out.model, base_print)}
+            self.check_moved(out.record, len(inputs.docs), condition)
         return out
+
+    def check_moved(self, record: dict, docs: int, condition: str) -> None:
+        """Stop when the method says it took optimizer steps on documents, yet some LoRA layer of its model
+        adds nothing (or its model is exactly the base): no gradient reached the weights it trains there."""
+        moved = record[MOVED]
+        claimed = isinstance(record.get("steps"), int) and record["steps"] > 0
+        if not claimed or not weights.did_not_move(moved) or nothing_learned(record):
+            return  # a method that claims no step may act without weights (a hook it removes on restore)
+        steps = f"{record['steps']} optimizer steps"
+        what = (
+            f"{moved['unmoved_layers']} of its {moved['layers']} LoRA layers add no weight change"
+            if "norm" in moved
+            else "none of the base's tensors changed"
+        )
+        raise UserError(
+            f"method {self.name} ({self.source}) did not move its model"
+            + (f" in the {condition} condition" if condition else "")
+            + f": after {steps} on {docs} documents {what}, so no gradient reached the weights it "
+            "trains; nothing of this condition is scored or written"
+        )
 
     def configured(self, values: dict | None, where: str) -> Settings:
         """The method's settings from a mapping (a config's `method_settings: {name: {...}}`)."""

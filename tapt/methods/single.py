@@ -52,7 +52,7 @@ def adapt_and_save(args: AdapterArgs, method: Method, settings: Settings) -> tup
     if not args.answers:
         docs = docs.drop(columns="label")  # the method never sees the gold labels it is not given
     with output.staged(Path(args.out), args.overwrite) as tmp, tempfile.TemporaryDirectory() as work:
-        model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
+        model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora, args.bf16)
         tokenizer = models.tokenizer(args.base)
         adapted = method.run(Inputs(model, tokenizer, spec, docs, settings, args.seed, Path(work)))
         why = nothing_learned(adapted.record)
