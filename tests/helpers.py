@@ -42,6 +42,26 @@ def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path
     return write_grid_config(tmp_path, out, cfg)
 
 
+ALL_CONDITIONS = ["base", "extra", "test", "leak", "stream"]
+
+
+def one_unit(tmp_path: Path, tiny_llama: Path, data_dir: Path, method: str, settings: dict, **extra) -> dict:
+    """The record of one unit of tiny_grid_config with every condition (the stream in 2 chunks), run by
+    `method` with its `settings`."""
+    from harness.grid.config import load_config
+    from harness.grid.run import run
+
+    if settings:
+        extra["method_settings"] = {method: settings}
+    extra = {"conditions": ALL_CONDITIONS, "stream_chunks": 2, **extra}
+    config = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, tmp_path / "out", method=method, subsamples=1, **extra
+    )
+    run(load_config(config))
+    (unit_file,) = (tmp_path / "out").rglob("units/0.json")
+    return json.loads(unit_file.read_text())
+
+
 def grid_tables(out: Path, task_dir: str = TINY_GRID_DIR):
     """The two tables a grid run leaves in a task dir: accuracies.csv and probabilities.parquet."""
     import pandas as pd

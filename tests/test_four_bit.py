@@ -3,16 +3,13 @@ CPU kernel on the first forward pass, and the base check reads that as the same 
 method did change is still caught; every built-in zero-shot method (and the README's one-file example)
 runs a whole unit with the leak on it and gives it back."""
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny_grid_config
+from helpers import ALL_CONDITIONS, one_unit
 
 from harness.core import models, weights
-from harness.grid.config import load_config
-from harness.grid.run import run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
 
@@ -67,22 +64,7 @@ def test_an_unpacked_4bit_weight_whose_code_changed_is_caught(tiny_llama):
 def test_every_builtin_method_runs_a_4bit_unit_with_the_leak_and_gives_the_base_back(
     method, settings, tmp_path, tiny_llama, data_dir
 ):
-    extra = {"method_settings": {method: settings}} if settings else {}
-    config = tiny_grid_config(
-        tmp_path,
-        tiny_llama,
-        data_dir,
-        tmp_path / "out",
-        method=method,
-        quantize="4bit",
-        subsamples=1,
-        conditions=["base", "extra", "test", "leak", "stream"],
-        stream_chunks=2,
-        **extra,
-    )
-    run(load_config(config))
-    (unit_file,) = (tmp_path / "out").rglob("units/0.json")
-    unit = json.loads(unit_file.read_text())
+    unit = one_unit(tmp_path, tiny_llama, data_dir, method, settings, quantize="4bit")
     assert unit["settings"]["quantize"] == "4bit"
-    assert all(0.0 <= unit[c] <= 1.0 for c in ("base", "extra", "test", "leak", "stream"))
+    assert all(0.0 <= unit[c] <= 1.0 for c in ALL_CONDITIONS)
     assert unit["training"]["stream"]["chunks"] == [3, 3]

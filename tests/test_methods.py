@@ -2,6 +2,7 @@
 receives (no gold labels outside the leak), TLM's selection, and a broken method's error."""
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -423,3 +424,21 @@ def test_a_built_in_method_is_one_file_in_the_package(tmp_path, monkeypatch, cap
         monkeypatch.undo()
         methods.builtin.cache_clear()
     assert "my-builtin" not in methods.builtin()
+
+
+def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per_row(capsys):
+    from harness.cli.main import main
+    from tapt.adapter import LORA, AdapterSettings
+
+    main(["methods", "show", "prompt-tapt"])
+    shown = capsys.readouterr().out
+    table = shown[shown.index("the recipe against its authors' code") :].splitlines()[2:]
+    assert len(table) == 10 and all(re.search(r"\((_dum|run)\.py:\d+|\.sh:\d+", row) for row in table)
+    study = AdapterSettings()
+    here = {row.split("  ")[0]: row for row in table}
+    assert (
+        f"r {LORA['r']}, alpha {LORA['lora_alpha']}, dropout {LORA['lora_dropout']}, all-linear"
+        in here["LoRA"]
+    )
+    assert f"{study.epochs:g}, {study.batch_size}, {study.lr:g}" in here["epochs, batch, lr"]
+    assert "256 padding, 2048 packing" in here["max length"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from helpers import tiny_grid_config
+from helpers import ALL_CONDITIONS, one_unit, tiny_grid_config
 
 from harness.core import models, weights
 from harness.core.errors import UserError
@@ -14,7 +14,6 @@ from harness.grid.config import load_config
 from harness.grid.run import run
 from tapt import methods
 
-FIVE = ["base", "extra", "test", "leak", "stream"]
 METHODS = [
     ("prompt-tapt", {}),
     ("test-time-learning", {"threshold": 0.0}),
@@ -33,24 +32,9 @@ def unit_of(out):
 def test_every_method_runs_a_bf16_unit_with_the_leak_stream_exposure_and_codec(
     method, settings, tmp_path, tiny_llama, data_dir
 ):
-    extra = {"method_settings": {method: settings}} if settings else {}
-    config = tiny_grid_config(
-        tmp_path,
-        tiny_llama,
-        data_dir,
-        tmp_path / "out",
-        method=method,
-        bf16=True,
-        subsamples=1,
-        conditions=FIVE,
-        stream_chunks=2,
-        codec_context=1,
-        **extra,
-    )
-    run(load_config(config))
-    unit = unit_of(tmp_path / "out")
+    unit = one_unit(tmp_path, tiny_llama, data_dir, method, settings, bf16=True, codec_context=1)
     assert unit["settings"]["bf16"] is True  # recorded for every method: the base loads in bf16
-    assert all(0.0 <= unit[c] <= 1.0 for c in FIVE)
+    assert all(0.0 <= unit[c] <= 1.0 for c in ALL_CONDITIONS)
     # every adapted model moved, or its method learned from nothing and the unit says so (test-time RL on
     # a random model: no sample names a class, so every reward is equal)
     stuck = unit.get("not_adapted", {})
@@ -59,8 +43,9 @@ def test_every_method_runs_a_bf16_unit_with_the_leak_stream_exposure_and_codec(
         assert moved > 0 or (method == "test-time-rl" and stuck[cond] == "learned from 0 documents"), cond
     for chunk in unit["training"]["stream"]["per_chunk"]:
         assert chunk["moved"]["norm"] > 0 or (method == "test-time-rl" and chunk["learned_from"] == 0)
-    if method != "test-time-rl":
-        assert not stuck
+    if method != "test-time-rl":  # the stream's one adapted chunk learned from 3 documents: in bf16 a small
+        # update (TLM: lr 5e-5, 3 steps) can leave every score as the base's; its adapter moved (above)
+        assert set(stuck) <= {"stream"} and stuck.get("stream", "scores").startswith("scores")
     exposure = unit["exposure"]
     assert set(exposure["tests"]) == {"base", "extra", "test", "leak"}
     codec = [x for cond in ("base", "test") for x in exposure["scores"][cond]["codec"]]

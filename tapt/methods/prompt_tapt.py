@@ -3,14 +3,71 @@
 
 from __future__ import annotations
 
+from harness.core import training
+from harness.tasks.prompts import PACK_SIZE
 from tapt import adapter
-from tapt.methods import Adapted, Inputs, Method
+from tapt.methods import Adapted, Inputs, Method, recipe_table
 
 
 def adapt(x: Inputs) -> Adapted:
     run = adapter.prepare(x.spec, x.docs, x.settings, x.labeled, x.seed, x.model, x.tokenizer, x.workdir)
     return Adapted(adapter.train(run), adapter.record_of(run))
 
+
+DEFAULTS = adapter.AdapterSettings()
+LORA = f"r {adapter.LORA['r']}, alpha {adapter.LORA['lora_alpha']}, dropout {adapter.LORA['lora_dropout']}"
+# the study's code: kddubey/pretrain-on-test at 80fd183 (src/pretrain_on_test/_dum.py, run.py, and the
+# zero-shot experiments' launch scripts, cloud_scripts/gcp/experiments/zero-shot/n100/mistral_1.sh)
+RECIPE = recipe_table(
+    [
+        ("LoRA", "r 16, alpha 32, dropout 0.05, all-linear (_dum.py:276-284)", f"{LORA}, all-linear", ""),
+        (
+            "epochs, batch, lr",
+            "1, 8, 2e-4 with QLoRA (mistral_1.sh:15-17, _dum.py:308)",
+            f"{DEFAULTS.epochs:g}, {DEFAULTS.batch_size}, {DEFAULTS.lr:g}",
+            "",
+        ),
+        ("base", "QLoRA: NF4, double quantisation (_dum.py:186-194)", f"quantize {DEFAULTS.quantize}", ""),
+        (
+            "max length",
+            "512 padding, 8192 packing (run.py:74, 85)",
+            f"{training.MAX_LENGTH} padding, {adapter.PACKED_MAX_LENGTH} packing",
+            "not yet the study's: the first results rest on these (a longer prompt loses its tail)",
+        ),
+        (
+            "prompt",
+            "the chat template where there is one: system the instruction, user the text, assistant "
+            "' ### Answer:', trailing EOS cut (_dum.py:94-135, 166-176)",
+            "plain text: the instruction, '### Text:', ' ### Answer:'",
+            "not yet the study's: the tapt_* tasks score plain text",
+        ),
+        (
+            "packing",
+            "the instruction, then a batch's 8 texts per sequence; 1 sequence a step (_dum.py:241-252, 297)",
+            f"the instruction, then {PACK_SIZE} texts per sequence; {DEFAULTS.batch_size} sequences a step",
+            "not yet the study's",
+        ),
+        ("optimiser", "paged_adamw_8bit with QLoRA (_dum.py:307)", "AdamW (torch)", "not yet the study's"),
+        (
+            "checkpointing",
+            "gradient checkpointing with QLoRA (_dum.py:273-275)",
+            "off",
+            "not yet the study's",
+        ),
+        (
+            "precision",
+            "bf16 with QLoRA where the GPU has it, else fp16 (_dum.py:309-310)",
+            "bf16 where the GPU has it; float32 on a CPU unless bf16",
+            "a CPU is opt-in: bf16 moves the numbers",
+        ),
+        (
+            "scoring",
+            "CAPPr: each class name's mean token log-prob, normalised over the classes (_dum.py:363-385)",
+            "lm-eval's acc: each class name's summed log-prob",
+            "not yet the study's: differs for class names of several tokens",
+        ),
+    ]
+)
 
 METHOD = Method(
     name="prompt-tapt",
@@ -19,5 +76,6 @@ METHOD = Method(
     adapt=adapt,
     about="the study's prompt TAPT: a (Q)LoRA adapter trained with TRL's SFTTrainer on the split's prompts",
     default_for="zero_shot",
+    recipe=RECIPE,
     order=0,
 )

@@ -194,7 +194,12 @@ RECIPE = recipe_table(  # the authors: offline_ttl.yaml and online_ttl.yaml (Fhu
         ("LoRA", "q_proj, v_proj; rank 8, alpha 16, dropout 0", "the same", ""),
         ("lr, batch", "5e-5; batch 1, no accumulation", "the same", ""),
         ("epochs", "1, cosine after 10% warm-up", "the same", ""),
-        ("precision", "bf16 on a GPU", "float32 on a CPU", "a CPU trains in float32"),
+        (
+            "precision",
+            "bf16 on a GPU",
+            "the same; float32 on a CPU unless bf16",
+            "a CPU is opt-in: bf16 moves the numbers",
+        ),
     ]
 )
 
