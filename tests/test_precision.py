@@ -183,3 +183,20 @@ def test_a_4bit_unit_scored_before_it_trains_moves_every_adapter_and_its_leak_ch
     by = pd.read_parquet(probs).set_index(["condition", "row"])["probs"]
     moved_most = max(abs(a - b) for x, y in zip(by["base"], by["leak"]) for a, b in zip(x, y))
     assert moved_most > 1e-3  # the leak's class probabilities are not the base's
+
+
+def test_movement_counts_the_active_adapter_not_a_frozen_copy_beside_it(tiny_llama):
+    """TRL's GRPO keeps a frozen "ref" copy of the adapter for its reference policy: it never moves."""
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(
+        models.load_causal_lm(str(tiny_llama)), LoraConfig(r=2, target_modules="all-linear")
+    )
+    model.add_adapter("ref", model.peft_config["default"])
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B.default" in name:
+                p.normal_()
+    moved = weights.movement(model, {})
+    assert moved["layers"] == 14 and moved["unmoved_layers"] == 0 and moved["norm"] > 0
+    assert not weights.did_not_move(moved)

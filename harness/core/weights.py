@@ -131,15 +131,17 @@ def differences(before: Fingerprint, after: Fingerprint, most: int = 3) -> str:
 
 def movement(model: torch.nn.Module, at_load: Fingerprint) -> dict | None:
     """How far an adapted model moved from the base: for LoRA layers (PEFT), the Frobenius norm of the
-    weight change they add (scaling * B @ A, over every layer) and how many of them add none; for a
-    method that changed the base's own tensors in place, how many differ from the base as loaded. None
-    where neither can be read (another kind of adapter)."""
+    weight change their active adapters add (scaling * B @ A, over every layer) and how many add none (a
+    frozen copy beside it, as TRL's GRPO keeps for its reference policy, is not counted); for a method
+    that changed the base's own tensors in place, how many differ from the base as loaded. None where
+    neither can be read (another kind of adapter)."""
     norms = []
     for module in model.modules():
         lora_a, lora_b = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
         if not isinstance(lora_a, torch.nn.ModuleDict) or not isinstance(lora_b, torch.nn.ModuleDict):
             continue
-        for name in lora_a:
+        active = getattr(module, "active_adapters", None) or list(lora_a)
+        for name in (n for n in lora_a if n in active):
             a, b = lora_a[name].weight.detach().float(), lora_b[name].weight.detach().float()
             # |s B A|^2 = s^2 trace(B'B A A'): two rank-sized products instead of the full weight
             square = (b.T @ b * (a @ a.T)).sum() * module.scaling[name] ** 2
