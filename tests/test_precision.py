@@ -160,7 +160,7 @@ def test_a_method_that_learned_yet_did_not_move_is_refused_naming_it_and_the_con
     with pytest.raises(
         UserError,
         match=r"method frozen \(built in\) did not move its model in the leak "
-        r"condition: after 3 optimizer steps on 2 documents 2 of its 2 LoRA layers add no weight "
+        r"condition: after 3 optimizer steps on 2 documents none of its 2 LoRA layers adds a weight "
         r"change",
     ):
         frozen.run(x, condition="leak")

@@ -160,8 +160,9 @@ def movement(model: torch.nn.Module, at_load: Fingerprint) -> dict | None:
 
 
 def did_not_move(moved: dict | None) -> bool:
-    """Whether a movement record says some of the model did not move: a LoRA layer that adds no weight
-    change (no gradient reached it), or a model whose own tensors are all the base's."""
+    """Whether a movement record says the model is the base: no LoRA layer adds a weight change, or no
+    tensor of the base changed. (Some layers alone may rightly stay put: a mixture-of-experts' expert
+    that no training token was routed to; `unmoved_layers` records how many.)"""
     if moved is None:
         return False
-    return moved.get("unmoved_layers", 0) > 0 or moved.get("changed_tensors", 1) == 0
+    return moved.get("norm", 1) == 0 or moved.get("changed_tensors", 1) == 0

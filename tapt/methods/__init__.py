@@ -160,15 +160,15 @@ class Method:
         return out
 
     def check_moved(self, record: dict, docs: int, condition: str) -> None:
-        """Stop when the method says it took optimizer steps on documents, yet some LoRA layer of its model
-        adds nothing (or its model is exactly the base): no gradient reached the weights it trains there."""
+        """Stop when the method says it took optimizer steps on documents, yet its model is exactly the
+        base (no LoRA layer adds a weight change, or no tensor changed): no gradient reached its weights."""
         moved = record[MOVED]
         claimed = isinstance(record.get("steps"), int) and record["steps"] > 0
         if not claimed or not weights.did_not_move(moved) or nothing_learned(record):
             return  # a method that claims no step may act without weights (a hook it removes on restore)
         steps = f"{record['steps']} optimizer steps"
         what = (
-            f"{moved['unmoved_layers']} of its {moved['layers']} LoRA layers add no weight change"
+            f"none of its {moved['layers']} LoRA layers adds a weight change"
             if "norm" in moved
             else "none of the base's tensors changed"
         )
