@@ -9,12 +9,13 @@ dataset's score is the share of its documents that lose: the paper reads a high 
 contamination and a low one as an unseen set, with no reference set needed.
 
 As the authors' demo scores it (its `token_range=(10, -1)`, `num_context_examples=1`, contexts joined
-by a blank line): the first 10 tokens of a document and its last are not scored, and k is 1 by default
-(the authors found 1 sufficient). Differences, each for a reason:
+by a blank line): the first 10 tokens of a document and its last are not scored, and k is 1 where
+CoDeC runs (the authors found 1 sufficient; a grid runs it only when codec_context
+is set). Differences, each for a reason:
 - a document here is a zero-shot prompt: the instruction every prompt shares and the answer template
   every prompt ends with are not its own, so the span counts from its own text (the tokens between
   them); a context document teaches those parts, and scoring them would read that lesson;
-- a document whose own text is shorter than 12 tokens is scored on what the cut leaves, at least one
+- a document whose own text has 12 tokens or fewer is scored on what the cut leaves, at least one
   token (the authors drop it; a split of short questions would have nothing left);
 - the k context documents are drawn once per block of 8 documents of a set (in row order), from the
   set's documents outside the block, by a generator seeded with (seed, the block's first row); a
@@ -113,30 +114,47 @@ def share(dropped: np.ndarray) -> float:
     return float((dropped > 0).mean()) if len(dropped) else float("nan")
 
 
-RECIPE = recipe_table(  # the authors' demo notebook (NVIDIA-NeMo/Evaluator, contamination_detection_demo)
+# the authors' demo notebook: NVIDIA-NeMo/Evaluator at 460dcad6,
+# packages/nemo-evaluator/examples/notebooks/contamination_detection_demo.ipynb (its cells by index)
+RECIPE = recipe_table(
     [
-        ("score", "mean log p of the target alone minus with context", "the same, stored as the drop", ""),
-        ("flag", "a document whose likelihood fell", "the same (the share of a set)", ""),
-        ("k", "1 context document", "1 by default (codec_context)", ""),
+        (
+            "score",
+            "mean log p of the target alone minus with context (cell 6)",
+            "the same, stored as the drop",
+            "",
+        ),
+        ("flag", "a document whose likelihood fell (cell 6)", "the same (the share of a set)", ""),
+        (
+            "k",
+            "1 context document (cells 1, 16, 18, 22)",
+            "codec_context: 0 (off) in a grid by default, 1 in the methods configs",
+            "CoDeC costs 2.4x a document; off unless asked",
+        ),
         (
             "context",
-            "random others of the set, joined by a blank line",
-            "the same, one draw per block of 8 documents",
-            "a block reads its context once, from its cache",
+            "random others of the set per document, joined by a blank line (cells 6, 7)",
+            "one draw per block of 8 documents, joined by a blank line",
+            "a block reads its context once, from its cache (its 8 drops are not independent)",
         ),
         (
             "span",
-            "tokens 10 to the last but one of the text",
+            "token_range (10, -1) of the text's log-probs (cell 6)",
             "the same, from the document's own text",
             "a prompt's shared instruction and template are not its own",
         ),
         (
             "short text",
-            "under 12 tokens: dropped",
+            "12 tokens or fewer, a BOS included: dropped (cell 6: 10 >= log-probs - 1)",
             "scored on at least one token",
             "a split of short questions would be empty",
         ),
         ("test", "the share, read on its own", "test's drops against extra's", "a grid has a reference"),
-        ("long input", "text cut at 2048 characters", "context cut from the left", "the model's positions"),
+        (
+            "long input",
+            "text cut at 2048 characters (cell 7)",
+            "context cut from the left",
+            "the model's positions",
+        ),
     ]
 )

@@ -161,3 +161,11 @@ def test_calibrate_takes_codec_context_from_a_config_without_the_exposure_key(tm
     with pytest.raises(SystemExit, match="--modes must be some of"):
         main(f"contamination calibrate --config {config} --codec-context 2 --modes sideways".split())
     assert not (tmp_path / "cal").exists()
+
+
+def test_codecs_recipe_names_the_notebook_cell_each_row_was_read_from_and_the_short_text_rule():
+    from contamination.codec import RECIPE
+
+    rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
+    assert len(rows) == 8 and all("(cell" in line for what, line in rows.items() if what != "test")
+    assert "12 tokens or fewer, a BOS included: dropped" in rows["short text"]
