@@ -442,3 +442,23 @@ def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per
     )
     assert f"{study.epochs:g}, {study.batch_size}, {study.lr:g}" in here["epochs, batch, lr"]
     assert "256 padding, 2048 packing" in here["max length"]
+
+
+def test_tlms_recipe_cites_the_authors_code_per_row_and_its_same_rows_are_the_settings_that_run():
+    from tapt.methods.tlm import RECIPE, TlmSettings
+
+    rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
+    assert len(rows) == 11 and all(
+        re.search(r"\((trainer|workflow|finetuning_args)\.py:|_ttl\.yaml:", r) for r in rows.values()
+    )
+    s = TlmSettings()  # the rows that say "the same" hold because these are the authors' values
+    assert (s.threshold, s.lamb, s.lr, s.batch_size, s.epochs, s.warmup_ratio) == (
+        3.0,
+        0.1,
+        5e-5,
+        1,
+        1.0,
+        0.1,
+    )
+    assert (s.lora_r, s.lora_alpha, s.target_modules) == (8, 16, ["q_proj", "v_proj"])
+    assert "not yet the authors'" in rows["online setting"]

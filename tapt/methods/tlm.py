@@ -167,37 +167,62 @@ def adapt(x: Inputs) -> Adapted:
     return Adapted(model, record)
 
 
-RECIPE = recipe_table(  # the authors: offline_ttl.yaml and online_ttl.yaml (Fhujinwu/TLM)
+# the authors' code: Fhujinwu/TLM at 0ff4db9 (examples/train_lora/{offline,online}_ttl.yaml, and
+# src/llamafactory/train/ttl/{trainer,workflow}.py, hparams/finetuning_args.py for LoRA's defaults)
+RECIPE = recipe_table(
     [
-        ("loss", "the input's causal-LM loss (its perplexity)", "the same, on the prompt lm-eval shows", ""),
-        ("threshold", "3 (perplexity e^3)", "3", ""),
-        ("weight", "lamb * exp(L - threshold), lamb 0.1; 0 below", "the same", ""),
-        ("scored by", "the frozen base, adapter disabled, no gradient", "the same (rule: offline)", ""),
+        (
+            "loss",
+            "the input's mean token cross-entropy (trainer.py:168-181)",
+            "the same, on the prompt lm-eval shows",
+            "",
+        ),
+        ("threshold", "3 (offline_ttl.yaml:15)", "3", ""),
+        (
+            "weight",
+            "lamb * exp(L - threshold), lamb 0.1; 0 at or below (trainer.py:226-227, offline_ttl.yaml:16)",
+            "the same",
+            "",
+        ),
+        (
+            "scored by",
+            "the frozen base, adapter disabled, no gradient (trainer.py:219-222)",
+            "the same (rule: offline)",
+            "",
+        ),
         (
             "reduction",
-            "mean of the weighted loss over selected inputs",
+            "weighted loss summed over the selected inputs, over their count (trainer.py:234-237)",
             "the same; none selected: a zero gradient",
             "",
         ),
         (
             "online setting",
-            "chunks of 8, each predicted, then trained on by a fresh trainer, constant lr",
-            "the stream condition: chunk i scored by a fresh run on chunks 0..i-1",
-            "any method streams; no method keeps state",
+            "chunks of 8 (online_ttl.yaml:17): the current model predicts a chunk, then the same adapter "
+            "trains on it, constant lr, selecting by the current model's loss (workflow.py:125-160, "
+            "202-215; online_ttl.yaml:44; trainer.py:243-251)",
+            "the stream condition: chunk i scored by a fresh run from the base on chunks 0..i-1, with the "
+            "offline rule and schedule; 4 chunks",
+            "not yet the authors': no method carries an adapter from chunk to chunk",
         ),
         (
             "tokens",
-            "the input in the llama3 chat template, 4096",
+            "the input in the llama3 chat template, 4096 (offline_ttl.yaml:24-25)",
             "lm-eval's zero-shot prompt, 256",
             "the design scores it",
         ),
-        ("LoRA", "q_proj, v_proj; rank 8, alpha 16, dropout 0", "the same", ""),
-        ("lr, batch", "5e-5; batch 1, no accumulation", "the same", ""),
-        ("epochs", "1, cosine after 10% warm-up", "the same", ""),
+        (
+            "LoRA",
+            "q_proj, v_proj; rank 8, alpha 16, dropout 0 (offline_ttl.yaml:10, finetuning_args.py:73-83)",
+            "the same",
+            "",
+        ),
+        ("lr, batch", "5e-5; batch 1, no accumulation (offline_ttl.yaml:39-41)", "the same", ""),
+        ("epochs", "1, cosine after 10% warm-up (offline_ttl.yaml:42-44)", "the same", ""),
         (
             "precision",
-            "bf16 on a GPU",
-            "the same; float32 on a CPU unless bf16",
+            "bf16 (offline_ttl.yaml:45)",
+            "the same on a GPU; float32 on a CPU unless bf16",
             "a CPU is opt-in: bf16 moves the numbers",
         ),
     ]
