@@ -214,18 +214,25 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     return Adapted(model, record)
 
 
-RECIPE = recipe_table(  # TTRL: its released scripts and the verl config they run (PRIME-RL/TTRL)
+# TTRL: its released scripts and the verl config they run (PRIME-RL/TTRL); the rows that cite a file were
+# read at 3e2cc93 (verl/verl/utils/reward_score/ttrl/, verl/verl/trainer/, the verl config ppo_trainer.yaml)
+RECIPE = recipe_table(
     [
         ("algorithm", "GRPO (advantages in a vendored verl)", "GRPO: TRL's GRPOTrainer", ""),
         ("reward", "1 if the answer equals the majority vote", "the same", ""),
         (
             "answer",
-            "extracted from the whole completion",
+            "the last \\boxed{} of the completion, else its last number (qwen_math_parser.py:485-525)",
             "the first choice named, as a whole word",
-            "an answer is a task's choice",
+            "an answer is a task's choice; not yet the last one",
         ),
-        ("tie", "the answer sampled first (most_common)", "the same", ""),
-        ("no answer", "no vote; reward 0", "the same", ""),
+        ("tie", "the answer counted first (Counter.most_common, ttt_metrics.py:19-21)", "the same", ""),
+        (
+            "no answer",
+            "'' is a vote like any other: where it wins, non-answers are rewarded (ttt_metrics.py:18-27)",
+            "no vote; reward 0",
+            "not yet the authors'",
+        ),
         ("ground truth", "the same RL rewarded by the gold answer", "the leak condition", ""),
         ("control", "none (no RL on independent prompts)", "the extra condition", "the design's control"),
         (
@@ -235,7 +242,19 @@ RECIPE = recipe_table(  # TTRL: its released scripts and the verl config they ru
             "a step costs K generations and passes a prompt",
         ),
         ("temperature", "1.0", "the same", ""),
-        ("KL", "a KL loss, coefficient 0.001 (low_var_kl)", "the same (TRL's beta, the same estimator)", ""),
+        (
+            "KL",
+            "a KL loss, coefficient 0.001, low_var_kl: k3 clamped to [-10, 10] (core_algos.py:484-489)",
+            "TRL's beta 0.001; TRL 1.16 multiplies k3 by the ratio (use_bias_correction_kl), no clamp",
+            "not yet the authors'",
+        ),
+        ("weight decay", "0.01 (ppo_trainer.yaml:64)", "0 (TRL's default)", "not yet the authors'"),
+        (
+            "dual clip",
+            "clip_ratio_c 3 (ppo_trainer.yaml:45)",
+            "none (TRL's GRPO has no dual clip)",
+            "not yet the authors'",
+        ),
         ("rollout", "8 prompts", "the same", ""),
         ("updates", "one clipped step per prompt: 8 per rollout", "the same", ""),
         ("update order", "a prompt's completions together", "the same (TRL shuffles them)", ""),
