@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from harness.core import models
+from harness.core import models, weights
 from harness.core.settings import Settings, option, parse_script
 
 
@@ -117,8 +117,8 @@ def units_moved(out: Path) -> tuple[int, list[str], list[str]]:
         for cond, rec in unit["training"].items():
             for i, part in enumerate(rec.get("per_chunk", [rec])):
                 moved, name = part.get("moved"), cond + (f" chunk {i + 1}" if "per_chunk" in rec else "")
-                if moved is not None and not moved.get("unmoved_layers") and moved.get("changed_tensors", 1):
-                    continue
+                if moved is not None and not weights.did_not_move(moved) and not moved.get("unmoved_layers"):
+                    continue  # stricter than the run's refusal: every LoRA layer must have moved
                 (idle if part.get("learned_from") == 0 else stuck).append(f"{where} {name}: {moved}")
     return units, stuck, idle
 

@@ -2,16 +2,12 @@
 the 4-bit default on a CPU, whose adapters must learn after the base was scored. Every adapted condition
 records how far its model moved, and one that did not move is refused."""
 
-import json
-
 import pytest
 import torch
-from helpers import ALL_CONDITIONS, one_unit, tiny_grid_config
+from helpers import ALL_CONDITIONS, one_unit
 
 from harness.core import models, weights
 from harness.core.errors import UserError
-from harness.grid.config import load_config
-from harness.grid.run import run
 from tapt import methods
 
 METHODS = [
@@ -20,11 +16,6 @@ METHODS = [
     ("self-training", {}),
     ("test-time-rl", {"samples": 2, "prompts_per_rollout": 3}),
 ]
-
-
-def unit_of(out):
-    (unit_file,) = out.rglob("units/0.json")
-    return json.loads(unit_file.read_text())
 
 
 @pytest.mark.slow
@@ -170,9 +161,8 @@ def test_a_method_that_learned_yet_did_not_move_is_refused_naming_it_and_the_con
 def test_a_4bit_unit_scored_before_it_trains_moves_every_adapter_and_its_leak_changes_the_scores(
     tmp_path, tiny_llama, data_dir
 ):
-    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", quantize="4bit", subsamples=1)
-    run(load_config(config))
-    unit = unit_of(tmp_path / "out")
+    four = ["base", "extra", "test", "leak"]
+    unit = one_unit(tmp_path, tiny_llama, data_dir, "prompt-tapt", {}, quantize="4bit", conditions=four)
     assert "not_adapted" not in unit
     for cond in ("extra", "test", "leak"):
         moved = unit["training"][cond]["moved"]

@@ -28,6 +28,9 @@ from tapt.adapter import AdapterSettings, LoraTrainingSettings
 from tapt.raw_text import TextSettings
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
+# prompt TAPT's own training keys: another method's settings stand in for them; bf16 is not one of them
+# here, since it also sets the base's precision (harness.core.models.load_causal_lm)
+TRAINING_KEYS = tuple(k for k in field_names(LoraTrainingSettings) if k != "bf16")
 
 
 SECTIONS = {
@@ -201,9 +204,8 @@ class GridConfig(Sections):
             out["codec_block"] = codec.BLOCK  # documents that share a context
         if not self.is_study_method():  # another method: its own settings stand where prompt TAPT's were
             method = self.adaptation()
-            for key in field_names(LoraTrainingSettings):  # quantize and bf16 stay: the base's form
-                if key != "bf16":
-                    out.pop(key, None)
+            for key in TRAINING_KEYS:  # quantize and bf16 stay: the base's form
+                out.pop(key, None)
             out["method"] = method.name
             out["method_settings"] = recorded(self.settings_of(method))
         return out
@@ -216,9 +218,8 @@ class GridConfig(Sections):
         method's (methods side by side with equal base settings share the base's scores)."""
         out = self.result_settings()
         method_keys = ("method", "method_settings", "conditions", "stream_chunks")
-        for key in (*method_keys, *field_names(LoraTrainingSettings)):
-            if key != "bf16":  # the base's precision (harness.core.models.load_causal_lm)
-                out.pop(key, None)
+        for key in (*method_keys, *TRAINING_KEYS):
+            out.pop(key, None)
         return out
 
 

@@ -220,7 +220,7 @@ def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
                 inputs = methods.Inputs(
                     backbone, None, spec, split_docs(docs, cond), method_settings, unit_seed, Path(work)
                 )
-                adapted = method.run(inputs, condition=cond)
+                adapted = method.run(inputs)
                 training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model
             if cfg.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
                 masked = not models.is_decoder(backbone)
