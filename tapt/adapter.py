@@ -48,6 +48,10 @@ class LoraTrainingSettings(Settings):
     def sequence_length(self) -> int:
         return self.max_length or (PACKED_MAX_LENGTH if self.packing else training.MAX_LENGTH)
 
+    def trainer_options(self) -> dict:
+        """TrainingArguments this method's settings set beyond the shared ones (none here)."""
+        return {}
+
 
 @dataclass(kw_only=True)
 class AdapterSettings(LoraTrainingSettings):
@@ -57,6 +61,17 @@ class AdapterSettings(LoraTrainingSettings):
         "4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA"
     )
     fallback_lora: bool = option(False, "train plain LoRA if 4-bit loading fails")
+    optim: Literal["adamw_torch", "paged_adamw_8bit"] = option(
+        "adamw_torch", "the optimiser, by its TrainingArguments name (the study: paged_adamw_8bit with 4bit)"
+    )
+    gradient_checkpointing: bool = option(
+        False, "recompute activations in the backward pass: less memory, more time (the study: on with 4bit)"
+    )
+
+    RECORD = {"optim": WHEN_SET, "gradient_checkpointing": WHEN_SET}  # added after the first results
+
+    def trainer_options(self) -> dict:
+        return {"optim": self.optim, "gradient_checkpointing": self.gradient_checkpointing}
 
 
 @dataclass(kw_only=True)
@@ -71,13 +86,30 @@ def lora_config():
 
 
 def sft_config(
-    workdir: Path, epochs: float, lr: float, batch_size: int, max_length: int, seed: int, bf16: bool = False
+    workdir: Path,
+    epochs: float,
+    lr: float,
+    batch_size: int,
+    max_length: int,
+    seed: int,
+    bf16: bool = False,
+    **options,
 ):
-    """TRL's SFTConfig with the shared training settings; the sequences come pre-tokenized."""
+    """TRL's SFTConfig with the shared training settings (and `options` over them); the sequences come
+    pre-tokenized."""
     from trl import SFTConfig
 
     return training.arguments(
-        workdir, epochs, lr, batch_size, seed, SFTConfig, bf16, max_length=max_length, packing=False
+        workdir,
+        epochs,
+        lr,
+        batch_size,
+        seed,
+        SFTConfig,
+        bf16,
+        max_length=max_length,
+        packing=False,
+        **options,
     )
 
 
@@ -101,8 +133,10 @@ def tokenized(tokenizer, sequences: list[str], max_length: int):
     '### Answer:', teaching the model to end where the class name should start)."""
     from datasets import Dataset
 
-    ids = tokenizer(sequences, truncation=True, max_length=max_length)["input_ids"]
-    return Dataset.from_dict({"input_ids": ids})
+    bos = tokenizer.bos_token  # a chat template's text may begin with it: not added twice
+    special = not (bos and sequences and all(s.startswith(bos) for s in sequences))
+    ids = tokenizer(sequences, truncation=True, max_length=max_length, add_special_tokens=special)
+    return Dataset.from_dict({"input_ids": ids["input_ids"]})
 
 
 @dataclass
@@ -114,6 +148,7 @@ class Prepared:
     docs: pd.DataFrame
     quantized: bool
     max_length: int
+    input_hooks: set  # the forward hooks on the base's input embeddings before the trainer was built
 
 
 def prepare(
@@ -133,8 +168,16 @@ def prepare(
     set_seed(seed)
     dataset = tokenized(tokenizer, prompt_sequences(spec, docs, settings.packing, answers), max_length)
     steps = training.StepLog()
+    hooks = set(model.get_input_embeddings()._forward_hooks)
     config = sft_config(
-        workdir, settings.epochs, settings.lr, settings.batch_size, max_length, seed, settings.bf16
+        workdir,
+        settings.epochs,
+        settings.lr,
+        settings.batch_size,
+        max_length,
+        seed,
+        settings.bf16,
+        **settings.trainer_options(),
     )
     trainer = sft_trainer_class()(
         model=model,
@@ -144,14 +187,25 @@ def prepare(
         peft_config=lora_config(),
         callbacks=[steps],
     )
-    return Prepared(trainer, steps, docs, getattr(model, "is_loaded_in_4bit", False), max_length)
+    quantized = getattr(model, "is_loaded_in_4bit", False)
+    return Prepared(trainer, steps, docs, quantized, max_length, hooks)
 
 
 def train(run: Prepared):
     """Train; the adapted model with the Trainer's autocast wrapper (bf16) taken off its forward, so that
-    it is scored in its own precision, as the base is."""
+    it is scored in its own precision, as the base is, and gradient checkpointing (with the hook it puts on
+    the base's input embeddings) turned off again."""
     run.trainer.train()
-    return run.trainer.accelerator.unwrap_model(run.trainer.model, keep_fp32_wrapper=False)
+    model = run.trainer.accelerator.unwrap_model(run.trainer.model, keep_fp32_wrapper=False)
+    if run.trainer.args.gradient_checkpointing:
+        # the base as it was: no checkpointing, and none of the hooks that make its input embeddings require
+        # grad (TRL, PEFT and transformers each add one; transformers keeps a handle to the last alone)
+        base = model.get_base_model()
+        base.gradient_checkpointing_disable()
+        added = base.get_input_embeddings()._forward_hooks
+        for key in set(added) - run.input_hooks:
+            del added[key]
+    return model
 
 
 def record_of(run: Prepared) -> dict:

@@ -31,9 +31,16 @@ VARIANTS = {
             "test-time-learning": {"lr": 0.0001},
         },
     },
-    "classifier": {"flow": "classifier", "base": "bert-base-uncased"},
+    "classifier": {
+        "flow": "classifier",
+        "base": "bert-base-uncased",
+        "accuracy": "acc",
+        "prompt_format": "plain",
+    },
     "classifier_extra": {
         "flow": "classifier",
+        "accuracy": "acc",
+        "prompt_format": "plain",
         "base": "bert-base-uncased",
         "clf_epochs": 2,
         "pretrain_lr": 1e-4,

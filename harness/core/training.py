@@ -36,10 +36,11 @@ def arguments(
     **extra,
 ):
     """TrainingArguments (or a subclass such as TRL's SFTConfig, as `cls`) with the settings every run
-    shares: explicit precision (`bf16`: autocast on a CPU too), no checkpointing, a log line per step,
-    no checkpoints, no reporting."""
+    shares: explicit precision (`bf16`: autocast on a CPU too), no gradient checkpointing unless `extra`
+    asks, a log line per step, no checkpoints, no reporting."""
     from transformers import TrainingArguments
 
+    extra = {"gradient_checkpointing": False, **extra}
     return (cls or TrainingArguments)(
         output_dir=str(workdir / "trainer"),
         num_train_epochs=epochs,
@@ -47,7 +48,6 @@ def arguments(
         per_device_train_batch_size=batch_size,
         bf16=use_bf16() or bf16,
         fp16=False,
-        gradient_checkpointing=False,
         logging_steps=1,
         logging_nan_inf_filter=False,
         save_strategy="no",

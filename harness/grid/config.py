@@ -67,6 +67,8 @@ class GridConfig(Sections):
 
     def __init__(self, **keys) -> None:
         super().__init__(**fold_default_section(keys))
+        if self.sample.prompt_format == "chat" and self.sample.chat_model is None:  # the base's template
+            object.__setattr__(self, "sample", dataclasses.replace(self.sample, chat_model=self.model.base))
 
     def check(self) -> None:
         problem = results.folder_problem(self.out)
@@ -83,6 +85,9 @@ class GridConfig(Sections):
                     "such as clf_epochs"
                 )
                 raise SettingsError.of("task_overrides", problem)
+        if self.sample.prompt_format != "plain" and self.flow != "zero_shot":
+            problem = "renders the zero_shot flow's prompts; a classifier reads the raw text: remove it"
+            raise SettingsError.of("prompt_format", problem)
         key = "methods" if self.methods else "method"
         if self.model_tag is not None and not methods.NAME.fullmatch(self.model_tag):
             problem = (

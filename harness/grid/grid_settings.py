@@ -10,6 +10,7 @@ from harness.core import conditions
 from harness.core.errors import SettingsError
 from harness.core.settings import NEVER, WHEN_SET, Settings, option
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
+from harness.scoring.zero_shot import Rule
 
 EXPOSURE, STREAM = "exposure", conditions.STREAM  # the parts of a run that can be off (sections.recorded)
 
@@ -22,7 +23,7 @@ class GridSettings(Settings):
     # method, methods, method_settings: the method's own record stands in for them (result_settings)
     RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
     RECORD |= dict.fromkeys(("method", "methods", "method_settings"), NEVER)
-    RECORD |= dict.fromkeys(("conditions", "codec_context", "scores"), WHEN_SET)
+    RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
 
     flow: Literal["zero_shot", "classifier"] = option(
@@ -83,6 +84,11 @@ class GridSettings(Settings):
         "n, subsamples",
     )
     eval_batch_size: int = option(8, "lm-eval scoring batch size")
+    accuracy: Rule = option(
+        "acc",
+        "zero_shot: how a prediction is read from the classes' log-probs: acc (lm-eval's: the largest "
+        "sum) or mean_token (the study's CAPPr rule: the largest mean per token); a unit records both",
+    )
     out: str = option("results", "results root; units go to <out>/m<m>/n<n>/<model>/<task>/")
     model_tag: str | None = option(None, "folder name of the model (default: the base's last path part)")
     notes: str | None = option(None, "free-form, kept in the manifest")
@@ -111,6 +117,9 @@ class GridSettings(Settings):
         if self.scores and not (self.exposure and self.flow == "zero_shot"):
             problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
             raise SettingsError.of("scores", problem)
+        if self.accuracy != "acc" and self.flow != "zero_shot":
+            problem = "reads the zero_shot flow's class log-probs; a classifier predicts by its head"
+            raise SettingsError.of("accuracy", f"{problem}: remove it (got {self.accuracy!r})")
         if conditions.STREAM in self.conditions and self.flow != "zero_shot":
             problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
             raise SettingsError.of("conditions", problem)

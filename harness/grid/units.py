@@ -137,7 +137,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
 
     def score(cond: str, model) -> None:  # lm-eval's scores of test; the exposure test's of test and extra
         lm = zero_shot.scorer(model, tokenizer, cfg.eval_batch_size, keep_stats=cfg.exposure)
-        scored[cond] = zero_shot.score(lm, task)
+        scored[cond] = zero_shot.score(lm, task, cfg.accuracy)
         lap(f"score_{cond}")
         if cfg.exposure:  # test's prompts from the scoring pass's statistics: only extra's are run again
             exposed[cond] = doc_scores.prompt_scores(
@@ -155,7 +155,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
 
     def lm_score(model) -> pd.DataFrame:  # lm-eval's scores of test alone (the stream's chunks)
         check_tokenizer(method, conditions.STREAM, at_load, tokenizer)
-        return zero_shot.score(zero_shot.scorer(model, tokenizer, cfg.eval_batch_size), task)
+        return zero_shot.score(zero_shot.scorer(model, tokenizer, cfg.eval_batch_size), task, cfg.accuracy)
 
     def given_back(what: str, model) -> None:
         check_restored(method, what, at_load, model, tokenizer)
@@ -301,6 +301,11 @@ def unit_of(
         record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}
     if all("correct_norm" in df for df in scored.values()):  # the task defines acc_norm too
         record["acc_norm"] = {cond: float(df["correct_norm"].mean()) for cond, df in scored.items()}
+    if all("correct_mean_token" in df for df in scored.values()):  # zero-shot: both rules, whichever counts
+        record["accuracy_by_rule"] = {
+            rule: {cond: float(df[f"correct_{rule}"].mean()) for cond, df in scored.items()}
+            for rule in zero_shot.RULES
+        }
     if exposed:
         record["exposure"] = condition_tests(exposed, conditions.BASE, cfg.text_score, cfg.seed)
     return Unit(spec.slug, k, accs, probs, record)

@@ -32,8 +32,13 @@ class PromptOnceLM(HFLM):
     stats: dict | None = None
     # False: every context runs whole, the tokens all contexts of a batch start with included
     share_prefix: bool = True
+    # set to {} to keep each (context, continuation) request's continuation length in tokens, as scored:
+    # the study's rule (the mean of a class's token log-probs) reads it (zero_shot.score)
+    continuation_tokens: dict | None = None
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
+        if self.continuation_tokens is not None:
+            self.continuation_tokens.update((key, len(x)) for key, _, x in requests if key is not None)
         reason = self._unshareable()
         if reason:
             log.warning("%s: every request scored with hf's path: %s", NAME, reason)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -39,13 +39,22 @@ def scorer(model, tokenizer, batch_size: int, keep_stats: bool = False):
     logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)  # the model-object warning
     lm = PromptOnceLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     lm.stats = {} if keep_stats else None
+    lm.continuation_tokens = {}
     return lm
 
 
-def score(lm, task: EvalTask) -> pd.DataFrame:
-    """One row per scored doc: `row` (pool position), `label`, `probs` (softmax over the choices'
-    log-likelihoods lm-eval computed), `correct` (lm-eval's acc for that doc) and, where the task
-    defines it, `correct_norm` (its acc_norm).
+# How a doc's prediction is read from its choices' log-likelihoods: lm-eval's `acc` (the largest sum of
+# a choice's token log-probs) or the study's (CAPPr: the largest mean of them, kddubey/pretrain-on-test
+# _dum.py:363-385). They differ only where choices have different token counts.
+Rule = Literal["acc", "mean_token"]
+RULES = get_args(Rule)
+
+
+def score(lm, task: EvalTask, rule: Rule = "acc") -> pd.DataFrame:
+    """One row per scored doc: `row` (pool position), `label`, `correct_acc` (lm-eval's acc for that
+    doc), `correct_mean_token` (the study's rule), and by `rule` (one of RULES) `correct` and `probs`
+    (softmax over the choices' summed or mean log-probs); where the task defines it, `correct_norm`
+    (its acc_norm).
 
     lm-eval's `evaluate`, not `simple_evaluate`: the same requests and metrics without the run
     provenance simple_evaluate adds (a torch environment report that starts subprocesses), which the
@@ -59,10 +68,13 @@ def score(lm, task: EvalTask) -> pd.DataFrame:
     rows = []
     for s in sorted(samples, key=lambda s: s["doc_id"]):
         ll = np.array([float(r[0]) for r in s["filtered_resps"]])
-        p = np.exp(ll - ll.max())
+        mean = ll / np.array([lm.continuation_tokens[tuple(a)] for a in s["arguments"]])
         row, label = task.docs[int(s["doc_id"])]
+        by = {"acc": (ll, bool(s["acc"])), "mean_token": (mean, int(mean.argmax()) == label)}
+        p = np.exp(by[rule][0] - by[rule][0].max())
         rows.append(
-            {"row": row, "label": label, "probs": (p / p.sum()).tolist(), "correct": bool(s["acc"])}
+            {"row": row, "label": label, "probs": (p / p.sum()).tolist(), "correct": by[rule][1]}
+            | {f"correct_{name}": correct for name, (_, correct) in by.items()}
             | ({"correct_norm": bool(s["acc_norm"])} if "acc_norm" in s else {})
         )
     return pd.DataFrame(rows)

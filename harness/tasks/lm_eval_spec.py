@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.core.errors import TaskError, UserError
+from harness.core.errors import SettingsError, TaskError, UserError
 from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw_eval, stratified_counts
 
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -153,6 +153,12 @@ class LmEvalSpec:
         return Subsample(train=np.sort(picked), extra=rows.extra, test=rows.test)
 
     def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
+        if sample.prompt_format != "plain":
+            problem = (
+                f"chat renders a tapt_* task's prompt; {self.task_name} is an lm-eval task with its own "
+                "(lm_eval's --apply_chat_template): remove prompt_format"
+            )
+            raise SettingsError.of("prompt_format", problem)
         sub = self.draw_rows(sample, subsample)
         train = self.training_pool()
         pools = {

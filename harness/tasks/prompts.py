@@ -3,18 +3,23 @@ question, the text, then "### Answer:"; every stage (scoring, TAPT, contaminatio
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
+
+from harness.core.errors import SettingsError
 
 if TYPE_CHECKING:  # the spec's own methods render through this module
     import pandas as pd
 
     from harness.tasks.spec import TaskSpec
+    from harness.tasks.subsample import SampleSettings
 
 MAX_TEXT_CHARS = 1000
 PACK_SIZE = 8  # texts per packed training sequence
 ANSWER_DELIMITER = (
     " "  # the task template's target_delimiter: lm-eval scores " <class name>" after the prompt
 )
+ANSWER = " ### Answer:"  # the assistant's open turn of a chat prompt (the study's RESPONSE_TEMPLATE)
 
 
 def instruction(spec: TaskSpec) -> str:
@@ -35,6 +40,40 @@ def zero_shot(spec: TaskSpec, text: str) -> str:
     return f"{instruction(spec)}{text_block(text)}\n ### Answer:"
 
 
+@functools.lru_cache(maxsize=4)
+def chat_tokenizer(model: str):
+    """`model`'s tokenizer where it has a chat template; None where it has none (the study then joins the
+    turns' texts, which is the plain prompt)."""
+    from harness.core import models
+
+    tok = models.tokenizer(models.resolve(model))
+    return tok if tok.chat_template else None
+
+
+def chat(spec: TaskSpec, text: str, tokenizer) -> str:
+    """The study's chat prompt (kddubey/pretrain-on-test _dum.py:94-135): the instruction as the system
+    turn (before the text in the user turn where the template names no system role), the text block and a
+    new line as the user turn, then the assistant turn ' ### Answer:' left open for the class name."""
+    query = f"{text_block(text)}\n"
+    if "'system'" in tokenizer.chat_template:
+        turns = [{"role": "system", "content": instruction(spec)}, {"role": "user", "content": query}]
+    else:
+        turns = [{"role": "user", "content": instruction(spec) + query}]
+    turns.append({"role": "assistant", "content": ANSWER})
+    return tokenizer.apply_chat_template(turns, tokenize=False, continue_final_message=True)
+
+
+def prompter(spec: TaskSpec, sample: SampleSettings | None):
+    """The function that renders a text's prompt under `sample`'s prompt_format."""
+    if sample is None or sample.prompt_format == "plain":
+        return functools.partial(zero_shot, spec)
+    if not sample.chat_model:
+        problem = "is unset: prompt_format chat needs the model whose template it uses"
+        raise SettingsError.of("chat_model", problem)
+    tokenizer = chat_tokenizer(sample.chat_model)
+    return functools.partial(zero_shot, spec) if tokenizer is None else (lambda t: chat(spec, t, tokenizer))
+
+
 def packed(spec: TaskSpec, texts: list[str], labels: list[int] | None = None) -> str:
     """One packing sequence: the instruction once, then each text as a block (with its answer when
     labels are given), blank-line separated."""
@@ -50,8 +89,8 @@ def labeled(text: str, class_name: str) -> str:
     return f"{text_block(text)}\n ### Answer: {class_name}"
 
 
-def rendered(spec: TaskSpec, docs: pd.DataFrame) -> pd.DataFrame:
-    """A tapt_* task's `text`/`label` rows with their zero-shot prompt and the task's classes."""
-    return docs.assign(
-        prompt=[zero_shot(spec, t) for t in docs["text"]], choices=[list(spec.classes)] * len(docs)
-    )
+def rendered(spec: TaskSpec, docs: pd.DataFrame, sample: SampleSettings | None = None) -> pd.DataFrame:
+    """A tapt_* task's `text`/`label` rows with their zero-shot prompt (by `sample`'s prompt_format; plain
+    without one) and the task's classes."""
+    prompt = prompter(spec, sample)
+    return docs.assign(prompt=[prompt(t) for t in docs["text"]], choices=[list(spec.classes)] * len(docs))

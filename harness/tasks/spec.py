@@ -83,7 +83,9 @@ class TaskSpec:
         pool = load_pool(self, sample.data_dir)  # read once: drawn from, then indexed
         sub = self._draw(pool, sample, subsample)
         return {
-            s: prompts.rendered(self, pool.iloc[sub.rows(s)].assign(row=sub.rows(s)).reset_index(drop=True))
+            s: prompts.rendered(
+                self, pool.iloc[sub.rows(s)].assign(row=sub.rows(s)).reset_index(drop=True), sample
+            )
             for s in SPLITS
         }
 
@@ -142,6 +144,8 @@ class TaskSpec:
             **{k: getattr(split, k) for k in ("m", "n", "seed", "subsample")},
             "split": "test",
         }
+        if split.prompt_format != "plain":
+            metadata |= {"prompt_format": split.prompt_format, "chat_model": split.chat_model}
         task = load_task_config(yaml_path)["task"]
         folder = [] if yaml_path.parent == TASKS_DIR else ["--include_path", str(yaml_path.parent)]
         return [*folder, "--tasks", task, "--metadata", json.dumps(metadata)]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from harness.core.errors import TaskError
-from harness.core.settings import NEVER, Settings, option
+from harness.core.settings import NEVER, WHEN_SET, Settings, option
 
 SPLITS = ("train", "extra", "test")
 
@@ -34,10 +35,20 @@ class SampleSettings(DataSettings):
     """The design of a cell: sizes and seed (the study's default cell: m = n = 100)."""
 
     MINIMUM = {"m": 1, "n": 1, "seed": 0}
+    # prompt_format: added after the first results; chat_model: the run's base, recorded as such
+    RECORD = {"prompt_format": WHEN_SET, "chat_model": NEVER}
 
     m: int = option(100, "labeled train size (stratified by class)")
     n: int = option(100, "size of the unlabeled extra set and of the labeled test set")
     seed: int = option(0, "seed of the subsample draw and of training")
+    prompt_format: Literal["plain", "chat"] = option(
+        "plain",
+        "chat: a tapt_* prompt through the base's chat template where it has one, as the study did (system: "
+        "the instruction, user: the text, assistant: ' ### Answer:' left open); plain: the text alone",
+    )
+    chat_model: str | None = option(
+        None, "with prompt_format chat: the model whose chat template renders the prompts (default: the base)"
+    )
 
 
 @dataclass(frozen=True)

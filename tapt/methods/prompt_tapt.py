@@ -31,28 +31,38 @@ RECIPE = recipe_table(
         (
             "max length",
             "512 padding, 8192 packing (run.py:74, 85)",
+            "the study's configs: 512 (zero_shot.yaml), 8192 (zero_shot_packing.yaml); unset: "
             f"{training.MAX_LENGTH} padding, {adapter.PACKED_MAX_LENGTH} packing",
-            "not yet the study's: the first results rest on these (a longer prompt loses its tail)",
+            "unset keeps this tool's first lengths, so their results keep their hash",
         ),
         (
             "prompt",
             "the chat template where there is one: system the instruction, user the text, assistant "
             "' ### Answer:', trailing EOS cut (_dum.py:94-135, 166-176)",
-            "plain text: the instruction, '### Text:', ' ### Answer:'",
-            "not yet the study's: the tapt_* tasks score plain text",
+            "the study's configs and the demo: prompt_format chat, the same turns, the assistant's turn "
+            "left open (continue_final_message); unset: plain text, the study's text where a tokenizer "
+            "has no template (_dum.py:81-91)",
+            "cutting the EOS leaves a turn's closing tokens where a template ends in more than the EOS "
+            "(SmolLM2: '<|im_end|>\\n'); left open, it is what the cut gives a template ending in the EOS",
         ),
         (
             "packing",
             "the instruction, then a batch's 8 texts per sequence; 1 sequence a step (_dum.py:241-252, 297)",
-            f"the instruction, then {PACK_SIZE} texts per sequence; {DEFAULTS.batch_size} sequences a step",
-            "not yet the study's",
+            f"the instruction, then {PACK_SIZE} texts per sequence; 1 sequence a step in "
+            "zero_shot_packing.yaml (batch_size 1)",
+            "",
         ),
-        ("optimiser", "paged_adamw_8bit with QLoRA (_dum.py:307)", "AdamW (torch)", "not yet the study's"),
+        (
+            "optimiser",
+            "paged_adamw_8bit with QLoRA (_dum.py:307)",
+            "the study's configs: optim paged_adamw_8bit; unset: adamw_torch",
+            "",
+        ),
         (
             "checkpointing",
             "gradient checkpointing with QLoRA (_dum.py:273-275)",
-            "off",
-            "not yet the study's",
+            "the study's configs: gradient_checkpointing true; unset: off",
+            "",
         ),
         (
             "precision",
@@ -63,8 +73,9 @@ RECIPE = recipe_table(
         (
             "scoring",
             "CAPPr: each class name's mean token log-prob, normalised over the classes (_dum.py:363-385)",
-            "lm-eval's acc: each class name's summed log-prob",
-            "not yet the study's: differs for class names of several tokens",
+            "the study's configs and the demo: accuracy mean_token, the same rule; unset: lm-eval's acc "
+            "(the summed log-prob); a unit records both",
+            "",
         ),
     ]
 )
