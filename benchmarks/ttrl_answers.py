@@ -1,18 +1,18 @@
-"""How test-time RL reads its samples, before and after the answer and tie rules changed, on the base's
-own samples (a rollout before any update).
+"""What test-time RL's samples say, free text against samples drawn among the answer choices, on the
+base's own samples (a rollout before any update).
 
-For each task, the base samples `samples` completions for each of one subsample's test prompts, as
-TRL's GRPOTrainer would (temperature 1.0, the longest choice's tokens plus one). Each completion is read
-by the old rule (a choice must start it) and the new one (the first choice it names, as a whole word),
-and each prompt's group voted by the old tie rule (the lowest choice index) and the new one (the answer
-sampled first). Prints the share of samples naming no choice, the share of votes decided by a tie, and
-the pseudo-labels' class balance under each rule beside the gold labels'. Usage:
+For each task, the base samples `samples` completions for each of one subsample's test prompts at
+temperature 1.0, twice: as free text of the longest choice's tokens plus one (`answers: free`), and
+among the prompt's choices, each then ended (`answers: choices`, the default, as its trainer samples).
+Each completion is read as the first choice it names. Prints the share of samples naming no choice, the
+share of prompt groups whose samples earn different rewards against their vote (the groups GRPO can
+learn from), and the votes' class balance beside the gold labels'. Usage:
     python benchmarks/ttrl_answers.py --data-dir ../shared/data [--tasks ag_news rotten_tomatoes trec]
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +23,8 @@ from harness.core.models import ModelSettings
 from harness.core.settings import option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
-from tapt.methods.test_time_rl import answer, tied, vote
+from tapt.grpo_groups import allowed_next
+from tapt.methods.test_time_rl import answer, choice_tokens, vote
 
 
 @dataclass(kw_only=True)
@@ -41,19 +42,6 @@ class AnswerBenchArgs(DataSettings, ModelSettings):
     seed: int = option(0, "seed of the subsample and of sampling")
 
 
-def starts_with(completion: str, choices: list[str]) -> int | None:
-    """The old rule: the choice the completion starts with (the longest that fits)."""
-    text = completion.strip().lower()
-    fits = [i for i, c in enumerate(choices) if c.strip() and text.startswith(c.strip().lower())]
-    return max(fits, key=lambda i: len(choices[i])) if fits else None
-
-
-def lowest_on_tie(answers: list[int | None]) -> int | None:
-    """The old vote: the most common answer, ties to the lowest choice index."""
-    counts = Counter(a for a in answers if a is not None)
-    return min(counts, key=lambda a: (-counts[a], a)) if counts else None
-
-
 def balance(labels: list[int | None], k: int) -> str:
     """Share of each class among the labels that exist, in class order."""
     shown = [x for x in labels if x is not None]
@@ -61,10 +49,17 @@ def balance(labels: list[int | None], k: int) -> str:
     return "/".join(f"{100 * c:.0f}" for c in counts)
 
 
-def sample(model, tokenizer, prompts: list[str], samples: int, new_tokens: int) -> list[list[str]]:
+def sample(model, tokenizer, prompts, samples: int, new_tokens: int, answers=None) -> list[list[str]]:
+    """`samples` completions of each prompt at temperature 1; with `answers` ({prompt ids: choice tokens},
+    test-time RL's default) each stays on one of the prompt's choices, then ends, as its trainer samples."""
     out = []
     for prompt in prompts:
-        ids = tokenizer(prompt, return_tensors="pt")
+        ids = tokenizer(text=prompt, return_tensors="pt")
+        width = ids["input_ids"].shape[1]
+        keep = {}
+        if answers is not None:
+            choices, end = answers[tuple(ids["input_ids"][0].tolist())], tokenizer.eos_token_id
+            keep["prefix_allowed_tokens_fn"] = functools.partial(on_choices, choices, width, end)
         with torch.no_grad():
             gen = model.generate(
                 **ids,
@@ -75,9 +70,19 @@ def sample(model, tokenizer, prompts: list[str], samples: int, new_tokens: int) 
                 max_new_tokens=new_tokens,
                 num_return_sequences=samples,
                 pad_token_id=tokenizer.pad_token_id,
+                **keep,
             )
-        out.append(tokenizer.batch_decode(gen[:, ids["input_ids"].shape[1] :], skip_special_tokens=True))
+        out.append(tokenizer.batch_decode(gen[:, width:], skip_special_tokens=True))
     return out
+
+
+def on_choices(choices: list[list[int]], width: int, end: int, i: int, seq: torch.Tensor) -> list[int]:
+    return allowed_next(choices, seq[width:].tolist(), end)
+
+
+def teaching(groups: list[list[int | None]]) -> float:
+    """Share of prompt groups whose samples earn different rewards against their vote (nonzero advantage)."""
+    return float(np.mean([len({a is not None and a == vote(g) for a in g}) > 1 for g in groups]))
 
 
 def main() -> None:
@@ -86,26 +91,29 @@ def main() -> None:
     model, tokenizer = models.load_causal_lm(path).eval(), models.tokenizer(path)
     print(f"base {a.base}, n {a.n}, {a.samples} samples a prompt, subsample {a.subsample}, seed {a.seed}")
     print(
-        f"{'task':16} {'unmatched old':>13} {'new':>6} {'tied old':>9} {'new':>6} "
-        f"{'votes old':>16} {'new':>16} {'gold':>16}"
+        f"{'task':16} {'unmatched free':>14} {'choices':>8} {'groups that teach free':>22} {'choices':>8} "
+        f"{'votes free':>16} {'choices':>16} {'gold':>16}"
     )
     for task in a.tasks:
         spec = find_spec(task)
         sample_settings = SampleSettings(m=a.m, n=a.n, seed=a.seed, data_dir=a.data_dir)
         docs = subsample_docs(spec, sample_settings, a.subsample)["test"]
         choices = [list(c) for c in docs["choices"]]
+        prompts = list(docs["prompt"])
         longest = max(len(tokenizer(spec.target_delimiter + c)["input_ids"]) for cs in choices for c in cs)
-        torch.manual_seed(a.seed)
-        completions = sample(model, tokenizer, list(docs["prompt"]), a.samples, longest + 1)
-        old = [[starts_with(c, cs) for c in group] for group, cs in zip(completions, choices)]
-        new = [[answer(c, cs) for c in group] for group, cs in zip(completions, choices)]
-        k = max(len(cs) for cs in choices)
-        total = len(old) * a.samples
+        answers = choice_tokens(tokenizer, prompts, choices, spec.target_delimiter)
+        read = {}
+        for mode, given in (("free", None), ("choices", answers)):
+            torch.manual_seed(a.seed)
+            completions = sample(model, tokenizer, prompts, a.samples, longest + 1, given)
+            read[mode] = [[answer(c, cs) for c in group] for group, cs in zip(completions, choices)]
+        k, total = max(len(cs) for cs in choices), len(prompts) * a.samples
+        unmatched = {m: 100 * sum(g.count(None) for g in r) / total for m, r in read.items()}
+        teach = {m: 100 * teaching(r) for m, r in read.items()}
+        votes = {m: balance([vote(g) for g in r], k) for m, r in read.items()}
         print(
-            f"{task:16} {100 * sum(g.count(None) for g in old) / total:12.1f}% "
-            f"{100 * sum(g.count(None) for g in new) / total:5.1f}% "
-            f"{100 * np.mean([tied(g) for g in old]):8.1f}% {100 * np.mean([tied(g) for g in new]):5.1f}% "
-            f"{balance([lowest_on_tie(g) for g in old], k):>16} {balance([vote(g) for g in new], k):>16} "
+            f"{task:16} {unmatched['free']:13.1f}% {unmatched['choices']:7.1f}% {teach['free']:21.1f}% "
+            f"{teach['choices']:7.1f}% {votes['free']:>16} {votes['choices']:>16} "
             f"{balance(list(docs['label'].astype(int)), k):>16}",
             flush=True,
         )

@@ -46,8 +46,22 @@ def checkpointing(model) -> bool:
     return False
 
 
+def allowed_next(answers: list[list[int]], made: list[int], end: int) -> list[int]:
+    """The tokens that keep a completion on one of `answers` (token sequences) after `made`: the next token
+    of each answer it is a prefix of, and `end` where it already is an answer; `end` alone past them all."""
+    n = len(made)
+    ok = {a[n] for a in answers if len(a) > n and a[:n] == made}
+    return sorted(ok | ({end} if made in answers or not ok else set()))
+
+
 class GroupedGRPOTrainer(GRPOTrainer):
-    """`GRPOTrainer` whose sampling and scoring run each prompt once for its group of completions."""
+    """`GRPOTrainer` whose sampling and scoring run each prompt once for its group of completions.
+
+    `answers`, where set, maps a prompt's token ids to the completions it may sample (token sequences):
+    sampling draws from the policy's next-token distribution renormalised over the tokens that stay on one
+    of them, then ends the completion."""
+
+    answers: dict[tuple[int, ...], list[list[int]]] | None = None
 
     def _plain(self, multimodal_fields=None) -> bool:
         return not (
@@ -64,6 +78,15 @@ class GroupedGRPOTrainer(GRPOTrainer):
         ids, mask = left_padded([prompt_ids[a] for a, _ in spans], self._tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         sizes = torch.tensor([b - a for a, b in spans], device=device)
+        constrain = {}
+        if self.answers is not None:  # each sampled row's answers, its prompt's; a completion starts at width
+            rows = [self.answers[tuple(prompt_ids[a])] for a, b in spans for _ in range(b - a)]
+            width, end = ids.size(1), self.eos_token_ids[0]
+
+            def keep_on(i: int, seq: torch.Tensor) -> list[int]:
+                return allowed_next(rows[i], seq[width:].tolist(), end)
+
+            constrain["prefix_allowed_tokens_fn"] = keep_on
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as `generate` numbers a left-padded prompt
         with (
             unwrap_model_for_generation(
@@ -91,6 +114,7 @@ class GroupedGRPOTrainer(GRPOTrainer):
                 attention_mask=mask.repeat_interleave(sizes, dim=0),
                 cache=cache,
                 generation_config=self.generation_config,
+                **constrain,
             )
         completions = []
         for row in out[:, ids.size(1) :].tolist():  # up to and including the first end-of-sequence token

@@ -265,7 +265,8 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     keys = {"data_dir": str(data_dir)}
     whole = load_config("methods_study", keys)
     narrowed = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
-    assert narrowed.methods == ["test-time-rl"] and narrowed.method_settings == {}
+    assert narrowed.methods == ["test-time-rl"]  # self-training's settings dropped, its own kept
+    assert narrowed.method_settings == {"test-time-rl": {"answers": "free"}}
     hashes = {c.method: c.settings_hash() for c in whole.per_method()}
     assert [c.settings_hash() for c in narrowed.per_method()] == [hashes["test-time-rl"]]
     kept = load_config("methods_study", keys | {"methods": ["self-training"]})

@@ -80,12 +80,29 @@ def test_every_shipped_config_is_in_the_recorded_hashes():
     assert sorted(json.loads(HASHES.read_text())) == sorted(configs())
 
 
+# defaults changed after the shipped studies ran, which their config files pin (so their records keep
+# their hash): test-time RL sampled free text (its default is now among the choices)
+CHANGED = {"test-time-rl": {"answers": "free"}}
+
+
 def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
+    """With the defaults that changed since pinned as the shipped config files pin them; without them a
+    test-time RL manifest no longer does, and that run is refused rather than mixed."""
     manifests = sorted(BENCHMARKS.glob("methods_study*/m*/n*/*/manifest-shard*.json"))
     assert len(manifests) >= 3
+    changed = 0
     for path in manifests:
         manifest = json.loads(path.read_text())
-        assert GridConfig(**manifest["config"]).settings_hash() == manifest["settings_hash"], path
+        config = manifest["config"]
+        used = set(config.get("methods") or [config.get("method") or "prompt-tapt"])
+        pins = {k: v for k, v in CHANGED.items() if k in used}
+        study = path.relative_to(BENCHMARKS).parts[0]
+        own = yaml.safe_load((CONFIGS_DIR / f"{study}.yaml").read_text()).get("method_settings", {})
+        assert all(own[k] | v == own[k] for k, v in pins.items())  # the shipped config file pins them too
+        pinned = config | {"method_settings": {**config.get("method_settings", {}), **pins}}
+        assert GridConfig(**pinned).settings_hash() == manifest["settings_hash"], path
+        changed += GridConfig(**config).settings_hash() != manifest["settings_hash"]
+    assert changed == sum("test-time-rl" in p.parent.name for p in manifests) > 0
 
 
 def test_a_config_is_its_sections_side_by_side_and_reads_through_them():

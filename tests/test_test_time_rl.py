@@ -112,3 +112,56 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
         "label accuracy" in did.columns
     ) == voted_any  # a random tiny model's samples rarely name a choice
     assert "what each method did" in format_records(did)
+
+
+def test_sampling_among_the_choices_keeps_a_completion_on_one_of_them_then_ends_it():
+    from tapt.grpo_groups import allowed_next
+
+    answers, end = [[5, 6, 7], [5, 8], [9]], 0
+    assert allowed_next(answers, [], end) == [5, 9]
+    assert allowed_next(answers, [5], end) == [6, 8] and allowed_next(answers, [5, 6], end) == [7]
+    assert allowed_next(answers, [5, 8], end) == [end] and allowed_next(answers, [9], end) == [end]
+    assert allowed_next([[5], [5, 6]], [5], end) == [end, 6]  # a choice that starts another may end or go on
+    assert allowed_next(answers, [5, 8, end], end) == [end]  # ended: the end pads it
+
+
+def test_a_choice_is_tokenized_as_the_continuation_lm_eval_scores(tiny_llama):
+    from transformers import AutoTokenizer
+
+    from tapt.methods.test_time_rl import choice_tokens
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama)
+    prompts = ["Which? ### Answer:", "Other text ### Answer:"]
+    found = choice_tokens(tok, prompts, [CHOICES, CHOICES[:2]], " ")
+    for prompt, names in zip(prompts, [CHOICES, CHOICES[:2]]):
+        conts = found[tuple(tok(text=prompt)["input_ids"])]
+        assert [tok.decode(c) for c in conts] == [" " + n for n in names]
+
+
+@pytest.mark.parametrize("mode, unmatched", [("choices", 0.0), ("free", None)])
+def test_every_sample_names_a_choice_by_default_and_free_text_need_not(
+    mode, unmatched, tmp_path, tiny_llama, data_dir
+):
+    """A random tiny model's free text rarely names a class; sampled among the choices, every sample does,
+    so its groups can disagree and teach."""
+    settings = {"samples": 4, "prompts_per_rollout": 3, "answers": mode}
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        tmp_path / "out",
+        method="test-time-rl",
+        method_settings={"test-time-rl": settings},
+        conditions=["base", "extra", "test"],
+        exposure=False,
+        subsamples=1,
+    )
+    grid_run.run(load_config(config))
+    unit = json.loads(next((tmp_path / "out").rglob("units/0.json")).read_text())
+    for cond in ("extra", "test"):
+        rec = unit["training"][cond]
+        if unmatched is None:
+            assert rec["unmatched_share"] > 0.5, rec["unmatched_share"]
+        else:
+            assert rec["unmatched_share"] == unmatched and rec["voted"] == 6
+            assert rec["learned_from"] > 0 and rec["moved"]["norm"] > 0

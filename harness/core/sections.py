@@ -6,6 +6,8 @@ class says otherwise in `RECORD` or `PARTS`:
 - `RECORD[key] = NEVER`: it cannot change a number (where results go, what a run is called);
 - `RECORD[key] = WHEN_SET`: it was added after results were first recorded, so it is recorded only when
   it differs from its default, and older results keep their hash;
+- `RECORD[key] = since(value)`: as WHEN_SET, against the value the first results ran with rather than
+  the default, where the default changed when the key was added;
 - `PARTS[key] = part`: it configures a part of a run that can be off (the stream condition, the
   exposure test), and is recorded only when that part is on.
 """
@@ -36,6 +38,8 @@ def recorded(settings: Settings, parts: dict[str, bool] | None = None) -> dict[s
         if rule == NEVER or not parts.get(part, True):
             continue
         if rule == WHEN_SET and getattr(settings, field.name) == default_of(field):
+            continue
+        if isinstance(rule, tuple) and getattr(settings, field.name) == rule[1]:  # since(first)
             continue
         out[field.name] = values[field.name]
     return out

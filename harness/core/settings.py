@@ -25,6 +25,12 @@ from harness.core.errors import SettingsError, UserError
 NEVER, WHEN_SET = "never", "when set"  # when a results record holds a key (harness.core.sections)
 
 
+def since(first: Any) -> tuple[str, Any]:
+    """A RECORD rule: the key is recorded only when its value is not `first`, the value every result made
+    before the key existed ran with (its default may since have changed)."""
+    return ("when not", first)
+
+
 def option(default: Any = dataclasses.MISSING, help: str = "", **kw) -> Any:
     """A settings field with its help text (shown by `--help`)."""
     if isinstance(default, (list, dict)):
@@ -110,7 +116,7 @@ class Settings:
     ABOVE: ClassVar[dict[str, float]] = {}  # strict lower bounds
     BELOW: ClassVar[dict[str, float]] = {}  # strict upper bounds
     PATHS: ClassVar[tuple[str, ...]] = ()
-    RECORD: ClassVar[dict[str, str]] = {}
+    RECORD: ClassVar[dict[str, Any]] = {}
     PARTS: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:

@@ -4,8 +4,10 @@ prompts, rewarded by agreement with the majority vote of the policy's own sample
 of samples (`tapt.grpo_groups`).
 
 For each prompt (the zero-shot prompt lm-eval shows the model) the policy samples `samples`
-completions of a few tokens; each is read as the first choice it names anywhere in the completion (no
-choice named: no vote, reward 0); the most common choice is the prompt's pseudo-label (a tie goes to the
+completions. By default (`answers: choices`) each is one of the prompt's choices: the policy's
+next-token distribution renormalised over the tokens that stay on a choice, then the end. With `answers:
+free` a completion is free text of a few tokens, read as the first choice it names anywhere in it (no
+choice named: no vote, reward 0). The most common choice is the prompt's pseudo-label (a tie goes to the
 choice sampled first, as TTRL's `Counter.most_common`), and a sample agreeing with it earns 1, any other
 0. The leak rewards agreement with the gold choice instead (TTRL's ground-truth run, the ceiling);
 `extra` runs the same RL on independent prompts (the control TTRL does not report). LoRA through PEFT,
@@ -25,10 +27,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Literal
 
 from harness.core import training
 from harness.core.errors import UserError
-from harness.core.settings import Settings, option
+from harness.core.settings import Settings, option, since
 from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 
 
@@ -49,6 +52,13 @@ class TtrlSettings(Settings):
     }
     ABOVE = {"temperature": 0.0, "lr": 0.0}
     BELOW = {"warmup_ratio": 1.0}
+    RECORD = {"answers": since("free")}  # the first results sampled free text
+
+    answers: Literal["choices", "free"] = option(
+        "choices",
+        "choices: each sample is one of the prompt's choices, drawn from the policy renormalised over the "
+        "tokens that stay on one, then ended; free: free text, read for the first choice it names",
+    )
 
     samples: int = option(
         8, "completions sampled per prompt, voted on and trained on (TTRL: 64 voted, 32 trained)"
@@ -134,6 +144,21 @@ class Rewards:
         return rewards
 
 
+def choice_tokens(tokenizer, prompts: list[str], choices: list[list[str]], delimiter: str) -> dict:
+    """Each prompt's token ids (as TRL tokenizes a text prompt) -> its choices' tokens as a continuation
+    of it (as lm-eval scores them: the tokens the whole text adds to the prompt's)."""
+    out = {}
+    for prompt, names in zip(prompts, choices):
+        ids = tokenizer(text=prompt)["input_ids"]
+        conts = []
+        for name in names:
+            whole = tokenizer(text=prompt + delimiter + name)["input_ids"]
+            alone = tokenizer(text=delimiter + name, add_special_tokens=False)["input_ids"]
+            conts.append(whole[len(ids) :] if whole[: len(ids)] == ids else alone)
+        out[tuple(ids)] = conts
+    return out
+
+
 def rollout_size(s: TtrlSettings, n: int) -> int:
     """Prompts per rollout for a split of n prompts: TRL's sampler drops a last, partial rollout, so a
     split it does not divide is refused rather than trained on in part."""
@@ -198,6 +223,10 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         processing_class=x.tokenizer,
         callbacks=[steps],
     )
+    if s.answers == "choices":
+        trainer.answers = choice_tokens(
+            x.tokenizer, list(x.docs["prompt"]), [choices[r] for r in rows], x.spec.target_delimiter
+        )
     trainer.train()
     history = [h for h in trainer.state.log_history if "reward" in h]
     record = {
@@ -221,17 +250,24 @@ RECIPE = recipe_table(
         ("algorithm", "GRPO (advantages in a vendored verl)", "GRPO: TRL's GRPOTrainer", ""),
         ("reward", "1 if the answer equals the majority vote", "the same", ""),
         (
+            "sampling",
+            "free text from the policy (vLLM)",
+            "answers choices: the policy renormalised over the tokens that stay on one of the prompt's "
+            "choices, then the end; the loss reads the policy's own log-probs of them; free: free text",
+            "free text named no choice in 30-94% of samples (benchmarks/ttrl_answers.py)",
+        ),
+        (
             "answer",
             "the last \\boxed{} of the completion, else its last number (qwen_math_parser.py:485-525)",
-            "the first choice named, as a whole word",
-            "an answer is a task's choice; not yet the last one",
+            "the choice sampled; free: the first choice named, as a whole word",
+            "an answer is a task's choice; free: not yet the last one",
         ),
         ("tie", "the answer counted first (Counter.most_common, ttt_metrics.py:19-21)", "the same", ""),
         (
             "no answer",
             "'' is a vote like any other: where it wins, non-answers are rewarded (ttt_metrics.py:18-27)",
-            "no vote; reward 0",
-            "not yet the authors'",
+            "answers choices: every sample answers; free: no vote, reward 0",
+            "free: not yet the authors'",
         ),
         ("ground truth", "the same RL rewarded by the gold answer", "the leak condition", ""),
         ("control", "none (no RL on independent prompts)", "the extra condition", "the design's control"),
