@@ -19,9 +19,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
-from contamination import codec, doc_scores
+from contamination import doc_scores
 from contamination.exposure import codec_test
 from harness.core import models
 from harness.core.power import wilson
@@ -35,10 +34,11 @@ from harness.tasks.subsample import DataSettings, SampleSettings
 class CodecBenchArgs(DataSettings):
     """Which kept adapters are read."""
 
-    MINIMUM = {"k": 1, "limit": 0}
+    MINIMUM = {"k": 1, "limit": 0, "block": 2}
 
     results: str = option("results/methods_study", "results folder whose grid kept its adapters")
     k: int = option(1, "context documents (the grid's codec_context)")
+    block: int = option(8, "documents a block shares one context among (the grid's codec_block)")
     alpha: float = option(0.05, "level a model is flagged at")
     limit: int = option(0, "adapters read at most (0: all)")
     methods: list[str] = option(["prompt-tapt", "self-training"], "methods whose adapters are read")
@@ -54,8 +54,9 @@ class CodecBenchArgs(DataSettings):
 
 def scores(model, tokenizer, spec, docs, k: int, block: int | None, batch: int) -> tuple[float, object]:
     start = time.perf_counter()
-    with mock.patch.object(codec, "BLOCK", block or codec.BLOCK):
-        out = doc_scores.prompt_scores(model, tokenizer, spec, docs, batch, codec_context=k if block else 0)
+    out = doc_scores.prompt_scores(
+        model, tokenizer, spec, docs, batch, codec_context=k if block else 0, codec_block=block or 1
+    )
     return time.perf_counter() - start, out
 
 
@@ -68,7 +69,7 @@ def main() -> None:
     adapters = [p for p in adapters if not a.subsamples or int(p.name.split("_")[0]) in a.subsamples]
     adapters = adapters[: a.limit or None]  # in path order: the limit takes whole methods first
     seconds, flags, cache = defaultdict(float), defaultdict(list), {}
-    print(f"{len(adapters)} adapters under {a.results}, k {a.k}, block {codec.BLOCK}")
+    print(f"{len(adapters)} adapters under {a.results}, k {a.k}, block {a.block}")
     for path in adapters:
         subsample, cond = path.name.split("_", 1)
         task = path.parent.parent.name
@@ -87,7 +88,7 @@ def main() -> None:
         adapted = PeftModel.from_pretrained(model, path).eval()
         timed = {}
         variants = (("without", None),) if a.timing else ()
-        blocks = (("blocks", codec.BLOCK),) if a.rescore_blocks else ()
+        blocks = (("blocks", a.block),) if a.rescore_blocks else ()
         if not a.rescore_blocks:  # the unit's own CoDeC test, run by the grid with blocks
             recorded = unit["exposure"]["tests"][cond]["codec"]["p_test"]
             flags[(method, cond, "blocks")].append(recorded < a.alpha)

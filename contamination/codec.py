@@ -17,10 +17,11 @@ is set). Differences, each for a reason:
   them); a context document teaches those parts, and scoring them would read that lesson;
 - a document whose own text has 12 tokens or fewer is scored on what the cut leaves, at least one
   token (the authors drop it; a split of short questions would have nothing left);
-- the k context documents are drawn once per block of 8 documents of a set (in row order), from the
-  set's documents outside the block, by a generator seeded with (seed, the block's first row); a
-  block's documents read the context from one KV cache, so the context costs an eighth of a document
-  per document; where the whole would exceed the model's positions, the context is cut from the left.
+- the k context documents are drawn per document, as the authors draw them, by a generator seeded with
+  (seed, the document's row); `codec_block` B > 1 draws one per block of B documents of a set (in row
+  order) from the set's documents outside it, read from one KV cache: a third cheaper at B 8, but a
+  block's drops then move together while the permutation test counts documents as independent; where
+  the whole would exceed the model's positions, the context is cut from the left.
 Stored as the drop (minus delta), so that higher reads as member-like, as every other exposure score does.
 """
 
@@ -36,7 +37,7 @@ from harness.core.recipe import recipe_table
 SEPARATOR = "\n\n"  # between the context documents and before the scored one
 SKIP_FIRST = 10  # the authors' token_range (10, -1): a document's first 10 tokens are not scored ...
 DROP_LAST = 1  # ... nor its last one
-BLOCK = 8  # documents that share one sampled context, read once (the authors draw one per document)
+BLOCK = 1  # documents that share one sampled context by default: one each, as the authors draw them
 
 
 def shared_suffix(sequences: Sequence[Sequence[int]]) -> int:
@@ -50,20 +51,22 @@ def span(start: int, end: int) -> tuple[int, int]:
     return a, max(end - DROP_LAST, a + 1)
 
 
-def blocks(groups: Sequence, rows: Sequence[int], k: int, seed: int) -> list[tuple[list[int], list[int]]]:
-    """The documents (by position) cut into blocks of at most BLOCK of one group, in row order, each with
-    the positions of the k documents of its group, outside the block, put before every one of its
+def blocks(
+    groups: Sequence, rows: Sequence[int], k: int, seed: int, block: int = BLOCK
+) -> list[tuple[list[int], list[int]]]:
+    """The documents (by position) cut into blocks of at most `block` of one group, in row order, each
+    with the positions of the k documents of its group, outside the block, put before every one of its
     documents (drawn by a generator seeded with (seed, the block's first row))."""
     groups, rows, out = np.asarray(groups), np.asarray(rows), []
     for g in dict.fromkeys(groups.tolist()):
         members = [int(i) for i in np.flatnonzero(groups == g)]
         members.sort(key=lambda i: int(rows[i]))
-        size = max(min(BLOCK, len(members) - k), 1)
+        size = max(min(block, len(members) - k), 1)
         for start in range(0, len(members), size):
-            block = members[start : start + size]
-            others = np.array([i for i in members if i not in block])
-            rng = np.random.default_rng([seed, int(rows[block[0]])])
-            out.append((block, [int(j) for j in rng.permutation(others)[:k]]))
+            chunk = members[start : start + size]
+            others = np.array([i for i in members if i not in chunk])
+            rng = np.random.default_rng([seed, int(rows[chunk[0]])])
+            out.append((chunk, [int(j) for j in rng.permutation(others)[:k]]))
     return out
 
 
@@ -77,11 +80,12 @@ def drops(
     k: int,
     seed: int,
     batch_size: int = 8,
+    block: int = BLOCK,
 ) -> np.ndarray:
     """Per document: the mean log-probability of its scored span alone (`alone`: each document's token
     log-probabilities from the exposure pass, index t - 1 for token t) minus the same tokens' mean with k
-    documents of its group before it. A block's documents share their context, so the context (and the
-    instruction every prompt starts with) is read once per block, from its KV cache."""
+    documents of its group before it. Where `block` > 1, a block's documents share their context, so the
+    context (and the instruction every prompt starts with) is read once per block, from its KV cache."""
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
     sep = tokenizer(SEPARATOR, add_special_tokens=False)["input_ids"]
     bos = getattr(tokenizer, "bos_token_id", None)
@@ -92,15 +96,15 @@ def drops(
         return ids[cut:], cut
 
     out = np.full(len(contexts), np.nan)
-    for block, chosen in blocks(groups, rows, k, seed):
+    for members, chosen in blocks(groups, rows, k, seed, block):
         prefix = contexts[chosen[0]] + sep if chosen else []
         for j in chosen[1:]:
             prefix += body(contexts[j])[0] + sep
-        targets = [body(contexts[i]) for i in block]
+        targets = [body(contexts[i]) for i in members]
         room = max(limit - max(len(t) for t, _ in targets), 1)
         prefix = prefix[-room:] if len(prefix) > room else prefix
         scored = loglik.score(model, [prefix + t for t, _ in targets], None, batch_size)
-        for i, (_, cut), s in zip(block, targets, scored):
+        for i, (_, cut), s in zip(members, targets, scored):
             offset = len(prefix) - cut  # token t of the document alone is token offset + t here
             a, b = span(max(prefix_len, 1), max(len(contexts[i]) - suffix_len, prefix_len + 1))
             with_context = s.token_logprobs[offset + a - 1 : offset + b - 1]
@@ -128,14 +132,14 @@ RECIPE = recipe_table(
         (
             "k",
             "1 context document (cells 1, 16, 18, 22)",
-            "codec_context: 0 (off) in a grid by default, 1 in the methods configs",
+            "codec_context (a grid, contamination exposure): 0, off, by default; 1 in the methods configs",
             "CoDeC costs 2.4x a document; off unless asked",
         ),
         (
             "context",
             "random others of the set per document, joined by a blank line (cells 6, 7)",
-            "one draw per block of 8 documents, joined by a blank line",
-            "a block reads its context once, from its cache (its 8 drops are not independent)",
+            "the same by default (codec_block 1); codec_block 8: one draw per 8 documents",
+            "codec_block 8 is a third cheaper, but its 8 drops are not independent",
         ),
         (
             "span",

@@ -120,12 +120,14 @@ def causal_scores(
     codec_context: int = 0,
     seed: int = 0,
     extra: list[tuple[Score, dict]] = (),
+    codec_block: int = codec.BLOCK,
 ) -> pd.DataFrame:
     """Scores of each doc's context (its first `max_tokens`) and its continuations (one list per doc)
     under a causal LM. `known`: contexts this model already scored with their token statistics (a
     `hf-prompt-once` scoring pass's `stats`, keyed by token ids); only the others are run here.
-    `codec_context` > 0: also CoDeC's drop with that many documents of the same split before each.
-    `extra`: plug-in scores with their settings, each a column of its name."""
+    `codec_context` > 0: also CoDeC's drop with that many documents of the same split before each,
+    drawn once per `codec_block` documents. `extra`: plug-in scores with their settings, each a column
+    of its name."""
     pairs = [[loglik.encode_pair(tokenizer, c, x) for x in conts] for c, conts in zip(contexts, choices)]
     ctx = [p[0][0][:max_tokens] for p in pairs]
     conts = [[tuple(q[1]) for q in p] for p in pairs]
@@ -151,7 +153,9 @@ def causal_scores(
     drops, alone = None, [s.token_logprobs for s in scored]
     if codec_context > 0:
         rows, groups = docs["row"].to_numpy(), docs["split"].to_numpy()
-        drops = codec.drops(model, tokenizer, ctx, alone, groups, rows, codec_context, seed, batch_size)
+        drops = codec.drops(
+            model, tokenizer, ctx, alone, groups, rows, codec_context, seed, batch_size, codec_block
+        )
     out = frame(docs, text, mink, ll, drops)
     for score, settings in extra:
         x = ScoreInputs(model, tokenizer, docs, ctx, alone, start + 1, settings, seed, batch_size)
@@ -173,9 +177,10 @@ def prompt_scores(
     codec_context: int = 0,
     seed: int = 0,
     extra: list[tuple[Score, dict]] = (),
+    codec_block: int = codec.BLOCK,
 ) -> pd.DataFrame:
-    """`docs` (columns split, row, label, prompt, choices) in the prompt format; `known`, `codec_context`
-    and `extra` as in `causal_scores`."""
+    """`docs` (columns split, row, label, prompt, choices) in the prompt format; `known`, `codec_context`,
+    `codec_block` and `extra` as in `causal_scores`."""
     choices = [[spec.target_delimiter + c for c in cs] for cs in docs["choices"]]
     prompts = list(docs["prompt"])
     return causal_scores(
@@ -189,6 +194,7 @@ def prompt_scores(
         codec_context=codec_context,
         seed=seed,
         extra=extra,
+        codec_block=codec_block,
     )
 
 

@@ -172,6 +172,10 @@ def exposure_test(
         out["reference_check"] = reference_check(texts, base, (reference["split"] == "test").to_numpy(), seed)
     for name, values in split_scores(scores, text_score).items():
         out[name] = two_sample(values["test"], values["extra"], seed)
+    if recorded_codec(suspect):  # CoDeC reads each model alone: the base's own is its false-positive check
+        out[CODEC] = codec_test(suspect, seed)
+        if reference is not None and recorded_codec(reference):
+            out[f"{CODEC}_base"] = codec_test(reference, seed)
     if reference is not None:  # the shift check: the base's own scores, suspect against reference
         out["shift"] = {}
         for name, v in split_scores(reference, text_score).items():

@@ -40,7 +40,7 @@ class ExposureSettings(Settings):
 class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
     """One `tapt-bench contamination exposure`: a checkpoint (+ adapter) against --base on a subsample."""
 
-    MINIMUM = {"subsample": 0, "batch_size": 1, "suspect_n": 1, "reference_n": 1}
+    MINIMUM = {"subsample": 0, "batch_size": 1, "suspect_n": 1, "reference_n": 1, "codec_context": 0}
 
     task: str = option(
         help="task slug (ag_news), task name (tapt_ag_news), a task YAML path, or any lm-eval "
@@ -75,6 +75,12 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         "pretrain-text saw it (causal LM, or masked LM under a fixed seeded mask for an encoder)",
     )
     batch_size: int = option(8, "documents per forward pass")
+    codec_context: int = option(
+        0,
+        "also CoDeC (Zawalski et al. 2025): each document scored again with this many others of its own "
+        "set before it, drawn per document (the authors use 1); under the suspect and, as its false-positive "
+        "check, the base; 0: off (it reads every document once more)",
+    )
     out: str | None = option(None, "write the result JSON (with every document's scores) here")
     json: bool = option(False, "print the result as JSON")
 
@@ -82,6 +88,10 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         super().check()
         if self.reference_split and self.reference_file:
             raise UserError("--reference-split and --reference-file both given; name one reference")
+        if self.codec_context and self.format != "prompt":
+            raise UserError(
+                f"--codec-context {self.codec_context} runs CoDeC on prompts: pass --format prompt"
+            )
         if self.suspect_split and not (self.reference_split or self.reference_file):
             raise UserError(
                 f"--suspect-split {self.suspect_split} needs a reference the model cannot have seen: "
@@ -146,7 +156,10 @@ def scores_of(path: str, peft: str | None, spec: Spec, docs: pd.DataFrame, args:
     masked = args.format == "raw" and not models.is_decoder(path)
     model, tokenizer = models.load_scoring_model(path, peft, masked=masked)
     if args.format == "prompt":
-        return doc_scores.prompt_scores(model, tokenizer, spec, docs, args.batch_size)
+        k, seed = args.codec_context, args.seed
+        return doc_scores.prompt_scores(
+            model, tokenizer, spec, docs, args.batch_size, codec_context=k, seed=seed
+        )
     return doc_scores.raw_scores(model, tokenizer, docs, masked, args.seed, args.batch_size)
 
 

@@ -3,7 +3,7 @@ flag from reading as SEEN (no calibration, a shifted reference, a label flag bes
 
 from __future__ import annotations
 
-from contamination.exposure import LABELS_SEEN, STATISTICS
+from contamination.exposure import CODEC, LABELS_SEEN, STATISTICS
 from harness.core.power import POWER
 
 
@@ -93,6 +93,19 @@ def verdict(result: dict) -> list[str]:
                 f"{what}: no evidence of it (p {r['p_test']:.4g}); a gain above {r['detectable']:.4g} "
                 f"would have been seen with {POWER:.0%} power{caveat}"
             )
+    if CODEC in result:
+        p, base = result[CODEC]["p_test"], result.get(f"{CODEC}_base", {}).get("p_test")
+        if p <= a and base is not None and base <= a:
+            lines.append(
+                f"CoDeC: inconclusive (p {p:.4g} <= {a}, but the base alone separates the sets too, p "
+                f"{base:.4g})"
+            )
+        elif p <= a:
+            lines.append(
+                f"CoDeC: the text of {suspect} SEEN (its documents fell more with a context, p {p:.4g})"
+            )
+        else:
+            lines.append(f"CoDeC: no evidence the text of {suspect} was seen (p {p:.4g})")
     return lines
 
 
@@ -107,6 +120,14 @@ def format_result(result: dict) -> str:
             f"[{r['ci_low']:+9.4f}, {r['ci_high']:+9.4f}] "
             f"{r['p_test']:9.4g} {r['p_extra']:9.4g}  ({shift}{unit}, suspect - reference)"
         )
+    for name, who in ((CODEC, "suspect"), (f"{CODEC}_base", "base alone")):
+        if name in result:
+            r = result[name]
+            lines.append(
+                f"  {name:11} {r['effect']:+9.4f} [{r['ci_low']:+9.4f}, {r['ci_high']:+9.4f}] "
+                f"{r['p_test']:9.4g} {r['p_extra']:9.4g}  ({who}: drop with a context, suspect - reference; "
+                f"shares that fell {r['share_test']:.0%} and {r['share_extra']:.0%})"
+            )
     check = result.get("reference_check")
     if check:
         lines.append(

@@ -62,7 +62,7 @@ def test_a_model_trained_to_memorise_a_split_loses_likelihood_on_it_when_context
 def test_a_blocks_context_comes_from_its_own_split_outside_the_block_and_is_drawn_once_per_block():
     groups = np.array(["test"] * 20 + ["extra"] * 5)
     rows = list(range(100, 125))
-    got = codec.blocks(groups, rows, 3, seed=0)
+    got = codec.blocks(groups, rows, 3, seed=0, block=8)
     assert [b for b, _ in got] == [list(range(0, 8)), list(range(8, 16)), list(range(16, 20)), [20, 21]] + [
         [22, 23],
         [24],
@@ -70,26 +70,35 @@ def test_a_blocks_context_comes_from_its_own_split_outside_the_block_and_is_draw
     for block, chosen in got:
         assert len(chosen) == 3 and not set(chosen) & set(block)
         assert all(groups[j] == groups[block[0]] for j in chosen)
-    assert got == codec.blocks(groups, rows, 3, seed=0) and got != codec.blocks(groups, rows, 3, seed=1)
+    assert got == codec.blocks(groups, rows, 3, 0, 8) and got != codec.blocks(groups, rows, 3, 1, 8)
 
 
-def test_a_block_read_from_one_cache_gives_each_documents_own_drop(tiny_llama, docs):
+def test_by_default_each_document_draws_its_own_context_as_the_authors_do():
+    groups = np.array(["test"] * 20 + ["extra"] * 5)
+    got = codec.blocks(groups, list(range(100, 125)), 1, seed=0)
+    assert [b for b, _ in got] == [[i] for i in range(25)]  # one document a draw
+    assert all(j != b[0] and groups[j] == groups[b[0]] for b, (j,) in got)
+    assert len({j for b, (j,) in got[:20]}) > 8  # the test documents' contexts are not a few shared ones
+
+
+@pytest.mark.parametrize("block", [1, 8])
+def test_a_block_read_from_one_cache_gives_each_documents_own_drop(block, tiny_llama, docs):
     """Every document of a block scored on its own (context + document, nothing shared) gives the drop
-    the block's shared pass gives."""
+    the block's shared pass gives; a block of 1 is a context per document."""
     from harness.core import loglik
 
     spec, d = docs
     tokenizer = models.tokenizer(str(tiny_llama))
     model = LlamaForCausalLM.from_pretrained(tiny_llama).eval()
-    scored = doc_scores.prompt_scores(model, tokenizer, spec, d, codec_context=1)
+    scored = doc_scores.prompt_scores(model, tokenizer, spec, d, codec_context=1, codec_block=block)
     ctx = [tokenizer(p)["input_ids"] for p in d["prompt"]]
     groups, rows = d["split"].to_numpy(), d["row"].to_numpy()
     sep = tokenizer(codec.SEPARATOR, add_special_tokens=False)["input_ids"]
     start, end = loglik.shared_prefix(ctx), codec.shared_suffix(ctx)
     alone = loglik.score(model, ctx, None, share_prefix=False)
     cut = int(ctx[0][0] == tokenizer.bos_token_id)  # the document's BOS, if its tokenizer adds one
-    for block, (j,) in codec.blocks(groups, rows, 1, seed=0):
-        for i in block:
+    for members, (j,) in codec.blocks(groups, rows, 1, 0, block):
+        for i in members:
             whole = loglik.score(model, [ctx[j] + sep + ctx[i][cut:]], None, share_prefix=False)[0]
             a, b = codec.span(start, len(ctx[i]) - end)
             offset = len(ctx[j]) + len(sep) - cut

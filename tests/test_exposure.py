@@ -129,6 +129,23 @@ def test_the_command_prints_the_verdict_and_writes_every_documents_scores(
     assert result["settings"]["n"] == N and result["calibrated"] is False
 
 
+def test_the_command_runs_codec_under_the_suspect_and_the_base_with_a_context_per_document(
+    tiny_llama, data_dir, tmp_path, capsys
+):
+    exposure_cli(tiny_llama, data_dir, "--codec-context", "1", "--out", str(tmp_path / "r.json"))
+    shown = capsys.readouterr().out
+    assert "CoDeC:" in shown and "codec_base" in shown
+    result = json.loads((tmp_path / "r.json").read_text())
+    for who in ("suspect", "reference"):
+        drops = result["documents"][who]["codec"]
+        assert len(drops) == 2 * N and all(np.isfinite(drops))
+    assert {"p_test", "share_test"} <= set(result["codec"]) and result["settings"]["codec_context"] == 1
+    # the suspect is the base here (no adapter): its CoDeC and the base's are the same numbers
+    assert result["codec"]["p_test"] == result["codec_base"]["p_test"]
+    with pytest.raises(SystemExit, match="--codec-context 1 runs CoDeC on prompts: pass --format prompt"):
+        exposure_cli(tiny_llama, data_dir, "--codec-context", "1", "--format", "raw")
+
+
 def test_bad_inputs_are_refused_before_scoring(tiny_llama, tiny_bert, data_dir, tmp_path):
     with pytest.raises(SystemExit, match="cannot reach p <= 0.05.*raise --n to at least 3"):
         main(f"contamination exposure --task rotten_tomatoes --n 2 --m 4 --data-dir {data_dir}".split())

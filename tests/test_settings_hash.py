@@ -81,8 +81,10 @@ def test_every_shipped_config_is_in_the_recorded_hashes():
 
 
 # defaults changed after the shipped studies ran, which their config files pin (so their records keep
-# their hash): test-time RL sampled free text (its default is now among the choices)
+# their hash): test-time RL sampled free text (its default is now among the choices), and CoDeC drew
+# one context per 8 documents (its default is now one per document)
 CHANGED = {"test-time-rl": {"answers": "free"}}
+CHANGED_GRID = {"codec_block": 8}
 
 
 def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
@@ -98,11 +100,15 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
         pins = {k: v for k, v in CHANGED.items() if k in used}
         study = path.relative_to(BENCHMARKS).parts[0]
         own = yaml.safe_load((CONFIGS_DIR / f"{study}.yaml").read_text()).get("method_settings", {})
+        # (own, and shipped below: the shipped config file pins the same values)
         assert all(own[k] | v == own[k] for k, v in pins.items())  # the shipped config file pins them too
-        pinned = config | {"method_settings": {**config.get("method_settings", {}), **pins}}
+        shipped = yaml.safe_load((CONFIGS_DIR / f"{study}.yaml").read_text())
+        grid = {k: v for k, v in CHANGED_GRID.items() if config.get("codec_context")}
+        assert all(shipped[k] == v for k, v in grid.items())
+        pinned = config | grid | {"method_settings": {**config.get("method_settings", {}), **pins}}
         assert GridConfig(**pinned).settings_hash() == manifest["settings_hash"], path
         changed += GridConfig(**config).settings_hash() != manifest["settings_hash"]
-    assert changed == sum("test-time-rl" in p.parent.name for p in manifests) > 0
+    assert changed == len(manifests)  # every shipped run had CoDeC on
 
 
 def test_a_config_is_its_sections_side_by_side_and_reads_through_them():

@@ -206,7 +206,7 @@ class GridConfig(Sections):
                 out |= recorded(section, self.grid.parts())
         if self.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
             out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
-            out["codec_block"] = codec.BLOCK  # documents that share a context
+            out["codec_block"] = self.codec_block  # documents that share a context
         if not self.is_study_method():  # another method: its own settings stand where prompt TAPT's were
             method = self.adaptation()
             for key in TRAINING_KEYS:  # quantize and bf16 stay: the base's form

@@ -19,10 +19,17 @@ EXPOSURE, STREAM = "exposure", conditions.STREAM  # the parts of a run that can 
 class GridSettings(Settings):
     """The run's shape: tasks, cells, conditions, methods, the exposure test and the results folder."""
 
-    MINIMUM = {"subsamples": 1, "eval_batch_size": 1, "codec_context": 0, "stream_chunks": 2}
+    MINIMUM = {
+        "subsamples": 1,
+        "eval_batch_size": 1,
+        "codec_context": 0,
+        "codec_block": 1,
+        "stream_chunks": 2,
+    }
     # method, methods, method_settings: the method's own record stands in for them (result_settings)
     RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
     RECORD |= dict.fromkeys(("method", "methods", "method_settings"), NEVER)
+    RECORD["codec_block"] = NEVER  # recorded beside CoDeC's span, where CoDeC runs (config.result_settings)
     RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
 
@@ -68,8 +75,13 @@ class GridSettings(Settings):
     codec_context: int = option(
         0,
         "with exposure: also CoDeC (Zawalski et al. 2025), each test and extra document scored again with "
-        "this many documents of its own split before it (the authors use 1; one draw serves 8 documents); "
-        "0: off (each document is read once more)",
+        "this many documents of its own split before it (the authors use 1), drawn per codec_block "
+        "documents; 0: off",
+    )
+    codec_block: int = option(
+        1,
+        "with codec_context: documents that share one drawn context, read once (1: a context per "
+        "document, the authors'; 8: a third cheaper, but a block's drops move together)",
     )
     scores: dict[str, dict] = option(
         {},

@@ -148,6 +148,7 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
                 cfg.eval_batch_size,
                 known=lm.stats,
                 codec_context=cfg.codec_context,
+                codec_block=cfg.codec_block,
                 seed=cfg.seed,
                 extra=cfg.loaded_scores(),
             )
