@@ -65,7 +65,7 @@ class TtrlSettings(Settings):
     )
     temperature: float = option(1.0, "sampling temperature (TTRL's)")
     beta: float = option(0.001, "KL loss coefficient against the base (TTRL's: verl's kl_loss_coef)")
-    lr: float = option(1e-4, "learning rate of the LoRA (TTRL: 5e-7 for all weights of a 7B model)")
+    lr: float = option(1e-4, "learning rate of the LoRA (TTRL: 5e-7 for all weights of a 1.5B model)")
     epochs: float = option(1.0, "passes over the split's prompts")
     prompts_per_rollout: int = option(8, "prompts sampled together before the updates (TTRL's batch: 8)")
     prompts_per_update: int = option(1, "prompts' completions per optimizer step (TTRL's mini-batch: 1)")
@@ -244,7 +244,8 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
 
 
 # TTRL: its released scripts and the verl config they run (PRIME-RL/TTRL); the rows that cite a file were
-# read at 3e2cc93 (verl/verl/utils/reward_score/ttrl/, verl/verl/trainer/, the verl config ppo_trainer.yaml)
+# read at 3e2cc93 (verl/verl/utils/reward_score/ttrl/, verl/verl/trainer/, ppo_trainer.yaml, and the
+# launch scripts verl/examples/ttrl/aime.sh and amc.sh)
 RECIPE = recipe_table(
     [
         ("algorithm", "GRPO (advantages in a vendored verl)", "GRPO: TRL's GRPOTrainer", ""),
@@ -273,7 +274,7 @@ RECIPE = recipe_table(
         ("control", "none (no RL on independent prompts)", "the extra condition", "the design's control"),
         (
             "samples",
-            "64 voted, 32 trained on",
+            "64 voted, 32 trained on (aime.sh:26-27)",
             "8, voted and trained on",
             "a step costs K generations and passes a prompt",
         ),
@@ -291,7 +292,7 @@ RECIPE = recipe_table(
             "none (TRL's GRPO has no dual clip)",
             "not yet the authors'",
         ),
-        ("rollout", "8 prompts", "the same", ""),
+        ("rollout", "8 prompts (aime.sh:25)", "the same", ""),
         ("updates", "one clipped step per prompt: 8 per rollout", "the same", ""),
         ("update order", "a prompt's completions together", "the same (TRL shuffles them)", ""),
         (
@@ -303,13 +304,13 @@ RECIPE = recipe_table(
         ("schedule", "cosine after 3% warm-up", "the same", ""),
         (
             "weights, lr",
-            "all weights of a 7B model; 5e-7",
+            "all weights of Qwen2.5-Math-1.5B; 5e-7 (amc.sh:12, aime.sh:60)",
             "LoRA r 16 (all linear); 1e-4",
             "5e-7 on a LoRA moves nothing",
         ),
         (
             "epochs",
-            "several episodes over the test prompts",
+            "80 episodes over AIME's prompts, 30 over AMC's (aime.sh:24, amc.sh:24)",
             "1",
             "a pass reads each prompt K times, twice over",
         ),
