@@ -248,11 +248,11 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
 # launch scripts verl/examples/ttrl/aime.sh and amc.sh)
 RECIPE = recipe_table(
     [
-        ("algorithm", "GRPO (advantages in a vendored verl)", "GRPO: TRL's GRPOTrainer", ""),
-        ("reward", "1 if the answer equals the majority vote", "the same", ""),
+        ("algorithm", "GRPO in a vendored verl (aime.sh:13)", "GRPO: TRL's GRPOTrainer", ""),
+        ("reward", "1 if the answer equals the majority vote (ttt_metrics.py:20-28)", "the same", ""),
         (
             "sampling",
-            "free text from the policy (vLLM)",
+            "free text from the policy (vLLM, aime.sh:68)",
             "answers choices: the policy renormalised over the tokens that stay on one of the prompt's "
             "choices, then the end; the loss reads the policy's own log-probs of them; free: free text",
             "free text named no choice in 30-94% of samples (benchmarks/ttrl_answers.py)",
@@ -278,7 +278,7 @@ RECIPE = recipe_table(
             "8, voted and trained on",
             "a step costs K generations and passes a prompt",
         ),
-        ("temperature", "1.0", "the same", ""),
+        ("temperature", "1.0 (aime.sh:69)", "the same", ""),
         (
             "KL",
             "a KL loss, coefficient 0.001, low_var_kl: k3 clamped to [-10, 10] (core_algos.py:484-489)",
@@ -293,7 +293,7 @@ RECIPE = recipe_table(
             "not yet the authors'",
         ),
         ("rollout", "8 prompts (aime.sh:25)", "the same", ""),
-        ("updates", "one clipped step per prompt: 8 per rollout", "the same", ""),
+        ("updates", "one clipped step per prompt: 8 per rollout (aime.sh:28, 57)", "the same", ""),
         ("update order", "a prompt's completions together", "the same (TRL shuffles them)", ""),
         (
             "prompt reads",
@@ -301,7 +301,7 @@ RECIPE = recipe_table(
             "once per group in both: its cache shared",
             "the same numbers; training reads a prompt once, not K times",
         ),
-        ("schedule", "cosine after 3% warm-up", "the same", ""),
+        ("schedule", "cosine after 3% warm-up (aime.sh:61-62)", "the same", ""),
         (
             "weights, lr",
             "all weights of Qwen2.5-Math-1.5B; 5e-7 (amc.sh:12, aime.sh:60)",
@@ -316,7 +316,7 @@ RECIPE = recipe_table(
         ),
         (
             "completion",
-            "a reasoning answer, thousands of tokens",
+            "a reasoning answer of up to 3072 tokens (aime.sh:15-17)",
             "the longest choice's tokens + 1",
             "a choice is short",
         ),
