@@ -4,6 +4,7 @@ leak; its records (votes and their agreement with the gold labels, rewards, zero
 shares) are written with the unit."""
 
 import json
+import re
 
 import pytest
 from helpers import tiny_grid_config
@@ -165,3 +166,18 @@ def test_every_sample_names_a_choice_by_default_and_free_text_need_not(
         else:
             assert rec["unmatched_share"] == unmatched and rec["voted"] == 6
             assert rec["learned_from"] > 0 and rec["moved"]["norm"] > 0
+
+
+def test_the_recipe_rows_that_say_the_same_are_the_settings_that_run_and_cite_their_line():
+    from tapt.methods.test_time_rl import RECIPE
+
+    rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
+    same = {"temperature": "1.0 (aime.sh:69)", "rollout": "8 prompts (aime.sh:25)"}
+    for what, authors in same.items():
+        assert authors in rows[what] and "the same" in rows[what]
+    assert "cosine after 3% warm-up (aime.sh:61-62)" in rows["schedule"]
+    s = TtrlSettings()
+    assert (s.temperature, s.prompts_per_rollout, s.prompts_per_update, s.warmup_ratio) == (1.0, 8, 1, 0.03)
+    assert s.answers == "choices" and "answers choices" in rows["sampling"]
+    cited = [w for w, line in rows.items() if re.search(r"\.(sh|py|yaml):\d+", line)]
+    assert len(cited) >= 14, cited
