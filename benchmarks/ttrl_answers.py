@@ -24,7 +24,7 @@ from harness.core.settings import option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 from tapt.grpo_groups import allowed_next
-from tapt.methods.test_time_rl import answer, choice_tokens, vote
+from tapt.ttrl_votes import answer, choice_tokens, vote
 
 
 @dataclass(kw_only=True)

@@ -14,7 +14,8 @@ from harness.grid import run as grid_run
 from harness.grid.config import load_config
 from harness.stats.diagnostics import format_records, method_records
 from tapt import methods
-from tapt.methods.test_time_rl import Rewards, TtrlSettings, answer, rollout_size, tied, vote
+from tapt.methods.test_time_rl import TtrlSettings, rollout_size
+from tapt.ttrl_votes import Rewards, answer, tied, vote
 
 CHOICES = ["World", "Sports", "Business", "Sci/Tech"]
 
@@ -129,7 +130,7 @@ def test_sampling_among_the_choices_keeps_a_completion_on_one_of_them_then_ends_
 def test_a_choice_is_tokenized_as_the_continuation_lm_eval_scores(tiny_llama):
     from transformers import AutoTokenizer
 
-    from tapt.methods.test_time_rl import choice_tokens
+    from tapt.ttrl_votes import choice_tokens
 
     tok = AutoTokenizer.from_pretrained(tiny_llama)
     prompts = ["Which? ### Answer:", "Other text ### Answer:"]

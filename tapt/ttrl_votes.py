@@ -1,0 +1,84 @@
+"""How test-time RL reads its samples: the choice a completion names, a group's majority vote, the
+rewards against it (TRL's reward-function interface), and each prompt's choices as the tokens its
+trainer may sample (tapt.methods.test_time_rl)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+
+def answer(completion: str, choices: list[str]) -> int | None:
+    """The first choice a completion names, as a whole word anywhere in it (case ignored; where two start
+    at the same place, the longer); None where it names none. TTRL reads its answer from the whole
+    completion too."""
+    found = []
+    for i, choice in enumerate(choices):
+        word = choice.strip()
+        if word:
+            hit = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", completion, flags=re.IGNORECASE)
+            if hit:
+                found.append((hit.start(), -len(word), i))
+    return min(found)[2] if found else None
+
+
+def vote(answers: list[int | None]) -> int | None:
+    """The most common answer; a tie goes to the answer sampled first (TTRL's `Counter.most_common`), so
+    no class is favoured; None where no sample named a choice."""
+    counts = Counter(a for a in answers if a is not None)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def tied(answers: list[int | None]) -> bool:
+    """Whether the vote was a tie between two or more answers."""
+    top = Counter(a for a in answers if a is not None).most_common(2)
+    return len(top) == 2 and top[0][1] == top[1][1]
+
+
+class Rewards:
+    """TRL's reward function: each completion's choice, its prompt group's vote, and the reward against
+    the vote (or the gold choice, given `gold`). Keeps what the record reports."""
+
+    __name__ = "majority_vote"  # TRL names a reward function's metrics after it
+
+    def __init__(self, choices: dict[int, list[str]], gold: dict[int, int] | None):
+        self.choices, self.gold = choices, gold
+        self.votes: dict[int, int | None] = {}
+        self.samples = self.unmatched = self.groups = self.flat_groups = self.ties = 0
+        self.learned: set[int] = set()  # rows whose group ever had rewards to tell apart
+
+    def __call__(self, prompts, completions, row, **kwargs) -> list[float]:
+        rewards: list[float] = []
+        start = 0
+        while start < len(row):  # TRL keeps each prompt's samples together
+            end = start
+            while end < len(row) and row[end] == row[start]:
+                end += 1
+            r = row[start]
+            answers = [answer(c, self.choices[r]) for c in completions[start:end]]
+            self.votes[r] = vote(answers)
+            target = self.gold[r] if self.gold is not None else self.votes[r]
+            group = [1.0 if a is not None and a == target else 0.0 for a in answers]
+            self.samples, self.unmatched = self.samples + len(answers), self.unmatched + answers.count(None)
+            self.groups, self.flat_groups = self.groups + 1, self.flat_groups + (len(set(group)) == 1)
+            self.ties += tied(answers)
+            if len(set(group)) > 1:
+                self.learned.add(int(r))
+            rewards += group
+            start = end
+        return rewards
+
+
+def choice_tokens(tokenizer, prompts: list[str], choices: list[list[str]], delimiter: str) -> dict:
+    """Each prompt's token ids (as TRL tokenizes a text prompt) -> its choices' tokens as a continuation
+    of it (as lm-eval scores them: the tokens the whole text adds to the prompt's)."""
+    out = {}
+    for prompt, names in zip(prompts, choices):
+        ids = tokenizer(text=prompt)["input_ids"]
+        conts = []
+        for name in names:
+            whole = tokenizer(text=prompt + delimiter + name)["input_ids"]
+            alone = tokenizer(text=delimiter + name, add_special_tokens=False)["input_ids"]
+            conts.append(whole[len(ids) :] if whole[: len(ids)] == ids else alone)
+        out[tuple(ids)] = conts
+    return out
