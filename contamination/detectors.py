@@ -35,7 +35,7 @@ from contamination.doc_scores import Score
 from contamination.exposure import BUILT_IN_COLUMNS, two_sample
 from harness.core import conditions
 from harness.core.plugins import load_attr, load_entry_points
-from harness.core.power import ALPHA, wilson
+from harness.core.power import ALPHA, clustered_wilson, wilson
 
 TEXT, LABELS = "text", "labels"
 
@@ -125,6 +125,7 @@ DETECTORS: dict[str, Detector] = {
 
 
 ENTRY_POINTS = "tapt_bench.detectors"
+UNIT = ("task", "subsample")  # the p-values of one unit's models: they share its documents
 _SCORES: dict[str, Score] = {}  # plug-in scores by the target that named them, each loaded once
 
 
@@ -169,14 +170,21 @@ def unit_pvalues(record: dict, texts: list[str]) -> list[dict]:
     return rows
 
 
-def rate(flagged: int, total: int) -> dict:
+def rate(flags: pd.Series, units: pd.Series) -> dict:
+    """A flag rate with its Wilson interval (models as independent) and the interval by unit (the models
+    of one unit share its documents: harness.core.power.clustered_wilson)."""
+    flagged, total = int(flags.sum()), len(flags)
     low, high = wilson(flagged, total)
+    unit_low, unit_high = clustered_wilson(flags.to_numpy(), units.tolist())
     return {
         "flagged": flagged,
         "models": total,
+        "units": int(units.nunique()),
         "rate": flagged / total if total else float("nan"),
         "low": low,
         "high": high,
+        "unit_low": unit_low,
+        "unit_high": unit_high,
     }
 
 
@@ -195,13 +203,13 @@ def error_rates(
         row = dict(zip(keys, group if isinstance(group, tuple) else (group,)))
         truth = df["condition"].map(lambda c, what=sees[row["detector"]]: saw(c, what))
         flagged = df["p"] <= alpha
+        unit_keys = [c for c in UNIT if c in df]
+        units = df[unit_keys].astype(str).agg("/".join, axis=1) if unit_keys else df.index.to_series()
         row["sees"] = sees[row["detector"]]
-        row["false_positive"] = rate(int(flagged[~truth].sum()), int((~truth).sum()))
-        row["power"] = rate(int(flagged[truth].sum()), int(truth.sum()))
-        row["by_condition"] = {
-            c: rate(int(flagged[df["condition"] == c].sum()), int((df["condition"] == c).sum()))
-            for c in df["condition"].unique()
-        }
+        row["false_positive"] = rate(flagged[~truth], units[~truth])
+        row["power"] = rate(flagged[truth], units[truth])
+        where = {c: df["condition"] == c for c in df["condition"].unique()}
+        row["by_condition"] = {c: rate(flagged[rows], units[rows]) for c, rows in where.items()}
         out.append(row)
     return out
 
@@ -212,22 +220,24 @@ def format_rates(rates: list[dict], alpha: float = ALPHA) -> str:
     width = max([len(r.get("method", "")) for r in rates] + [6])
     lines = [
         f"detector error rates at alpha {alpha} on models of known exposure (flagged/models, rate "
-        "[95% Wilson interval]); false positives: models that did not see what the detector claims to "
-        "see; power: models that did",
+        "[95% Wilson interval, models as independent] [95% interval by unit: a unit's models share its "
+        "documents]); false positives: models that did not see what the detector claims to see; power: "
+        "models that did",
         f"  {'method':{width}} {'mode':8} "
         + (f"{'task':16} " if task else "")
-        + f"{'detector':24} {'sees':6} {'false positives':>29} {'power':>29}",
+        + f"{'detector':24} {'sees':6} {'false positives':>45} {'power':>45}",
     ]
     for r in rates:
         cells = [
-            f"{c['flagged']:>3}/{c['models']:<3} {c['rate']:5.1%} [{c['low']:5.1%}, {c['high']:5.1%}]"
+            f"{c['flagged']:>3}/{c['models']:<3} {c['rate']:5.1%} [{c['low']:5.1%}, {c['high']:5.1%}] "
+            f"[{c['unit_low']:5.1%}, {c['unit_high']:5.1%}]"
             if c["models"]
-            else f"{'-':>29}"
+            else f"{'-':>45}"
             for c in (r["false_positive"], r["power"])
         ]
         lines.append(
             f"  {r.get('method', ''):{width}} {r.get('mode', ''):8} "
             + (f"{r.get('task', ''):16} " if task else "")
-            + f"{r['detector']:24} {r['sees']:6} {cells[0]:>29} {cells[1]:>29}"
+            + f"{r['detector']:24} {r['sees']:6} {cells[0]:>45} {cells[1]:>45}"
         )
     return "\n".join(lines)

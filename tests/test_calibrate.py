@@ -216,3 +216,30 @@ def test_calibrate_with_train_false_reads_the_finished_units_of_a_study_short_of
     ):
         main(f"contamination calibrate --config {config} --out {empty} --modes padding --train false".split())
     assert not (empty / "calibration.json").exists()
+
+
+def test_an_interval_by_unit_widens_where_a_units_models_flag_together_and_not_where_they_are_apart():
+    from harness.core.power import clustered_wilson, wilson
+
+    apart = clustered_wilson([1] * 8 + [0] * 12, range(20))  # every model its own unit
+    assert np.allclose(apart, wilson(8, 20), atol=0.01)
+    together = clustered_wilson([1] * 8 + [0] * 12, [i // 2 for i in range(20)])  # pairs that agree
+    low, high = wilson(8, 20)
+    assert together[0] < low and together[1] > high
+    assert (together[1] - together[0]) > 1.3 * (high - low)
+    assert np.allclose(together, wilson(4, 10), atol=0.03)  # about 10 independent flags' worth
+    assert np.allclose(clustered_wilson([0] * 6, [0, 0, 1, 1, 2, 2]), wilson(0, 6))  # no spread: Wilson's
+
+
+def test_error_rates_count_the_units_their_models_came_from():
+    rows = [
+        {"detector": "d", "condition": c, "p": 0.01 if k < 3 else 0.5, "task": "t", "subsample": k}
+        for k in range(6)
+        for c in ("extra", "test")
+    ]
+    (r,) = detectors.error_rates(pd.DataFrame(rows).assign(mode="padding"), {"d": "text"})
+    fp, power = r["false_positive"], r["power"]
+    assert (fp["flagged"], fp["models"], fp["units"]) == (3, 6, 6)
+    assert (power["flagged"], power["models"], power["units"]) == (3, 6, 6)
+    both = detectors.rate(pd.Series([True] * 6 + [False] * 6), pd.Series([k // 2 for k in range(12)]))
+    assert both["units"] == 6 and both["unit_high"] - both["unit_low"] > both["high"] - both["low"]

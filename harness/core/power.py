@@ -37,3 +37,28 @@ def wilson(flagged: int, total: int, confidence: float = 0.95) -> tuple[float, f
 
     ci = stats.binomtest(flagged, total).proportion_ci(confidence, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+def clustered_wilson(flags, clusters, confidence: float = 0.95) -> tuple[float, float]:
+    """A Wilson interval for a flag rate whose models come in clusters (the models of one unit share its
+    documents, so their flags are not independent): Wilson's at the effective size n / deff, the design
+    effect deff the ratio estimator's between-cluster variance over the binomial one (at least 1; 1 where
+    it cannot be read: one cluster, or a rate of 0 or 1). Written by hand: scipy's Wilson takes whole
+    counts only, and the effective size is not one."""
+    from scipy import stats
+
+    sums: dict = {}
+    for flag, cluster in zip(flags, clusters, strict=True):
+        total, count = sums.get(cluster, (0.0, 0))
+        sums[cluster] = (total + float(flag), count + 1)
+    n = sum(count for _, count in sums.values())
+    if n == 0:
+        return float("nan"), float("nan")
+    p, k, deff = sum(total for total, _ in sums.values()) / n, len(sums), 1.0
+    if k > 1 and 0 < p < 1:
+        between = k / (k - 1) * sum((total - p * count) ** 2 for total, count in sums.values()) / n**2
+        deff = max(1.0, between / (p * (1 - p) / n))
+    m, z = n / deff, float(stats.norm.ppf(0.5 + confidence / 2))
+    centre = (p + z**2 / (2 * m)) / (1 + z**2 / m)
+    half = z * math.sqrt(p * (1 - p) / m + z**2 / (4 * m**2)) / (1 + z**2 / m)
+    return max(centre - half, 0.0), min(centre + half, 1.0)
