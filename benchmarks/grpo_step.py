@@ -2,9 +2,10 @@
 per group (`tapt.grpo_groups`), side by side on the same base, prompts, seed and settings.
 
 For each n, test-time RL adapts on one subsample's n test prompts of a task (the method's defaults: 8
-samples a prompt, rollouts of 8 prompts, one step per prompt), once with each trainer, from a freshly
-loaded base. Prints the optimizer steps, the seconds of the whole `adapt` (sampling, scoring and
-updates), the seconds a step, the ratio TRL/grouped, and the mean reward each run logged. Usage:
+samples a prompt, rollouts of 8 prompts, one step per prompt; `answers: free`, since TRL's own trainer
+samples free text only), once with each trainer, from a freshly loaded base. Prints the optimizer
+steps, the seconds of the whole `adapt` (sampling, scoring and updates), the seconds a step, the ratio
+TRL/grouped, and the mean reward each run logged. Usage:
     python benchmarks/grpo_step.py --data-dir ../shared/data [--sizes 8 32] [--task ag_news]
 """
 
@@ -41,7 +42,7 @@ class GrpoBenchArgs(DataSettings, ModelSettings):
 
 def timed_run(a: GrpoBenchArgs, path, spec, docs, trainer_class) -> tuple[float, dict]:
     model, tokenizer = models.load_causal_lm(path), models.tokenizer(path)
-    settings = test_time_rl.TtrlSettings()
+    settings = test_time_rl.TtrlSettings(answers="free")  # TRL's own trainer samples free text only
     with tempfile.TemporaryDirectory() as work:
         x = methods.Inputs(model, tokenizer, spec, docs, settings, a.seed, Path(work))
         start = time.perf_counter()

@@ -20,6 +20,8 @@ from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.trainer.utils import pad, split_tensor_dict
 
+from harness.core.errors import UserError
+
 
 def groups(rows: list) -> list[tuple[int, int]]:
     """(start, end) of each run of equal consecutive items: TRL repeats a prompt K times in a row."""
@@ -73,6 +75,12 @@ class GroupedGRPOTrainer(GRPOTrainer):
     ):
         spans = groups([tuple(p) for p in prompt_ids])
         if not self._plain(multimodal_fields) or images or min(len(p) for p in prompt_ids) < 2:
+            if self.answers is not None:
+                raise UserError(
+                    "test-time-rl: sampling among the choices runs on text prompts through transformers' "
+                    "generate; these prompts take TRL's own path (vLLM, tools, images or one token): set "
+                    "answers: free in its method settings"
+                )
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)
         device = self.accelerator.device
         ids, mask = left_padded([prompt_ids[a] for a, _ in spans], self._tokenizer.pad_token_id)

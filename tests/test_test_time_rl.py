@@ -182,3 +182,20 @@ def test_the_recipe_rows_that_say_the_same_are_the_settings_that_run_and_cite_th
     assert s.answers == "choices" and "answers choices" in rows["sampling"]
     cited = [w for w, line in rows.items() if re.search(r"\.(sh|py|yaml):\d+", line)]
     assert len(cited) >= 14, cited
+
+
+def test_sampling_among_the_choices_is_refused_on_a_trainer_that_cannot_do_it(tmp_path, tiny_llama, data_dir):
+    from trl import GRPOTrainer
+
+    from harness.core import models
+    from harness.tasks.protocol import find_spec, subsample_docs
+    from harness.tasks.subsample import SampleSettings
+    from tapt.methods import Inputs
+    from tapt.methods.test_time_rl import adapt
+
+    spec = find_spec("ag_news")
+    docs = subsample_docs(spec, SampleSettings(data_dir=str(data_dir), n=4, m=4), 0)["test"]
+    model, tok = models.load_causal_lm(str(tiny_llama)), models.tokenizer(str(tiny_llama))
+    x = Inputs(model, tok, spec, docs, TtrlSettings(samples=2, prompts_per_rollout=4), 0, tmp_path)
+    with pytest.raises(UserError, match="choices samples through GroupedGRPOTrainer, not GRPOTrainer"):
+        adapt(x, GRPOTrainer)

@@ -147,6 +147,9 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         callbacks=[steps],
     )
     if s.answers == "choices":
+        if not isinstance(trainer, GroupedGRPOTrainer):
+            why = f"samples through GroupedGRPOTrainer, not {type(trainer).__name__}"
+            raise UserError(f"test-time-rl: answers: choices {why}; set answers: free")
         trainer.answers = choice_tokens(
             x.tokenizer, list(x.docs["prompt"]), [choices[r] for r in rows], x.spec.target_delimiter
         )
