@@ -88,6 +88,13 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         super().check()
         if self.reference_split and self.reference_file:
             raise UserError("--reference-split and --reference-file both given; name one reference")
+        if self.prompt_format == "chat" and self.chat_model is None:  # the base's own template
+            self.chat_model = self.base
+        if self.prompt_format == "chat" and (self.suspect_split or self.reference_file):
+            raise UserError(
+                "--prompt-format chat renders a subsample's prompts; a whole split or a file is read as "
+                "plain prompts: drop --prompt-format"
+            )
         if self.codec_context and self.format != "prompt":
             raise UserError(
                 f"--codec-context {self.codec_context} runs CoDeC on prompts: pass --format prompt"

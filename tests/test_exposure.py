@@ -208,3 +208,27 @@ def test_the_scoring_pass_gives_the_test_documents_exposure_scores_and_only_extr
         bound = 1e-4 if column == "mink" else 1e-5  # Min-K%++ divides float32 noise by each spread
         assert np.abs(merged[column] - scored["base"][column]).max() < bound, column
     assert 0 < accuracy < 1
+
+
+def test_the_command_scores_chat_prompts_through_the_bases_template(tiny_llama, data_dir, tmp_path):
+    exposure_cli(
+        tiny_llama, data_dir, "--prompt-format", "chat", "--uncalibrated", "--out", str(tmp_path / "r.json")
+    )
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["settings"]["prompt_format"] == "chat"
+    assert result["settings"]["chat_model"] == str(tiny_llama)
+    exposure_cli(tiny_llama, data_dir, "--uncalibrated", "--out", str(tmp_path / "plain.json"))
+    plain = json.loads((tmp_path / "plain.json").read_text())
+    assert result["documents"]["suspect"]["row"] == plain["documents"]["suspect"]["row"]
+    assert result["documents"]["suspect"]["text"] != plain["documents"]["suspect"]["text"]  # other prompts
+    with pytest.raises(SystemExit, match="--prompt-format chat renders a subsample's prompts"):
+        exposure_cli(
+            tiny_llama,
+            data_dir,
+            "--prompt-format",
+            "chat",
+            "--suspect-split",
+            "train",
+            "--reference-split",
+            "train",
+        )
