@@ -479,3 +479,18 @@ def test_tlms_recipe_cites_the_authors_code_per_row_and_its_same_rows_are_the_se
     )
     assert (s.lora_r, s.lora_alpha, s.target_modules) == (8, 16, ["q_proj", "v_proj"])
     assert "not yet the authors'" in rows["online setting"]
+
+
+def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_the_settings_that_run():
+    from harness.core import training
+    from tapt.methods.raw_text import RECIPE
+    from tapt.raw_text import MLM_PROBABILITY, TextSettings
+
+    rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
+    assert len(rows) == 7 and all(
+        re.search(r"\((run|pretrain|_config)\.py:|\.sh:\d+", r) for r in rows.values()
+    )
+    assert (MLM_PROBABILITY, training.MAX_LENGTH) == (0.15, 256)
+    s = TextSettings()  # the two rows that say otherwise say so because these are not the study's yet
+    assert (s.pretrain_batch_size, s.pretrain_lr) == (16, 5e-5)
+    assert "not yet the study's" in rows["batch"] and "not yet the study's" in rows["lr"]

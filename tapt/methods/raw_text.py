@@ -3,15 +3,46 @@ split's texts (each followed by its class name for the leak)."""
 
 from __future__ import annotations
 
+from harness.core import training
 from tapt.corpus import raw_texts
-from tapt.methods import Adapted, Inputs, Method
-from tapt.raw_text import TextSettings, pretrain
+from tapt.methods import Adapted, Inputs, Method, recipe_table
+from tapt.raw_text import MLM_PROBABILITY, TextSettings, pretrain
 
 
 def adapt(x: Inputs) -> Adapted:
     record = pretrain(x.model, raw_texts(x.docs, x.labeled), x.settings, x.seed, x.workdir)
     return Adapted(str(x.workdir), {**record, "learned_from": len(x.docs)}, restore=lambda: x.model)
 
+
+DEFAULTS = TextSettings()
+# the study's code: kddubey/pretrain-on-test at 80fd183 (run.py, src/pretrain_on_test/pretrain.py and
+# _config.py, and the launch scripts cloud_scripts/gcp/experiments/m100/n100/{bert,gpt2}/*_1.sh)
+RECIPE = recipe_table(
+    [
+        ("objective", "MLM for BERT, CLM for GPT-2 (pretrain.py:1-3, 62-66)", "the same", ""),
+        ("masking", "15% (run.py:48)", f"{MLM_PROBABILITY:.0%}", ""),
+        ("weights", "all, no LoRA (run.py:50, 60)", "all", ""),
+        ("max length", "256 (run.py:53, 63)", f"{training.MAX_LENGTH}", ""),
+        (
+            "epochs",
+            "2 for BERT, 1 for GPT-2 (bert_1.sh:11, gpt2_1.sh:13)",
+            "2 for an encoder, 1 for a decoder",
+            "",
+        ),
+        (
+            "batch",
+            "8 (bert_1.sh:9, gpt2_1.sh:9; _config.py:33's default is 16)",
+            f"{DEFAULTS.pretrain_batch_size}",
+            "not yet the study's: the bert and gpt2 configs keep 16",
+        ),
+        (
+            "lr",
+            "1e-4, AdamW (pretrain.py:74, 76)",
+            f"{DEFAULTS.pretrain_lr:g}, AdamW",
+            "not yet the study's: the bert and gpt2 configs keep transformers' default",
+        ),
+    ]
+)
 
 METHOD = Method(
     name="raw-text",
@@ -20,5 +51,6 @@ METHOD = Method(
     adapt=adapt,
     about="the study's raw-text TAPT: MLM (encoders) or CLM (decoders) on the split's texts, then a head",
     default_for="classifier",
+    recipe=RECIPE,
     order=1,
 )
