@@ -12,7 +12,6 @@ learn from), and the votes' class balance beside the gold labels'. Usage:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +22,7 @@ from harness.core.models import ModelSettings
 from harness.core.settings import option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
-from tapt.grpo_groups import allowed_next
+from tapt.grpo_groups import on_answers
 from tapt.ttrl_votes import answer, choice_tokens, vote
 
 
@@ -58,8 +57,8 @@ def sample(model, tokenizer, prompts, samples: int, new_tokens: int, answers=Non
         width = ids["input_ids"].shape[1]
         keep = {}
         if answers is not None:
-            choices, end = answers[tuple(ids["input_ids"][0].tolist())], tokenizer.eos_token_id
-            keep["prefix_allowed_tokens_fn"] = functools.partial(on_choices, choices, width, end)
+            rows = [answers[tuple(ids["input_ids"][0].tolist())]] * samples
+            keep["prefix_allowed_tokens_fn"] = on_answers(rows, width, tokenizer.eos_token_id)
         with torch.no_grad():
             gen = model.generate(
                 **ids,
@@ -74,10 +73,6 @@ def sample(model, tokenizer, prompts, samples: int, new_tokens: int, answers=Non
             )
         out.append(tokenizer.batch_decode(gen[:, width:], skip_special_tokens=True))
     return out
-
-
-def on_choices(choices: list[list[int]], width: int, end: int, i: int, seq: torch.Tensor) -> list[int]:
-    return allowed_next(choices, seq[width:].tolist(), end)
 
 
 def teaching(groups: list[list[int | None]]) -> float:

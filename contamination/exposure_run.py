@@ -88,8 +88,7 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         super().check()
         if self.reference_split and self.reference_file:
             raise UserError("--reference-split and --reference-file both given; name one reference")
-        if self.prompt_format == "chat" and self.chat_model is None:  # the base's own template
-            self.chat_model = self.base
+        self.default_chat_model(self.base)
         if self.prompt_format == "chat" and (self.suspect_split or self.reference_file):
             raise UserError(
                 "--prompt-format chat renders a subsample's prompts; a whole split or a file is read as "

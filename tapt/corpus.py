@@ -28,8 +28,7 @@ class TaptInput(SplitSettings, ModelSettings):
 
     def check(self) -> None:
         super().check()
-        if self.prompt_format == "chat" and self.chat_model is None:  # the base's own template
-            self.chat_model = self.base
+        self.default_chat_model(self.base)
         if self.split not in TAPT_SPLITS:
             why = "TAPT never trains on the labeled train split"
             problem = f"must be one of {TAPT_SPLITS} ({why}), got {self.split!r}"

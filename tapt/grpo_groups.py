@@ -56,6 +56,16 @@ def allowed_next(answers: list[list[int]], made: list[int], end: int) -> list[in
     return sorted(ok | ({end} if made in answers or not ok else set()))
 
 
+def on_answers(rows: list[list[list[int]]], width: int, end: int):
+    """`generate`'s prefix_allowed_tokens_fn that keeps sampled row i on one of `rows[i]` (its answers'
+    token sequences), its completion starting at position `width`."""
+
+    def keep_on(i: int, seq: torch.Tensor) -> list[int]:
+        return allowed_next(rows[i], seq[width:].tolist(), end)
+
+    return keep_on
+
+
 class GroupedGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` whose sampling and scoring run each prompt once for its group of completions.
 
@@ -89,12 +99,7 @@ class GroupedGRPOTrainer(GRPOTrainer):
         constrain = {}
         if self.answers is not None:  # each sampled row's answers, its prompt's; a completion starts at width
             rows = [self.answers[tuple(prompt_ids[a])] for a, b in spans for _ in range(b - a)]
-            width, end = ids.size(1), self.eos_token_ids[0]
-
-            def keep_on(i: int, seq: torch.Tensor) -> list[int]:
-                return allowed_next(rows[i], seq[width:].tolist(), end)
-
-            constrain["prefix_allowed_tokens_fn"] = keep_on
+            constrain["prefix_allowed_tokens_fn"] = on_answers(rows, ids.size(1), self.eos_token_ids[0])
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # as `generate` numbers a left-padded prompt
         with (
             unwrap_model_for_generation(

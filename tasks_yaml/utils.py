@@ -9,11 +9,10 @@ the error sees it as before.
 """
 
 import dataclasses
-import json
-from pathlib import Path
 
 import datasets
 
+from harness.core import models
 from harness.core.errors import UserError, print_user_errors
 from harness.core.settings import field_names
 from harness.tasks.protocol import SplitSettings, subsample_docs
@@ -26,22 +25,16 @@ METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
 print_user_errors("lm_eval")
 
 
-def adapter_base(adapter: str | None) -> str | None:
-    """The base an adapter folder names (its adapter_config.json), or None."""
-    config = Path(adapter or "") / "adapter_config.json"
-    return json.loads(config.read_text()).get("base_model_name_or_path") if config.is_file() else None
-
-
 def load_docs(**kwargs) -> datasets.DatasetDict:
     """`test`: the docs of metadata `split` (default: the test subsample); `train`: the labeled
     train subsample."""
     source = kwargs.get("config_source", "task YAML")
     spec = TaskSpec.from_kwargs({k: v for k, v in kwargs.items() if k in FACTS}, source)
     given = {k: v for k, v in kwargs.items() if k in METADATA}
-    if given.get("prompt_format") == "chat" and not given.get("chat_model"):  # the scored model's template
-        given["chat_model"] = kwargs.get("pretrained") or adapter_base(kwargs.get("peft"))
     try:
         sample = SplitSettings(task=spec.slug, **given)
+        if sample.chat_model is None and sample.prompt_format == "chat":  # the scored model's template
+            sample.default_chat_model(kwargs.get("pretrained") or models.adapter_base(kwargs.get("peft")))
         docs = subsample_docs(spec, sample, sample.subsample)
     except UserError as err:
         what = f"--metadata {err.key!r} {err.problem}" if getattr(err, "key", None) else str(err)

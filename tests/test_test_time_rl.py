@@ -3,15 +3,12 @@ samples outside the leak and the gold choice inside it; the method never receive
 leak; its records (votes and their agreement with the gold labels, rewards, zero-advantage and unmatched
 shares) are written with the unit."""
 
-import json
 import re
 
 import pytest
-from helpers import tiny_grid_config
+from helpers import one_unit
 
 from harness.core.errors import UserError
-from harness.grid import run as grid_run
-from harness.grid.config import load_config
 from harness.stats.diagnostics import format_records, method_records
 from tapt import methods
 from tapt.methods.test_time_rl import TtrlSettings, rollout_size
@@ -82,20 +79,10 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
 
     planted = {**real, "test-time-rl": dataclasses.replace(real["test-time-rl"], adapt=watched)}
     monkeypatch.setattr(methods, "builtin", lambda: planted)
-    settings = {"test-time-rl": {"samples": 2, "prompts_per_rollout": 3, "temperature": 1.0}}
-    config = tiny_grid_config(
-        tmp_path,
-        tiny_llama,
-        data_dir,
-        tmp_path / "out",
-        method="test-time-rl",
-        method_settings=settings,
-        exposure=False,
-        subsamples=1,
-    )
-    grid_run.run(load_config(config))
+    settings = {"samples": 2, "prompts_per_rollout": 3, "temperature": 1.0}
+    four = ["base", "extra", "test", "leak"]
+    unit = one_unit(tmp_path, tiny_llama, data_dir, "test-time-rl", settings, conditions=four, exposure=False)
     assert seen == [(False, False), (False, False), (True, True)]  # the labels reach the leak only
-    unit = json.loads(next((tmp_path / "out").rglob("units/0.json")).read_text())
     for cond in ("extra", "test", "leak"):
         rec = unit["training"][cond]
         assert rec["steps"] == 6 and len(rec["mean_reward"]) == 2  # 6 prompts: 2 rollouts of 3, 1 an update
@@ -147,19 +134,15 @@ def test_every_sample_names_a_choice_by_default_and_free_text_need_not(
     """A random tiny model's free text rarely names a class; sampled among the choices, every sample does,
     so its groups can disagree and teach."""
     settings = {"samples": 4, "prompts_per_rollout": 3, "answers": mode}
-    config = tiny_grid_config(
+    unit = one_unit(
         tmp_path,
         tiny_llama,
         data_dir,
-        tmp_path / "out",
-        method="test-time-rl",
-        method_settings={"test-time-rl": settings},
+        "test-time-rl",
+        settings,
         conditions=["base", "extra", "test"],
         exposure=False,
-        subsamples=1,
     )
-    grid_run.run(load_config(config))
-    unit = json.loads(next((tmp_path / "out").rglob("units/0.json")).read_text())
     for cond in ("extra", "test"):
         rec = unit["training"][cond]
         if unmatched is None:

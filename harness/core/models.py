@@ -167,6 +167,30 @@ def no_cpu_repacking(model):
     return model
 
 
+def adapter_base(peft) -> str:
+    """The base model an adapter names in its config (a folder or a hub id), for the lm_eval line's
+    `peft=` given without `pretrained=`."""
+    from peft import PeftConfig
+
+    if not peft:
+        raise UserError(
+            "lm_eval --model hf: --model_args needs pretrained=MODEL, or peft=ADAPTER alone (its "
+            "adapter_config.json names the base)"
+        )
+    try:
+        base = PeftConfig.from_pretrained(str(peft)).base_model_name_or_path
+    except Exception as err:  # a missing folder, a hub miss, a config that is not PEFT's
+        raise UserError(
+            f"lm_eval --model_args peft={peft}: no adapter config could be read ({type(err).__name__}: "
+            f"{err}); add pretrained=MODEL, or name a folder that holds adapter_config.json"
+        ) from None
+    if not base:
+        raise UserError(
+            f"lm_eval --model_args peft={peft}: its adapter config names no base; add pretrained=MODEL"
+        )
+    return base
+
+
 def check_adapter_base(pretrained: str, adapter: str) -> None:
     """The adapter must have been trained on `pretrained` (same path, or the same model name)."""
     config = Path(adapter) / "adapter_config.json"

@@ -67,8 +67,7 @@ class GridConfig(Sections):
 
     def __init__(self, **keys) -> None:
         super().__init__(**fold_default_section(keys))
-        if self.sample.prompt_format == "chat" and self.sample.chat_model is None:  # the base's template
-            object.__setattr__(self, "sample", dataclasses.replace(self.sample, chat_model=self.model.base))
+        self.sample.default_chat_model(self.model.base)
 
     def check(self) -> None:
         problem = results.folder_problem(self.out)

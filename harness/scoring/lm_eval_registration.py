@@ -85,29 +85,12 @@ def unknown_tasks(unknown: list[str], known: list[str]):
 
 
 def base_of(peft) -> str:
-    """The base model an adapter names in its config (a folder or a hub id)."""
-    from peft import PeftConfig
-
-    from harness.core.errors import UserError, print_user_errors
+    """The base model an adapter names in its config (a folder or a hub id); its errors print alone."""
+    from harness.core.errors import print_user_errors
+    from harness.core.models import adapter_base
 
     print_user_errors("lm_eval")
-    if not peft:
-        raise UserError(
-            "lm_eval --model hf: --model_args needs pretrained=MODEL, or peft=ADAPTER alone (its "
-            "adapter_config.json names the base)"
-        )
-    try:
-        base = PeftConfig.from_pretrained(str(peft)).base_model_name_or_path
-    except Exception as err:  # a missing folder, a hub miss, a config that is not PEFT's
-        raise UserError(
-            f"lm_eval --model_args peft={peft}: no adapter config could be read ({type(err).__name__}: "
-            f"{err}); add pretrained=MODEL, or name a folder that holds adapter_config.json"
-        ) from None
-    if not base:
-        raise UserError(
-            f"lm_eval --model_args peft={peft}: its adapter config names no base; add pretrained=MODEL"
-        )
-    return base
+    return adapter_base(peft)
 
 
 def same_base(pretrained: str, peft) -> None:

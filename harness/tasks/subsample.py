@@ -50,6 +50,11 @@ class SampleSettings(DataSettings):
         None, "with prompt_format chat: the model whose chat template renders the prompts (default: the base)"
     )
 
+    def default_chat_model(self, base: str) -> None:
+        """With prompt_format chat and no chat_model, the base's own template renders the prompts."""
+        if self.prompt_format == "chat" and self.chat_model is None:
+            self.chat_model = base
+
 
 @dataclass(frozen=True)
 class Subsample:
