@@ -153,7 +153,12 @@ RECIPE = recipe_table(
             "scored on at least one token",
             "a split of short questions would be empty",
         ),
-        ("test", "the share, read on its own", "test's drops against extra's", "a grid has a reference"),
+        (
+            "test",
+            "the share, read on its own: near 100% seen, 0-50% unseen (cells 15, 18)",
+            "test's drops against extra's",
+            "a grid has a reference",
+        ),
         (
             "long input",
             "text cut at 2048 characters (cell 7)",

@@ -160,8 +160,10 @@ def prepare(
     model,
     tokenizer,
     workdir: Path,
+    carried: bool = False,
 ) -> Prepared:
-    """The SFTTrainer of one split's prompts (`docs`), on an already loaded base and its tokenizer."""
+    """The SFTTrainer of one split's prompts (`docs`), on an already loaded base and its tokenizer; with
+    `carried`, on the adapter `model` already holds (a stream's later chunk) instead of a new one."""
     from transformers import set_seed
 
     max_length = settings.sequence_length()
@@ -184,7 +186,7 @@ def prepare(
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=lora_config(),
+        peft_config=None if carried else lora_config(),
         callbacks=[steps],
     )
     quantized = getattr(model, "is_loaded_in_4bit", False)

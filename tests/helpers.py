@@ -46,14 +46,14 @@ ALL_CONDITIONS = ["base", "extra", "test", "leak", "stream"]
 
 
 def one_unit(tmp_path: Path, tiny_llama: Path, data_dir: Path, method: str, settings: dict, **extra) -> dict:
-    """The record of one unit of tiny_grid_config with every condition (the stream in 2 chunks), run by
+    """The record of one unit of tiny_grid_config with every condition (the stream in 2 chunks of 3), run by
     `method` with its `settings`."""
     from harness.grid.config import load_config
     from harness.grid.run import run
 
     if settings:
         extra["method_settings"] = {method: settings}
-    extra = {"conditions": ALL_CONDITIONS, "stream_chunks": 2, **extra}
+    extra = {"conditions": ALL_CONDITIONS, "stream_chunk_size": 3, **extra}
     config = tiny_grid_config(
         tmp_path, tiny_llama, data_dir, tmp_path / "out", method=method, subsamples=1, **extra
     )

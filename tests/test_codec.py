@@ -176,5 +176,5 @@ def test_codecs_recipe_names_the_notebook_cell_each_row_was_read_from_and_the_sh
     from contamination.codec import RECIPE
 
     rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
-    assert len(rows) == 8 and all("(cell" in line for what, line in rows.items() if what != "test")
+    assert len(rows) == 8 and all("(cell" in line for line in rows.values())
     assert "12 tokens or fewer, a BOS included: dropped" in rows["short text"]

@@ -399,10 +399,41 @@ def test_tlm_weights_are_the_frozen_bases_log_perplexities(tmp_path, tiny_llama,
 def test_tlm_online_rule_points_to_the_stream_condition():
     from tapt.methods import tlm
 
-    with pytest.raises(
-        SettingsError, match="rule.*must be 'offline', got 'online'.*add stream to conditions"
-    ):
+    with pytest.raises(SettingsError, match="rule.*must be 'offline', got 'online'.*stream_mode: carry"):
         tlm.TlmSettings(rule="online")
+
+
+def test_tlm_online_trains_the_carried_adapter_on_weighted_by_the_current_model(tmp_path, tiny_llama):
+    """The authors' online rule: the adapter of the chunk before trained on (the same model returned), each
+    input weighed by the current model's log-perplexity (adapter on), at a constant lr."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.core import training
+    from harness.tasks.protocol import find_spec
+    from tapt.methods import Inputs, tlm
+
+    spec = find_spec("ag_news")
+    tok, base = AutoTokenizer.from_pretrained(tiny_llama), AutoModelForCausalLM.from_pretrained(tiny_llama)
+    docs = pd.DataFrame({"prompt": [f"Text {i}: a short news item." for i in range(4)], "row": range(4)})
+    first = tlm.TlmSettings(threshold=0.0, lr=0.05)
+    one = tlm.adapt(Inputs(base, tok, spec, docs[:2], first, 0, tmp_path / "a", online=True))
+    assert one.record["selected_by"] == "current model"
+    current = one.model
+    ids = [tok(p, truncation=True, max_length=training.MAX_LENGTH)["input_ids"] for p in docs["prompt"][2:]]
+    with torch.no_grad():
+        on = [float(tlm.log_perplexity(current(torch.tensor([i])).logits, torch.tensor([i]))[0]) for i in ids]
+        with current.disable_adapter():
+            off = [
+                float(tlm.log_perplexity(current(torch.tensor([i])).logits, torch.tensor([i]))[0])
+                for i in ids
+            ]
+    assert min(abs(a - b) for a, b in zip(on, off)) > 1e-3  # the carried adapter moved the perplexities
+    frozen = tlm.TlmSettings(threshold=0.0, lr=0.0)  # lr 0: the model each weight is read from stays put
+    two = tlm.adapt(Inputs(current, tok, spec, docs[2:], frozen, 0, tmp_path / "b", online=True))
+    assert two.model is current
+    got = sorted(w for step in two.record["weights"] for w in step)
+    assert got == pytest.approx(sorted(tlm.weights(torch.tensor(on), 0.0, 0.1).tolist()), rel=1e-4)
 
 
 def test_a_built_in_method_is_one_file_in_the_package(tmp_path, monkeypatch, capsys):
@@ -478,7 +509,11 @@ def test_tlms_recipe_cites_the_authors_code_per_row_and_its_same_rows_are_the_se
         0.1,
     )
     assert (s.lora_r, s.lora_alpha, s.target_modules) == (8, 16, ["q_proj", "v_proj"])
-    assert "not yet the authors'" in rows["online setting"]
+    from harness.grid.grid_settings import GridSettings
+
+    grid = GridSettings()  # the online row holds because the stream carries, in chunks of 8, by default
+    assert (grid.stream_mode, grid.stream_chunk_size) == ("carry", 8)
+    assert "stream_mode carry, stream_chunk_size 8" in rows["online setting"]
 
 
 def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_the_settings_that_run():
@@ -494,3 +529,14 @@ def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_th
     s = TextSettings()  # the two rows that say otherwise say so because these are not the study's yet
     assert (s.pretrain_batch_size, s.pretrain_lr) == (16, 5e-5)
     assert "not yet the study's" in rows["batch"] and "not yet the study's" in rows["lr"]
+
+
+def test_self_trainings_recipe_cites_a_source_per_row_and_its_same_rows_are_the_settings_that_run():
+    from tapt.adapter import AdapterSettings
+    from tapt.methods.self_training import RECIPE, SelfTrainingSettings
+
+    rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
+    assert len(rows) == 6 and all(re.search(r"eq\. \d+|\.(py|sh):\d+", r) for r in rows.values())
+    s, study = SelfTrainingSettings(), AdapterSettings()
+    assert s.min_confidence == 0 and "every input" in rows["kept"]
+    assert (s.epochs, s.batch_size, s.lr) == (study.epochs, study.batch_size, study.lr) == (1.0, 8, 2e-4)

@@ -21,8 +21,13 @@ VARIANTS = {
     "exposure": {"exposure": True},
     "codec": {"exposure": True, "codec_context": 1},
     "text_score": {"exposure": True, "text_score": "mink++"},
-    "leak_stream": {"conditions": ["base", "extra", "test", "leak", "stream"]},
-    "stream_3": {"conditions": ["base", "extra", "test", "stream"], "stream_chunks": 3},
+    "leak_stream": {"conditions": ["base", "extra", "test", "leak", "stream"], "stream_mode": "restart"},
+    "stream_3": {
+        "conditions": ["base", "extra", "test", "stream"],
+        "stream_chunks": 3,
+        "stream_mode": "restart",
+    },
+    "stream_carry": {"conditions": ["base", "extra", "test", "stream"], "stream_chunk_size": 2},
     "bf16": {"bf16": True},
     "methods": {
         "methods": ["prompt-tapt", "self-training", "test-time-rl", "test-time-learning"],
@@ -82,9 +87,11 @@ def test_every_shipped_config_is_in_the_recorded_hashes():
 
 # defaults changed after the shipped studies ran, which their config files pin (so their records keep
 # their hash): test-time RL sampled free text (its default is now among the choices), and CoDeC drew
-# one context per 8 documents (its default is now one per document)
+# one context per 8 documents (its default is now one per document), and the stream restarted from the
+# base each chunk (it now carries one adapter on)
 CHANGED = {"test-time-rl": {"answers": "free"}}
-CHANGED_GRID = {"codec_block": 8}
+CHANGED_GRID = {"codec_block": 8, "stream_mode": "restart"}
+CHANGED_WHEN = {"codec_block": "codec_context", "stream_mode": "conditions"}  # the key that turns it on
 
 
 def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
@@ -103,7 +110,11 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
         # (own, and shipped below: the shipped config file pins the same values)
         assert all(own[k] | v == own[k] for k, v in pins.items())  # the shipped config file pins them too
         shipped = yaml.safe_load((CONFIGS_DIR / f"{study}.yaml").read_text())
-        grid = {k: v for k, v in CHANGED_GRID.items() if config.get("codec_context")}
+        on = {
+            "codec_context": bool(config.get("codec_context")),
+            "conditions": "stream" in config["conditions"],
+        }
+        grid = {k: v for k, v in CHANGED_GRID.items() if on[CHANGED_WHEN[k]]}
         assert all(shipped[k] == v for k, v in grid.items())
         pinned = config | grid | {"method_settings": {**config.get("method_settings", {}), **pins}}
         assert GridConfig(**pinned).settings_hash() == manifest["settings_hash"], path

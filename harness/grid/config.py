@@ -103,6 +103,12 @@ class GridConfig(Sections):
                 problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
                 raise SettingsError.of(key, problem)
             config.settings_of(method)  # checks them
+            if conditions.STREAM in self.conditions and self.stream_mode == "carry" and not method.carries:
+                problem = (
+                    f"is carry, and {method.name} cannot carry an adapter on from chunk to chunk (its "
+                    "Method has carries False): set stream_mode: restart"
+                )
+                raise SettingsError.of("stream_mode", problem)
             used.add(method.name)
         unused = sorted(set(self.method_settings) - used)
         if unused:
@@ -116,14 +122,22 @@ class GridConfig(Sections):
                     f"others in its split to stand before it; set at most {cell.n - 1} (the authors use 1)"
                 )
                 raise SettingsError.of("codec_context", problem)
-            if conditions.STREAM in self.conditions and self.stream_chunks > cell.n:
-                problem = f"is {self.stream_chunks}, more than a cell's {cell.n} test documents; lower it"
-                raise SettingsError.of("stream_chunks", problem)
+            if conditions.STREAM in self.conditions:
+                self.check_stream(cell.n)
             if self.exposure:
                 try:
                     check_sizes(cell.n, cell.n)
                 except UserError as err:
                     raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
+
+    def check_stream(self, n: int) -> None:
+        """At least two chunks of test (the first is the base's), none empty."""
+        if self.stream_mode == "carry" and self.stream_chunk_size >= n:
+            problem = f"is {self.stream_chunk_size}, and a cell has {n} test documents: at most {n - 1}"
+            raise SettingsError.of("stream_chunk_size", problem)
+        if self.stream_mode == "restart" and self.stream_chunks > n:
+            problem = f"is {self.stream_chunks}, more than a cell's {n} test documents; lower it"
+            raise SettingsError.of("stream_chunks", problem)
 
     def loaded_scores(self) -> list[tuple]:
         """(Score, its settings) for each plug-in score of `scores`, each detector registered."""
@@ -221,7 +235,8 @@ class GridConfig(Sections):
         """The settings that can change the base's own scores in a unit: the result settings without the
         method's (methods side by side with equal base settings share the base's scores)."""
         out = self.result_settings()
-        method_keys = ("method", "method_settings", "conditions", "stream_chunks")
+        method_keys = ("method", "method_settings", "conditions", "stream_chunks", "stream_mode")
+        method_keys += ("stream_chunk_size",)
         for key in (*method_keys, *TRAINING_KEYS):
             out.pop(key, None)
         return out

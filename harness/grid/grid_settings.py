@@ -8,7 +8,7 @@ from typing import Literal
 
 from harness.core import conditions
 from harness.core.errors import SettingsError
-from harness.core.settings import NEVER, WHEN_SET, Settings, option
+from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from harness.scoring.zero_shot import Rule
 
@@ -25,13 +25,17 @@ class GridSettings(Settings):
         "codec_context": 0,
         "codec_block": 1,
         "stream_chunks": 2,
+        "stream_chunk_size": 1,
     }
     # method, methods, method_settings: the method's own record stands in for them (result_settings)
     RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
     RECORD |= dict.fromkeys(("method", "methods", "method_settings"), NEVER)
     RECORD["codec_block"] = NEVER  # recorded beside CoDeC's span, where CoDeC runs (config.result_settings)
     RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
+    # the first stream restarted from the base each chunk: its results keep their hash (since)
+    RECORD |= {"stream_mode": since("restart"), "stream_chunk_size": WHEN_SET}
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
+    PARTS |= {"stream_mode": STREAM, "stream_chunk_size": STREAM}
 
     flow: Literal["zero_shot", "classifier"] = option(
         "zero_shot",
@@ -45,11 +49,20 @@ class GridSettings(Settings):
         list(conditions.PAIRED),
         f"conditions scored per unit; add {conditions.LEAK} for TAPT on test's prompts with their answers "
         "(planted labeled contamination: a positive control for the bias), and stream for test scored "
-        "first, then adapted on: test cut into stream_chunks chunks, each scored by the method adapted "
-        "on the chunks before it (what legitimate online test-time adaptation gains)",
+        "first, then adapted on: test cut into chunks, each scored by the method adapted on the chunks "
+        "before it (what legitimate online test-time adaptation gains; see stream_mode)",
+    )
+    stream_mode: Literal["carry", "restart"] = option(
+        "carry",
+        "with the stream condition: carry (TLM's online setting, as its authors run it): one adapter "
+        "trained on, chunk after chunk of stream_chunk_size documents, a fresh optimiser each; restart: "
+        "chunk i scored by the method run from the base on chunks 0..i-1, test cut into stream_chunks",
+    )
+    stream_chunk_size: int = option(
+        8, "with stream_mode carry: documents a chunk (the authors' 8; the first is scored by the base)"
     )
     stream_chunks: int = option(
-        4, "with the stream condition: the chunks test is cut into (the first is scored by the base)"
+        4, "with stream_mode restart: the chunks test is cut into (the first is scored by the base)"
     )
     method: str | None = option(
         None,

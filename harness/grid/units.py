@@ -173,8 +173,13 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         split, answers = conditions.TAPT[cond]
         if cond == conditions.STREAM:  # test in chunks, each scored before the method adapts on it
             inputs = methods.Inputs(base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path())
+            carry = cfg.stream_mode == "carry"
+            test = inputs.docs
+            parts = (
+                stream.sized(test, cfg.stream_chunk_size) if carry else stream.chunks(test, cfg.stream_chunks)
+            )
             scored[cond], training[cond], base = stream.run(
-                method, inputs, cfg.stream_chunks, scored[conditions.BASE], lm_score, given_back, at_load
+                method, inputs, parts, carry, scored[conditions.BASE], lm_score, given_back, at_load
             )
             skipped[cond] = not_adapted(training[cond], scored[cond], scored[conditions.BASE])
             lap(f"train_{cond}")  # its chunks' training and scoring

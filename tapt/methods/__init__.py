@@ -58,10 +58,25 @@ class Inputs:
     settings: Settings  # an instance of the method's settings class
     seed: int
     workdir: Path  # scratch (a Trainer's output_dir); removed after the condition
+    # a chunk of the stream that carries the method on (stream_mode carry): `model` is the model this
+    # method returned for the chunk before (the base for the first); train its adapter on, with a fresh
+    # optimiser, as TLM's authors run their online setting. Only a method with `carries` gets one.
+    online: bool = False
 
     @property
     def labeled(self) -> bool:
         return "label" in self.docs
+
+    def lora(self, config):
+        """The model to train: the adapter this method gave the chunk before (online, carried on), else
+        a new PEFT model of `config` over the base."""
+        from peft import get_peft_model
+
+        return self.model if self.carried() else get_peft_model(self.model, config)
+
+    def carried(self) -> bool:
+        """Whether `model` already holds this method's adapter (a stream's chunk after the first)."""
+        return self.online and hasattr(self.model, "peft_config")
 
 
 @dataclass
@@ -102,6 +117,9 @@ class Method:
     # as (a key ending in `_share` is shown as a percentage); the grid writes the map into each record
     diagnostics: dict[str, str] = field(default_factory=dict, hash=False)
     order: int = 100  # where a built-in is listed (`methods list`, the docs): lower first
+    # it can continue training: given Inputs.online and the model it returned for the chunk before, it
+    # trains that model's adapter on (the stream's carry mode checks that it returns the same model)
+    carries: bool = False
 
     def run(
         self, inputs: Inputs, base_print: weights.Fingerprint | None = None, condition: str = ""

@@ -10,7 +10,9 @@ from tapt.methods import Adapted, Inputs, Method, recipe_table
 
 
 def adapt(x: Inputs) -> Adapted:
-    run = adapter.prepare(x.spec, x.docs, x.settings, x.labeled, x.seed, x.model, x.tokenizer, x.workdir)
+    run = adapter.prepare(
+        x.spec, x.docs, x.settings, x.labeled, x.seed, x.model, x.tokenizer, x.workdir, x.carried()
+    )
     return Adapted(adapter.train(run), adapter.record_of(run))
 
 
@@ -89,4 +91,5 @@ METHOD = Method(
     default_for="zero_shot",
     recipe=RECIPE,
     order=0,
+    carries=True,
 )

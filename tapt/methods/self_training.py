@@ -13,7 +13,7 @@ import numpy as np
 from harness.core import loglik
 from harness.core.settings import option
 from tapt import adapter
-from tapt.methods import VOTES, Adapted, Inputs, Method
+from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 
 
 @dataclass(kw_only=True)
@@ -58,10 +58,56 @@ def adapt(x: Inputs) -> Adapted:
         votes = {str(int(r)): int(v) for r, v in zip(docs["row"], docs["label"])}  # the grid scores them
         record = {"labels": "pseudo", "kept": int(keep.sum()), "of": len(keep), VOTES: votes}
         if not len(docs):  # nothing confident enough: nothing to learn from, the base as it was
-            return Adapted(x.model, {**record, "learned_from": 0, "steps": 0}, restore=lambda: x.model)
-    run = adapter.prepare(x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir)
+            restore = None if x.carried() else (lambda: x.model)  # carried: the adapter comes off at the end
+            return Adapted(x.model, {**record, "learned_from": 0, "steps": 0}, restore=restore)
+    run = adapter.prepare(x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir, x.carried())
     return Adapted(adapter.train(run), {**record, **adapter.record_of(run)})
 
+
+DEFAULTS = SelfTrainingSettings()
+# no authors' code: pseudo-labelling as Lee (2013, "Pseudo-Label", ICML workshop) states it, by equation;
+# its training is the study's prompt TAPT on answered prompts (kddubey/pretrain-on-test at 80fd183)
+RECIPE = recipe_table(
+    [
+        (
+            "label",
+            "the class of largest probability under the model (Lee 2013, eq. 1)",
+            "the base's zero-shot choice: the largest summed log-likelihood, lm-eval's acc rule",
+            "not the study's mean-token rule (_dum.py:363-385), even where a config scores by it",
+        ),
+        (
+            "kept",
+            "every unlabeled input (Lee 2013, eq. 15: no threshold)",
+            f"min_confidence {DEFAULTS.min_confidence:g}: every input",
+            "",
+        ),
+        (
+            "relabelled",
+            "at every weight update, by the network in training (Lee 2013, eq. 1 and sec. 3.1)",
+            "once, by the base, before training",
+            "the base's labels are what a test-time method starts from",
+        ),
+        (
+            "loss",
+            "labelled loss plus alpha(t) times the pseudo-labelled one, alpha ramped to 3 (Lee 2013, "
+            "eq. 15-16)",
+            "the pseudo-labelled loss alone",
+            "no labelled data: the zero-shot flow has none",
+        ),
+        (
+            "trained as",
+            "the study's prompt, then ' ### Answer:' and the class (_dum.py:35-37)",
+            "the same, as prompt TAPT trains the leak",
+            "",
+        ),
+        (
+            "epochs, batch, lr",
+            "the study's prompt TAPT: 1, 8, 2e-4 (mistral_1.sh:15-17, _dum.py:308)",
+            f"{DEFAULTS.epochs:g}, {DEFAULTS.batch_size}, {DEFAULTS.lr:g}",
+            "",
+        ),
+    ]
+)
 
 METHOD = Method(
     name="self-training",
@@ -69,6 +115,8 @@ METHOD = Method(
     settings=SelfTrainingSettings,
     adapt=adapt,
     about="transductive self-training: a LoRA on prompt + the base's confident zero-shot pseudo-labels",
+    recipe=RECIPE,
     diagnostics={"kept": "kept"},
     order=3,
+    carries=True,
 )

@@ -100,7 +100,7 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     """Train a LoRA by GRPO on the split's prompts. `trainer_class`: TRL's `GRPOTrainer` to time it
     against (the default reads each prompt once per group: `tapt.grpo_groups`)."""
     from datasets import Dataset
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig
     from transformers import set_seed
     from trl import GRPOConfig
 
@@ -133,9 +133,8 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         warmup_steps=s.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
         log_completions=False,
     )
-    model = get_peft_model(
-        x.model,
-        LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"),
+    model = x.lora(
+        LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
     )
     steps = training.StepLog("lower test-time-rl's lr in its method settings")
     trainer = (trainer_class or GroupedGRPOTrainer)(
@@ -196,8 +195,18 @@ RECIPE = recipe_table(
             "answers choices: every sample answers; free: no vote, reward 0",
             "free: not yet the authors'",
         ),
-        ("ground truth", "the same RL rewarded by the gold answer", "the leak condition", ""),
-        ("control", "none (no RL on independent prompts)", "the extra condition", "the design's control"),
+        (
+            "ground truth",
+            "the same RL rewarded by the gold answer: the reward manager's eval mode (ttrl.py:281-284)",
+            "the leak condition",
+            "",
+        ),
+        (
+            "control",
+            "none: it trains on the test set it reports (aime.sh:47-48, train and test of one task)",
+            "the extra condition",
+            "the design's control",
+        ),
         (
             "samples",
             "64 voted, 32 trained on (aime.sh:26-27)",
@@ -220,10 +229,16 @@ RECIPE = recipe_table(
         ),
         ("rollout", "8 prompts (aime.sh:25)", "the same", ""),
         ("updates", "one clipped step per prompt: 8 per rollout (aime.sh:28, 57)", "the same", ""),
-        ("update order", "a prompt's completions together", "the same (TRL shuffles them)", ""),
+        (
+            "update order",
+            "a prompt's completions together: a mini-batch is 1 prompt's 32 (aime.sh:28, 57)",
+            "the same (TRL shuffles them)",
+            "",
+        ),
         (
             "prompt reads",
-            "vLLM samples a prompt's group from one prefill; verl's forward and backward read it per sample",
+            "vLLM samples a prompt's group from one prefill (aime.sh:68, 77); verl's forward and backward "
+            "read it per sample",
             "once per group in both: its cache shared",
             "the same numbers; training reads a prompt once, not K times",
         ),
@@ -246,12 +261,17 @@ RECIPE = recipe_table(
             "the longest choice's tokens + 1",
             "a choice is short",
         ),
-        ("prompt", "the task's chat prompt", "lm-eval's zero-shot prompt", "the design scores it"),
+        (
+            "prompt",
+            "the task's prompt in the chat template (rl_dataset.py:206)",
+            "lm-eval's zero-shot prompt",
+            "the design scores it",
+        ),
         (
             "last prompts",
-            "every prompt in a rollout",
+            "a partial last rollout dropped, prompts reshuffled each episode (ray_trainer.py:485-497)",
             "a split that rollouts do not divide: refused",
-            "TRL's sampler drops a partial rollout",
+            "one episode: a dropped prompt would never be trained on",
         ),
     ]
 )
@@ -271,4 +291,5 @@ METHOD = Method(
         "tie_share": "tied votes",
     },
     order=4,
+    carries=True,
 )

@@ -13,10 +13,11 @@ LLaMA-Factory's defaults), lr 5e-5, batch 1, 1 epoch, cosine schedule after 10% 
 authors' config. The inputs are the prompts lm-eval shows the model (with their answers for the leak:
 TLM given the gold labels, the ceiling).
 
-The authors' online setting (`online_ttl.yaml`) streams the test set: each chunk is predicted, then
-trained on. That is the grid's `stream` condition, which runs any method so; `rule` keeps only the
-offline value. `tapt-bench methods show test-time-learning` prints the recipe against the authors'
-released config, point by point.
+The authors' online setting (`online_ttl.yaml`) streams the test set in chunks of 8: the current model
+predicts a chunk, then the same adapter trains on it with a fresh optimiser at a constant lr, each input
+selected and weighted by the current model's own log-perplexity. That is the grid's `stream` condition
+in its carry mode (Inputs.online), where this module runs that rule. `tapt-bench methods show
+test-time-learning` prints the recipe against the authors' released config, point by point.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class TlmSettings(Settings):
     rule: str = option(
         "offline",
         "offline: each input's log-perplexity from the frozen base (adapter disabled), the loss averaged "
-        "over the selected inputs (the authors' offline setting; their online one is the stream condition)",
+        "over the selected inputs (the authors' offline setting; their online one runs in the stream "
+        "condition's carry mode)",
     )
     threshold: float = option(3.0, "log-perplexity below which an input is skipped (the paper's P0 = e^3)")
     lamb: float = option(0.1, "the weight's scale lambda")
@@ -69,7 +71,8 @@ class TlmSettings(Settings):
             raise SettingsError.of(
                 "rule",
                 f"must be 'offline', got {self.rule!r}; the authors' online setting (each chunk of test "
-                "scored, then trained on) is the grid's stream condition: add stream to conditions",
+                "scored, then trained on) is the grid's stream condition in its carry mode (stream_mode: "
+                "carry): add stream to conditions",
             )
 
 
@@ -94,15 +97,19 @@ def trainer_class():
         """The Trainer with TLM's weighted input-perplexity loss; counts the inputs it learned from."""
 
         selected = seen = 0
+        online = False  # the authors' online rule: selected by the current model, in the same forward
         learned: set  # the distinct inputs (their tokens) that got a weight above 0 in some step
         weights: list  # each step's weights, in order
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs.pop("labels")
-            with torch.no_grad(), model.disable_adapter():  # the frozen base's perplexity: no graph
-                scored = log_perplexity(model(**inputs, use_cache=False).logits, labels)
+            if not self.online:
+                with torch.no_grad(), model.disable_adapter():  # the frozen base's perplexity: no graph
+                    scored = log_perplexity(model(**inputs, use_cache=False).logits, labels)
             out = model(**inputs, use_cache=False)
             nll = log_perplexity(out.logits, labels)
+            if self.online:  # the current model's own perplexity, as the weight's input: no gradient
+                scored = nll.detach()
             w = weights(scored, self.tlm.threshold, self.tlm.lamb)
             self.weights.append(w.tolist())
             chosen = w > 0
@@ -120,7 +127,7 @@ def trainer_class():
 
 def adapt(x: Inputs) -> Adapted:
     from datasets import Dataset
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig
     from transformers import DataCollatorForLanguageModeling, set_seed
 
     s: TlmSettings = x.settings
@@ -134,16 +141,16 @@ def adapt(x: Inputs) -> Adapted:
         lora_dropout=0.0,
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(x.model, lora)
+    model = x.lora(lora)
     steps = training.StepLog("lower test-time-learning's lr or raise its threshold, in its method settings")
     args = training.arguments(
         x.workdir,
         s.epochs,
         s.lr,
         s.batch_size,
-        x.seed,
-        lr_scheduler_type="cosine",
-        warmup_steps=s.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
+        x.seed,  # online: the authors' constant lr, no warm-up, a fresh optimiser each chunk
+        lr_scheduler_type="constant" if x.online else "cosine",
+        warmup_steps=0.0 if x.online else s.warmup_ratio,  # transformers 5: below 1, a share of the steps
     )
     trainer = trainer_class()(
         model=model,
@@ -152,9 +159,10 @@ def adapt(x: Inputs) -> Adapted:
         data_collator=DataCollatorForLanguageModeling(x.tokenizer, mlm=False),
         callbacks=[steps],
     )
-    trainer.tlm, trainer.learned, trainer.weights = s, set(), []
+    trainer.tlm, trainer.learned, trainer.weights, trainer.online = s, set(), [], x.online
     trainer.train()
     record = {
+        "selected_by": "current model" if x.online else "frozen base",
         "sequences": len(ids),
         "tokens": int(sum(map(len, ids))),
         "selected": trainer.selected,
@@ -201,9 +209,11 @@ RECIPE = recipe_table(
             "chunks of 8 (online_ttl.yaml:17): the current model predicts a chunk, then the same adapter "
             "trains on it, constant lr, selecting by the current model's loss (workflow.py:125-160, "
             "202-215; online_ttl.yaml:44; trainer.py:243-251)",
-            "the stream condition: chunk i scored by a fresh run from the base on chunks 0..i-1, with the "
-            "offline rule and schedule; 4 chunks",
-            "not yet the authors': no method carries an adapter from chunk to chunk",
+            "the stream condition (stream_mode carry, stream_chunk_size 8): the same, one adapter carried "
+            "on, a fresh optimiser a chunk, constant lr, no warm-up, selected by the current model's loss "
+            "in its training forward",
+            "stream_mode restart keeps the first stream: chunk i scored by a run from the base on chunks "
+            "0..i-1, offline rule",
         ),
         (
             "tokens",
@@ -238,4 +248,5 @@ METHOD = Method(
     recipe=RECIPE,
     diagnostics={"selected": "selected"},
     order=2,
+    carries=True,
 )
