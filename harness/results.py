@@ -5,6 +5,7 @@
     <out>/m<m>/n<n>/<model-tag>/<task>/units/<k>.json|.parquet one finished (task, subsample) unit
     <out>/m<m>/n<n>/<model-tag>/manifest-shard<i>of<N>.json    a run's config, versions, finished units
     <out>/m<m>/n<n>/<model-tag>/logs/run-<time>-shard<i>of<N>.log
+    <out>/m<m>/n<n>/<model-tag>/.lock-shard<i>of<N>            the run writing that shard (grid/lock.py)
 
 A unit's .json (its record) is written last, after its .parquet, and marks it finished; the two
 tables are rebuilt from the finished units, so a killed run loses at most the unit in flight.
@@ -54,6 +55,10 @@ def manifest_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / f"manifest-shard{shard[0]}of{shard[1]}.json"
 
 
+def lock_path(mdir: Path, shard: tuple[int, int]) -> Path:
+    return mdir / f".lock-shard{shard[0]}of{shard[1]}"
+
+
 def new_log_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / "logs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-shard{shard[0]}of{shard[1]}.log"
 
@@ -76,8 +81,21 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary file and rename, so `path` is either old or complete, never partial."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no stray temporary file beside the output
+        raise
+
+
+def file_problem(path: str | Path) -> str | None:
+    """Why a file cannot be written at `path` (None when it can): it is a folder, or its folder cannot
+    be made or written."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder: name a file, such as {path / 'report.html'}"
+    return folder_problem(path.parent)
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -259,6 +277,8 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
 def collect(root: str | Path) -> pd.DataFrame:
     """Every accuracies.csv under root, one row per subsample, with its m, n, model, task and subsample."""
     root = Path(root)
+    if root.is_file():
+        raise UserError(f"{root} is a file; name the results folder a run wrote (its --out)")
     if not root.is_dir():
         raise UserError(f"{root}: no such results folder")
     frames = []

@@ -22,6 +22,41 @@ from trl.trainer.utils import pad, split_tensor_dict
 
 from harness.core.errors import UserError
 
+# the private surface of TRL's GRPOTrainer this trainer overrides or reads, as it stood in the TRL it was
+# tested on (1.16): each method's parameters, and the attributes `_plain` reads. TRL changes its private
+# methods between releases without notice; where they differ, the trainer refuses to run (check_trl).
+TESTED_TRL = "1.16"
+PRIVATE = {
+    "_generate_single_turn": ["self", "prompt_ids", "images", "multimodal_fields", "num_generations"],
+    "_get_per_token_logps_and_entropies": ["self", "model", "input_ids", "attention_mask", "logits_to_keep"],
+    "_prepare_inputs": ["self", "generation_batch"],
+}
+
+
+def trl_differs() -> list[str]:
+    """What of TRL's private surface differs from the one this trainer was written against."""
+    import inspect
+
+    found = []
+    for name, leading in PRIVATE.items():
+        method = getattr(GRPOTrainer, name, None)
+        params = list(inspect.signature(method).parameters) if callable(method) else []
+        if params[: len(leading)] != leading:
+            found.append(f"{name}{tuple(params[1:]) if params else ' (gone)'}")
+    return found
+
+
+def check_trl() -> None:
+    """Refuse a TRL whose private GRPOTrainer methods are not the ones this trainer overrides."""
+    differs = trl_differs()
+    if differs:
+        import trl
+
+        raise UserError(
+            f"test-time RL's grouped GRPO overrides private methods of TRL's GRPOTrainer, written against "
+            f"TRL {TESTED_TRL}; TRL {trl.__version__} has {', '.join(differs)}. Install trl=={TESTED_TRL}.*"
+        )
+
 
 def groups(rows: list) -> list[tuple[int, int]]:
     """(start, end) of each run of equal consecutive items: TRL repeats a prompt K times in a row."""
@@ -74,6 +109,10 @@ class GroupedGRPOTrainer(GRPOTrainer):
     of them, then ends the completion."""
 
     answers: dict[tuple[int, ...], list[list[int]]] | None = None
+
+    def __init__(self, *args, **kwargs):
+        check_trl()  # before a model is wrapped: a TRL of other private methods would fail mid-training
+        super().__init__(*args, **kwargs)
 
     def _plain(self, multimodal_fields=None) -> bool:
         return not (

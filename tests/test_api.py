@@ -62,8 +62,9 @@ def test_a_boolean_is_one_switch_and_still_takes_a_value(capsys):
     assert p.parse_args([*calibrate, "--train", "false"]).train is False
     assert p.parse_args([*calibrate, "--no-train"]).train is False
     assert p.parse_args([*calibrate, "--keep_adapters", "true"]).keep_adapters is True
-    assert p.parse_args(["run", "--config", "demo", "--no-summary"]).no_summary is True
-    assert p.parse_args(["run", "--config", "demo", "--no-summary", "false"]).no_summary is False
+    assert p.parse_args(["run", "--config", "demo", "--no-summary"]).summary is False
+    assert p.parse_args(["run", "--config", "demo", "--summary", "false"]).summary is False
+    assert p.parse_args(["run", "--config", "demo"]).summary is True
     with pytest.raises(SystemExit):
         main([*calibrate, "--help"])
     shown = capsys.readouterr().out

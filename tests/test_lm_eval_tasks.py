@@ -251,6 +251,8 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     import sys
     from pathlib import Path
 
+    from transformers import AutoTokenizer
+
     ad = tmp_path / "ad"
     main(
         [*"train --task ag_news --split test --m 4 --n 6 --quantize none --data-dir".split(), str(data_dir)]
@@ -267,6 +269,8 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(next((tmp_path / "eval").rglob("results_*.json")).read_text())
     assert results["n-samples"]["tapt_ag_news"]["effective"] == 6
+    trained = json.loads((ad / "tapt.json").read_text())["adapter_sha256"]
+    assert len(trained) == 64 and results["peft_sha256"] == trained  # the adapter lm-eval scored, by content
     assert results["config"]["model_args"] == {"peft": str(ad)} or f"peft={ad}" in str(results["config"])
     missing = subprocess.run(
         [lm_eval, "--model", "hf", "--model_args", f"peft={tmp_path / 'nowhere'}", "--tasks", "tapt_ag_news"],
@@ -284,6 +288,28 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     last = other.stderr.strip().splitlines()[-1]
     assert other.returncode == 1 and "Traceback" not in other.stderr
     assert f"was trained on {str(tiny_llama)!r}, not on pretrained=" in last and "other-base" in last
+    for model_args, flags, said in (
+        ("pretrained=/no/such/base", [], "lm_eval --model_args pretrained=/no/such/base: cannot load it"),
+        (f"peft={ad}", ["--metadata", "{m: 2"], "argument --metadata: Invalid JSON"),
+        (f"peft={ad}", argv[argv.index("--metadata") :][:2], "its weights do not fit pretrained="),
+    ):
+        if "fit" in said:  # the adapter's config names a base of another shape: PEFT's size mismatch
+            from transformers import AutoConfig, AutoModelForCausalLM
+
+            config = AutoConfig.from_pretrained(tiny_llama)
+            config.hidden_size *= 2
+            AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "wider")
+            AutoTokenizer.from_pretrained(tiny_llama).save_pretrained(tmp_path / "wider")
+            adapter_config = json.loads((ad / "adapter_config.json").read_text())
+            adapter_config["base_model_name_or_path"] = str(tmp_path / "wider")
+            (ad / "adapter_config.json").write_text(json.dumps(adapter_config))
+        bad = subprocess.run(
+            [lm_eval, "--model", "hf", "--model_args", model_args, "--tasks", "tapt_ag_news", *flags],
+            capture_output=True,
+            text=True,
+        )
+        assert bad.returncode in (1, 2) and "Traceback" not in bad.stderr, bad.stderr[-1500:]
+        assert said in bad.stderr.strip().splitlines()[-1]
     typo = subprocess.run(
         [lm_eval, "--model", "hf", "--model_args", f"peft={ad}", "--tasks", "tapt_ag_nwes"],
         capture_output=True,

@@ -103,6 +103,8 @@ def test_carry_trains_one_adapter_on_from_chunk_to_chunk_each_chunk_once(tmp_pat
     assert float(calls[3][3]) > 0  # chunk 2 starts from the adapter chunk 1 trained (B moved off zero)
     record = unit["training"]["stream"]
     assert record["chunks"] == [2, 2, 2] and record["carried"] and record["learned_from"] == 4
+    shas = [unit["training"][c]["adapter_sha256"] for c in ("extra", "test")]  # which adapter scored it
+    assert all(len(h) == 64 for h in shas) and shas[0] != shas[1]
     assert unit["stream"] != unit["base"] or record["per_chunk"][1]["steps"] > 0
 
 

@@ -182,3 +182,18 @@ def test_sampling_among_the_choices_is_refused_on_a_trainer_that_cannot_do_it(tm
     x = Inputs(model, tok, spec, docs, TtrlSettings(samples=2, prompts_per_rollout=4), 0, tmp_path)
     with pytest.raises(UserError, match="choices samples through GroupedGRPOTrainer, not GRPOTrainer"):
         adapt(x, GRPOTrainer)
+
+
+def test_the_grouped_trainer_runs_only_on_the_trl_private_surface_it_was_written_against(monkeypatch):
+    """It overrides private GRPOTrainer methods; a TRL whose signatures moved is refused in one line."""
+    from trl import GRPOTrainer
+
+    from tapt import grpo_groups
+
+    assert grpo_groups.trl_differs() == []  # the installed TRL is the tested one
+    monkeypatch.setattr(GRPOTrainer, "_prepare_inputs", lambda self, batch, step: batch)
+    assert grpo_groups.trl_differs() == ["_prepare_inputs('batch', 'step')"]
+    with pytest.raises(
+        UserError, match="written against TRL 1.16; TRL .* has _prepare_inputs.*Install trl==1.16"
+    ):
+        grpo_groups.GroupedGRPOTrainer()

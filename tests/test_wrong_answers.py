@@ -205,26 +205,33 @@ def test_methods_show_of_a_broken_file_is_one_line(name, tmp_path):
 
 
 RETURNS = """
+import dataclasses
 import math
+import torch
 from tapt.methods import Adapted, Method
 from tapt.methods.prompt_tapt import METHOD as P
 
 NOT_A_MODEL = Method("not-a-model", ("zero_shot",), P.settings, lambda x: Adapted("not a model"))
+LINEAR = Method("linear", ("zero_shot",), P.settings, lambda x: Adapted(torch.nn.Linear(2, 2), {"steps": 1}))
 NOT_JSON = Method("not-json", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"when": object()}))
 NAN = Method("nan", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"loss": math.nan}))
 LOTS = Method("lots", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"learned_from": "lots"}))
 BACKWARDS = Method("backwards", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"steps": -3}))
+WORDS = Method("words", ("zero_shot",), P.settings, lambda x: Adapted(x.model, {"how": "high"}))
+WORDS = dataclasses.replace(WORDS, diagnostics={"how": "how"})
 """
 
 
 @pytest.mark.parametrize(
     "attr, message",
     [
-        ("NOT_A_MODEL", "returned Adapted\\(str\\); adapt must return the adapted model"),
+        ("NOT_A_MODEL", "returned Adapted\\(str\\), which is not a causal LM .* adapt must return"),
+        ("LINEAR", "method linear .* returned Adapted\\(Linear\\), which is not a causal LM"),
         ("NOT_JSON", "record whose key 'when' is not strict JSON"),
         ("NAN", "method nan .* record whose key 'loss' is not strict JSON \\(Out of range float values"),
         ("LOTS", "method lots .* record whose 'learned_from' is 'lots'; it must be a count"),
         ("BACKWARDS", "method backwards .* record whose 'steps' is -3; it must be a count"),
+        ("WORDS", "method words .* diagnostic 'how' is 'high'; the summary and the report average"),
     ],
 )
 def test_what_a_method_returns_is_checked_before_it_is_scored_or_written(

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from harness.cli.parsing import command
+from harness.core.errors import UserError
 from harness.core.settings import from_namespace
 
 SUBCOMMANDS = ("fit", "meta")
@@ -21,11 +22,14 @@ def with_subcommand(argv: list[str]) -> list[str]:
 
 def cmd_analyze(args: argparse.Namespace) -> None:
     """`analyze fit RESULTS` (or `analyze RESULTS`) fits every selected cell and effect."""
-    from harness.results import collect
+    from harness.results import collect, file_problem, folder_problem
     from harness.stats import analysis, checks, plots
 
     s = from_namespace(analysis.AnalysisSettings, args)
     source = args.results
+    problem = s.out and file_problem(s.out) or s.plots and folder_problem(s.plots)
+    if problem:  # before the fits, which take minutes
+        raise UserError(f"--{'out' if s.out and file_problem(s.out) else 'plots'}: {problem}")
     fits, found = [], []
     for label, d, fit in analysis.fits_of(collect(source), s, source, progress=not s.json):
         fits.append(fit)

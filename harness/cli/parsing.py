@@ -36,12 +36,16 @@ def mapping(text: str) -> dict:
     """A flag whose value is a mapping: inline JSON or YAML, or the path of a file holding one."""
     import yaml
 
+    from harness.core import yaml_files
+
     stripped = text.strip()
     is_file = stripped[:1] not in "{[" and Path(stripped).is_file()
     source, body = (f"the file {stripped}", Path(stripped).read_text()) if is_file else ("it", stripped)
     fix = f"give a mapping as JSON or YAML, such as {EXAMPLE}, or a file of one"
     try:
-        value = yaml.safe_load(body) if body else {}
+        value = yaml_files.load(body) if body else {}
+    except yaml_files.DuplicateKey as err:
+        raise argparse.ArgumentTypeError(f"{source if is_file else 'the value'}: {err.problem}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         said = " ".join(str(err).split())  # YAML's message spans lines: one line, as every error here
         raise argparse.ArgumentTypeError(f"{source} is neither JSON nor YAML ({said}); {fix}") from None

@@ -10,10 +10,16 @@ from harness.core.errors import UserError, read_json_object
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from harness.results import atomic_write, collect
+    from harness.cli.run import load_statistics
+    from harness.results import atomic_write, collect, file_problem
     from harness.stats import analysis, report
 
+    load_statistics(args.statistics)
     root = Path(args.results)
+    out = Path(args.out or root / "report.html")
+    problem = file_problem(out) if args.out else None
+    if problem:
+        raise UserError(f"--out: {problem}")
     df = collect(root)  # a clear error for a folder without results, before anything is written
     fits = None
     if args.analysis:
@@ -22,7 +28,6 @@ def cmd_report(args: argparse.Namespace) -> None:
     elif args.analyze:
         fitted = analysis.fits_of(df, analysis.AnalysisSettings(), str(root), progress=True)
         fits = {"results": str(root), "fits": [fit["record"] for _, _, fit in fitted]}
-    out = Path(args.out or root / "report.html")
     try:
         page = report.build(root, fits, df).encode()
     except UserError:  # a file the report reads, named with its fix
@@ -69,6 +74,9 @@ def register(sub) -> None:
     )
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--out", help="the HTML file (default: RESULTS/report.html)")
+    from harness.cli.run import STATISTICS_HELP
+
+    p.add_argument("--statistics", nargs="+", default=[], metavar="FILE", help=STATISTICS_HELP)
     p.add_argument("--analysis", help="the fits of `tapt-bench analyze RESULTS --out FILE`, to include")
     p.add_argument(
         "--analyze", action="store_true", help="fit the hierarchical model here (slow on big grids)"

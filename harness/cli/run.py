@@ -22,7 +22,7 @@ class RunOptions(Settings):
     shard: str = option("0/1", "run the i-th of N deterministic slices of the units, as i/N")
     keep_adapters: bool = option(False, "keep each unit's adapters beside its results")
     overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
-    no_summary: bool = option(False, "skip the summary table at the end")
+    summary: bool = option(True, "print the summary table at the end (--no-summary: skip it)")
     workers: int = option(
         1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)"
     )
@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         else:
             for cell in cfg.cell_configs():
                 run_one(cell)
-    if shard[1] == 1 and not opts.no_summary:
+    if shard[1] == 1 and opts.summary:
         for cell in cfg.cell_configs():
             print_summary(run.model_dir(cell))
 
@@ -186,6 +186,7 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.stats.exposure_summary import exposure_shares
     from harness.stats.summary import one_class, summarize
 
+    load_statistics(args.statistics)
     if not args.json:
         print_summary(Path(args.results), args.seed, args.target / 100)
         return
@@ -199,6 +200,22 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     if not collapsed.empty:  # a condition a task did not run is null
         extra["one_class"] = collapsed.astype(object).where(collapsed.notna(), None).to_dict("records")
     print(json.dumps(summary | extra))
+
+
+STATISTICS_HELP = (
+    "your summary statistics: files or modules that register them as they load "
+    "(harness.api.register_statistic), read beside the built-ins"
+)
+
+
+def load_statistics(targets: list[str]) -> None:
+    """The installed statistic plug-ins, then each file or module named (each registers as it loads)."""
+    from harness.core.plugins import load_registering
+    from harness.stats import statistics
+
+    statistics.load_installed()
+    fix = "call harness.api.register_statistic(Statistic(...)) in it (docs/contributing.md)"
+    load_registering(targets, "--statistics", lambda: len(statistics.STATISTICS), "statistic", fix)
 
 
 def register(sub) -> None:
@@ -236,6 +253,7 @@ def register(sub) -> None:
     p.add_argument("results", help="a results dir in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--seed", type=natural, default=0, help="seed of the permutation tests")
+    p.add_argument("--statistics", nargs="+", default=[], metavar="FILE", help=STATISTICS_HELP)
     p.add_argument(
         "--target",
         type=positive,

@@ -62,3 +62,36 @@ def _load_file(path: Path):
     loaded = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loaded)
     return loaded
+
+
+_LOADED: set[str] = set()  # files of registering plug-ins loaded in this process (each runs once)
+
+
+def load_registering(targets: list[str], flag: str, count, what: str, fix: str) -> None:
+    """Load each file or module of `targets`, which registers `what` as it loads (a detector, a
+    statistic): one SettingsError naming `flag` where one is `file.py:ATTR`, cannot be imported, fails
+    as it runs, or registers nothing (`count()` is the registry's size; `fix` says how to register)."""
+    from harness.core.errors import SettingsError
+
+    for target in targets:
+        module, colon, attr = target.rpartition(":")
+        if colon and attr and not {"/", "\\"} & set(attr):  # `file.py:ATTR`: how a method is named
+            problem = (
+                f"names {target!r}, a file and an attribute; a {what} file registers as it loads: pass the "
+                f"file or module alone ({module})"
+            )
+            raise SettingsError.of(flag, problem)
+        before = count()
+        try:
+            load_module(target)
+        except (ImportError, OSError) as err:
+            raise SettingsError.of(flag, cannot_import(target, target, err)) from None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # the file's own code: a syntax error, a raise, a bad register call
+            where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
+            problem = f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
+            raise SettingsError.of(flag, problem) from None
+        if count() == before and target not in _LOADED:
+            raise SettingsError.of(flag, f"{target!r} registers no {what}; {fix}")
+        _LOADED.add(target)

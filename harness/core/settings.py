@@ -255,12 +255,14 @@ def parse_script(cls: type[S], doc: str | None, argv: list[str] | None = None) -
 
 def key_table(cls: type) -> str:
     """One line per field: key, default, help (the config keys a YAML file may set)."""
-    lines = []
+    rows = []
     for f in fields_of(cls):
         default = (
             f.default
             if f.default is not dataclasses.MISSING
             else (f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
         )
-        lines.append(f"  {f.name:16} {default!s:24} {f.metadata.get('help', '')}")
-    return "\n".join(lines)
+        rows.append((f.name, str(default), f.metadata.get("help", "")))
+    key = max([16, *(len(r[0]) for r in rows)])  # the longest key sets the column: every help aligned
+    value = max([24, *(len(r[1]) for r in rows if len(r[1]) <= 40)])
+    return "\n".join(f"  {k:{key}} {d:{value}} {h}" for k, d, h in rows)

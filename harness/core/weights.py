@@ -166,3 +166,29 @@ def did_not_move(moved: dict | None) -> bool:
     if moved is None:
         return False
     return moved.get("norm", 1) == 0 or moved.get("changed_tensors", 1) == 0
+
+
+ADAPTER_KEYS = ("peft_type", "r", "lora_alpha", "target_modules", "lora_dropout", "bias")  # what it computes
+
+
+def adapter_sha256(model) -> str | None:
+    """SHA-256 of a PEFT model's adapter: its config's keys that change what it computes and every adapter
+    tensor, by name, as float32 (the same adapter in training, saved, and loaded by lm-eval hashes the
+    same). None for a model without a PEFT adapter."""
+    import hashlib
+    import json
+
+    config = getattr(model, "peft_config", {}).get(getattr(model, "active_adapter", "default"))
+    if config is None:
+        return None
+    from peft import get_peft_model_state_dict
+
+    digest = hashlib.sha256()
+    shown = {k: getattr(config, k, None) for k in ADAPTER_KEYS}
+    shown = {k: sorted(v) if isinstance(v, set | list) else str(v) for k, v in shown.items()}
+    digest.update(json.dumps(shown, sort_keys=True).encode())
+    state = get_peft_model_state_dict(model)
+    for name in sorted(state):
+        digest.update(name.encode())
+        digest.update(state[name].detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()

@@ -186,14 +186,11 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
 
 def load_detectors(targets: list[str]) -> None:
     """The installed detector plug-ins, then each file or module named (each registers as it loads)."""
-    from harness.core.plugins import cannot_import, load_module
+    from harness.core.plugins import load_registering
 
     detectors.load_installed()
-    for target in targets:
-        try:
-            load_module(target)
-        except (ImportError, OSError) as err:
-            raise SettingsError.of("detectors", cannot_import(target, target, err)) from None
+    fix = "call contamination.detectors.register(name, Detector(sees, pvalue)) in it (docs/contamination.md)"
+    load_registering(targets, "detectors", lambda: len(detectors.DETECTORS), "detector", fix)
 
 
 def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:

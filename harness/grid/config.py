@@ -13,13 +13,13 @@ from contamination import codec
 from contamination.exposure import check_sizes
 from contamination.exposure_run import ExposureSettings
 from harness import results
-from harness.core import conditions, models
+from harness.core import conditions, models, yaml_files
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, ModelSettings
 from harness.core.sections import Sections, recorded
 from harness.core.settings import NEVER, Settings, against, field_names, fingerprint, flag, from_mapping, pick
 from harness.grid.grid_settings import GridSettings
-from harness.scoring.classifier import ClassifierSettings
+from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.subsample import SampleSettings
@@ -84,6 +84,7 @@ class GridConfig(Sections):
                     "such as clf_epochs"
                 )
                 raise SettingsError.of("task_overrides", problem)
+            self.check_task_override(slug)
         if self.sample.prompt_format != "plain" and self.flow != "zero_shot":
             problem = "renders the zero_shot flow's prompts; a classifier reads the raw text: remove it"
             raise SettingsError.of("prompt_format", problem)
@@ -129,6 +130,27 @@ class GridConfig(Sections):
                     check_sizes(cell.n, cell.n)
                 except UserError as err:
                     raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
+
+    def check_task_override(self, slug: str) -> None:
+        """A task the run holds (the study's default also names tasks a run may leave out), and values
+        that are valid settings, named by their path, before anything is written."""
+        import difflib
+
+        if slug not in self.slugs and slug not in STUDY_TASK_OVERRIDES:
+            near = difflib.get_close_matches(slug, self.slugs, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            problem = f"names {slug!r}, which is not a task of this run ({hint}tasks: {self.slugs})"
+            raise SettingsError.of("task_overrides", problem)
+        owners, values = self.owners(), self.task_overrides[slug]
+        for name, section in self.sections().items():  # each section with the task's values, checked
+            changed = {k: v for k, v in values.items() if owners[k] == name}
+            if not changed:
+                continue
+            try:
+                type(section)(**{**dataclasses.asdict(section), **changed})
+            except SettingsError as err:
+                problem = f"{slug}.{err.key}: {err.problem}" if err.key else f"{slug}: {err}"
+                raise SettingsError.of("task_overrides", problem) from None
 
     def check_stream(self, n: int) -> None:
         """At least two chunks of test (the first is the base's), none empty."""
@@ -217,6 +239,10 @@ class GridConfig(Sections):
         for name, section in self.sections().items():
             if self.flow in FLOW_SECTIONS.get(name, (self.flow,)):
                 out |= recorded(section, self.grid.parts())
+        if "task_overrides" in out and self.applying(out["task_overrides"]) == self.applying(
+            STUDY_TASK_OVERRIDES
+        ):
+            out["task_overrides"] = STUDY_TASK_OVERRIDES  # the same units: `{}` in a zero_shot run, say
         if self.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
             out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
             out["codec_block"] = self.codec_block  # documents that share a context
@@ -227,6 +253,12 @@ class GridConfig(Sections):
             out["method"] = method.name
             out["method_settings"] = recorded(self.settings_of(method))
         return out
+
+    def applying(self, overrides: dict) -> dict:
+        """The per-task keys this flow reads (a zero_shot run reads no classifier key), per task."""
+        used = {k for k, name in self.owners().items() if self.flow in FLOW_SECTIONS.get(name, (self.flow,))}
+        kept = {slug: {k: v for k, v in values.items() if k in used} for slug, values in overrides.items()}
+        return {slug: values for slug, values in kept.items() if values}
 
     def settings_hash(self) -> str:
         return fingerprint(self.result_settings())
@@ -285,7 +317,9 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
     on top: known keys, types, known tasks, pools large enough for m + 2n."""
     path = config_path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_files.load(path.read_text())
+    except yaml_files.DuplicateKey as err:
+        raise SettingsError(f"{path}: {err.problem}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         shipped = ", ".join(p.stem for p in sorted(CONFIGS_DIR.glob("*.yaml")))
         raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err

@@ -17,6 +17,7 @@ from harness.core import threads as thread_count
 from harness.core.errors import SettingsError
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
+from harness.grid import lock
 from harness.grid.config import GridConfig
 from harness.grid.units import Unit, compute_unit, log
 from harness.tasks.lm_eval_spec import folder_name
@@ -131,8 +132,18 @@ def output_to(path: Path):
 
 
 def write_unit(cfg: GridConfig, unit: Unit) -> Path:
-    """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables."""
+    """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables;
+    only where the task's finished units still hold this run's settings (another shard's run, say, with
+    other settings wrote none since this one started)."""
     tdir = task_dir(cfg, unit.slug)
+    want = cfg.result_settings()
+    mixed = sorted(k for k, u in results.finished(tdir).items() if u.get("settings") != want)
+    if mixed:
+        raise SettingsError(
+            f"{tdir}: unit(s) {mixed} were written with other settings while this run ran (another run "
+            f"into this --out); {unit.slug} subsample {unit.k} is not written. Run each config into its "
+            "own --out"
+        )
     results.write_unit(tdir, unit.k, unit.accs, unit.probs, unit.record)
     results.rebuild(tdir)
     return tdir
@@ -152,6 +163,18 @@ def run(
     process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
     harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
     the run's log file."""
+    with lock.held(model_dir(cfg), shard):  # one writer per folder and shard
+        return locked_run(cfg, shard, keep_adapters, overwrite, execute, threads)
+
+
+def locked_run(
+    cfg: GridConfig,
+    shard: tuple[int, int],
+    keep_adapters: bool,
+    overwrite: bool,
+    execute: Executor | None,
+    threads: int,
+) -> list[Path]:
     from tqdm import tqdm
 
     check_settings(cfg, overwrite)  # before anything is written

@@ -191,6 +191,9 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
             adapted = method.run(inputs, at_load, cond)
         check_tokenizer(method, cond, at_load, tokenizer)
         rec = {**dataclasses.asdict(settings), "split": split, "answers": answers, **adapted.record}
+        rec["adapter_sha256"] = weights.adapter_sha256(
+            adapted.model
+        )  # which adapter scored it (None: no PEFT)
         rec |= methods.vote_agreement(adapted.record, docs[split])  # made-up labels against the gold ones
         training[cond] = {key: v for key, v in rec.items() if key != "rows"}
         if keep_adapters and hasattr(adapted.model, "save_pretrained"):

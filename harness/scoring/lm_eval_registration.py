@@ -120,16 +120,76 @@ def pretrained_from_adapter(huggingface) -> None:
             pretrained = base_of(kwargs.get("peft"))
         elif kwargs.get("peft") and isinstance(pretrained, str):
             same_base(pretrained, kwargs["peft"])
-        init(self, pretrained, *args, **kwargs)
+        if not isinstance(pretrained, str):
+            return init(self, pretrained, *args, **kwargs)
+        try:
+            init(self, pretrained, *args, **kwargs)
+        except OSError as err:  # no such folder, or a hub id out of reach: transformers' traceback
+            raise one_line(
+                f"pretrained={pretrained}: cannot load it ({first_line(err)}); name a model "
+                "folder, or a hub id this machine can reach"
+            ) from None
+        except RuntimeError as err:
+            if "size mismatch" not in str(err):
+                raise
+            raise one_line(
+                f"peft={kwargs.get('peft')}: its weights do not fit pretrained={pretrained} "
+                "(size mismatch): the adapter was trained on another base; pass that base as "
+                "pretrained=, or fix base_model_name_or_path in its adapter_config.json"
+            ) from None
 
     with_base.tapt_bench = True
     huggingface.HFLM.__init__ = with_base
+    info = huggingface.HFLM.get_model_info
+
+    @functools.wraps(info)
+    def with_adapter_hash(self) -> dict:  # lm-eval asks the hub for a sha: a local adapter gets ''
+        out = info(self)
+        if getattr(self, "peft", None):
+            from harness.core.weights import adapter_sha256
+
+            out["peft_sha256"] = adapter_sha256(self._model)
+        return out
+
+    huggingface.HFLM.get_model_info = with_adapter_hash
+
+
+def first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def one_line(message: str):
+    """A UserError that lm_eval's command prints as one line."""
+    from harness.core.errors import UserError, print_user_errors
+
+    print_user_errors("lm_eval")
+    return UserError(f"lm_eval --model_args {message}")
+
+
+def metadata_errors(utils) -> None:
+    """lm_eval's --metadata (and --model_args) parser raises a bare ValueError on text that is not JSON:
+    make it argparse's own one-line usage error. (A private module of lm-eval: left alone where absent.)"""
+    action = getattr(utils, "MergeDictAction", None)
+    call = vars(action).get("__call__") if action is not None else None
+    if call is None or getattr(call, "tapt_bench", False):
+        return
+
+    @functools.wraps(call)
+    def one_line_error(self, parser, namespace, values, option_string=None):
+        try:
+            return call(self, parser, namespace, values, option_string)
+        except ValueError as err:
+            parser.error(f"argument {option_string or self.dest}: {err}")
+
+    one_line_error.tapt_bench = True
+    action.__call__ = one_line_error
 
 
 AFTER = {  # lm-eval's module -> what to add once it has run
     "lm_eval.models": register,
     "lm_eval.tasks.manager": add_task_folder,
     "lm_eval.models.huggingface": pretrained_from_adapter,
+    "lm_eval._cli.utils": metadata_errors,
 }
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from harness.core import yaml_files
 from harness.core.errors import TaskError, UnknownTaskError, UserError
 from harness.tasks import prompts
 from harness.tasks.data import apply_filters, load_pool, resolve_data_dir, to_canonical
@@ -151,7 +152,7 @@ class TaskSpec:
         return [*folder, "--tasks", task, "--metadata", json.dumps(metadata)]
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml_files.UniqueKeys):
     """YAML with lm-eval's `!function` tag kept as its text (we read facts, never call functions)."""
 
 
@@ -169,7 +170,7 @@ def load_task_config(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise TaskError(f"{path}: no such task YAML")
     try:
-        cfg = yaml.load(path.read_text(), Loader=_Loader)
+        cfg = yaml_files.load(path.read_text(), _Loader)
     except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
         raise TaskError(f"{path}: malformed YAML: {err}") from err
     if not isinstance(cfg, dict):

@@ -147,10 +147,12 @@ class Method:
             )
         if given_dir and not (isinstance(out.model, (str, Path)) and Path(out.model).is_dir()):
             raise UserError(f"{who} returned Adapted({out.model!r}); the classifier flow needs a model dir")
-        if not given_dir and not callable(getattr(out.model, "named_parameters", None)):
+        lm = all(hasattr(out.model, a) for a in ("named_parameters", "config", "device", "generate"))
+        if not given_dir and not lm:
             raise UserError(
-                f"{who} returned Adapted({type(out.model).__name__}); adapt must return the adapted model "
-                "(a torch module, such as a PEFT model over Inputs.model)"
+                f"{who} returned Adapted({type(out.model).__name__}), which is not a causal LM (no config, "
+                "device or generate); adapt must return the adapted model: Inputs.model itself, or a PEFT "
+                "model over it"
             )
         if not isinstance(out.record, dict):
             raise UserError(f"{who} returned a record of type {type(out.record).__name__}; it must be a dict")
@@ -169,6 +171,15 @@ class Method:
                 raise UserError(
                     f"{who} returned a record whose {key!r} is {value!r}; it must be a count, an integer of "
                     "at least 0"
+                )
+        for key in self.diagnostics:  # the summary averages them over units: numbers only
+            value = out.record.get(key)
+            values = value if isinstance(value, list) else [value]
+            if key in out.record and not all(numeric(v) or v is None for v in values):
+                raise UserError(
+                    f"{who} returned a record whose diagnostic {key!r} is {value!r}; the summary and the "
+                    "report average a diagnostic over units: record a number (or a list of numbers), and "
+                    "text under a key that diagnostics does not name"
                 )
         if self.diagnostics:  # the summary and the report read the columns from the record itself
             out.record = {**out.record, DIAGNOSTICS: dict(self.diagnostics)}
@@ -202,6 +213,10 @@ class Method:
         from harness.core.settings import from_mapping
 
         return from_mapping(self.settings, values or {}, where)
+
+
+def numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def nothing_learned(record: dict) -> str | None:

@@ -7,7 +7,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from harness.core import models
+from harness.core import models, weights
 from harness.core.errors import UserError
 from harness.core.settings import Settings, flag, pick
 from tapt import methods, output
@@ -41,6 +41,8 @@ def train(args: AdapterArgs, method: str | None = None, given: dict | None = Non
                 f"{', '.join(ignored)}: {default.name}'s flags, which {chosen.name} does not read; give its "
                 f"settings as --method-settings (`tapt-bench methods show {chosen.name}` lists them)"
             )
+        if given and list(given) == [chosen.name] and isinstance(given[chosen.name], dict):
+            given = given[chosen.name]  # {method: {...}}, the shape run and calibrate take, for one method
         settings = chosen.configured(given, "--method-settings")
     return adapt_and_save(args, chosen, settings)[0]
 
@@ -57,9 +59,10 @@ def adapt_and_save(args: AdapterArgs, method: Method, settings: Settings) -> tup
         adapted = method.run(Inputs(model, tokenizer, spec, docs, settings, args.seed, Path(work)))
         why = nothing_learned(adapted.record)
         if why:
+            where = "--epochs, --lr, ..." if method.default_for == "zero_shot" else "--method-settings"
             raise UserError(
                 f"{method.name} {why} of the {len(docs)} in {args.split} (subsample {args.subsample}): "
-                f"nothing was adapted and nothing is written; change its settings (--method-settings)"
+                f"nothing was adapted and nothing is written; change its settings ({where})"
             )
         adapted.model.save_pretrained(tmp)
         peft = hasattr(adapted.model, "peft_config")
@@ -72,6 +75,7 @@ def adapt_and_save(args: AdapterArgs, method: Method, settings: Settings) -> tup
             **{k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")},
             "task": spec.slug,
             **adapted.record,
+            "adapter_sha256": weights.adapter_sha256(adapted.model),
         }
         output.write_record(tmp, rec)
     return rec, peft

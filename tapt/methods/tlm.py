@@ -90,6 +90,25 @@ def log_perplexity(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return -(picked * mask).sum(1) / mask.sum(1).clamp_min(1)
 
 
+def selectable(model, ids: list[list[int]], threshold: float) -> bool:
+    """Whether the frozen base selects any input (offline, its log-perplexity is the weight's input, and
+    it does not change in training): one forward pass each, without gradients."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for seq in ids:
+                batch = torch.tensor([seq], device=model.device)
+                if (
+                    float(log_perplexity(model(input_ids=batch, use_cache=False).logits, batch)[0])
+                    > threshold
+                ):
+                    return True
+    finally:
+        model.train(was_training)
+    return False
+
+
 def trainer_class():
     from transformers import Trainer
 
@@ -134,6 +153,9 @@ def adapt(x: Inputs) -> Adapted:
     set_seed(x.seed)
     texts = answered(x.spec, x.docs) if x.labeled else list(x.docs["prompt"])
     ids = x.tokenizer(texts, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
+    if not x.online and not selectable(x.model, ids, s.threshold):  # no step would learn: say so now
+        record = {"sequences": len(ids), "selected": 0, "seen": len(ids), "learned_from": 0, "steps": 0}
+        return Adapted(x.model, record, restore=lambda: x.model)
     lora = LoraConfig(
         r=s.lora_r,
         lora_alpha=s.lora_alpha,

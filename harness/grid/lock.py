@@ -1,0 +1,73 @@
+"""One writer per results folder and shard: a run holds a lock file naming its PID, host and start while it
+writes; a second run into the same folder and shard is refused, naming the holder. A lock whose process
+is gone (killed, or the machine restarted) is taken over with a note. Written here because a lock file is
+the one kind that works on a cluster's shared disk, where fcntl locks may not."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness import results
+from harness.core.errors import UserError
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def holder(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@contextlib.contextmanager
+def held(mdir: Path, shard: tuple[int, int]) -> Iterator[Path]:
+    """Hold the lock of `mdir`'s `shard` while the block runs; refuse where another live run holds it."""
+    path = results.lock_path(mdir, shard)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            other = holder(path)
+            pid, host = other.get("pid"), other.get("host")
+            who = f"PID {pid} on {host}, started {other.get('started')}"
+            if isinstance(pid, int) and host == me["host"] and not alive(pid):
+                print(f"note: took over {path}: its run ({who}) is no longer running", file=sys.stderr)
+                path.unlink(missing_ok=True)
+                continue
+            if not other:  # being written by a run starting this moment
+                time.sleep(0.2)
+                continue
+            elsewhere = "" if host == me["host"] else "; if that run has ended, delete the file"
+            raise UserError(
+                f"another run ({who}) is writing {mdir} shard {shard[0]}/{shard[1]} (lock {path}); wait "
+                f"for it to end, or write to another --out{elsewhere}"
+            ) from None
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        break
+    else:
+        raise UserError(f"could not take the lock {path}; delete it if no run is writing {mdir}")
+    try:
+        yield path
+    finally:
+        if holder(path).get("pid") == me["pid"]:
+            path.unlink(missing_ok=True)

@@ -1,0 +1,147 @@
+"""This round's bad inputs, each one line naming the file, key or flag and the fix, before anything is
+written: task overrides, keys written twice, detector files, output paths, method settings' shapes."""
+
+import pytest
+from helpers import tiny_grid_config
+
+from harness import results
+from harness.cli.main import main
+from harness.core.errors import SettingsError
+from harness.grid.calibrate import load_detectors
+from harness.grid.config import GridConfig, load_config
+
+
+def test_a_task_override_names_a_task_of_the_run_and_valid_values_by_their_path(
+    tmp_path, tiny_llama, data_dir
+):
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out")
+    with pytest.raises(
+        SettingsError, match="names 'ag_nwes', which is not a task of this run \\(did you mean 'ag_news'"
+    ):
+        load_config(config, {"task_overrides": {"ag_nwes": {"epochs": 1}}})
+    with pytest.raises(
+        SettingsError, match="--task-overrides ag_news.epochs: must be at least 0.0, got -2.0"
+    ):
+        load_config(config, {"task_overrides": {"ag_news": {"epochs": -2}}})
+    assert not (tmp_path / "out").exists()
+    load_config(config, {"task_overrides": {"ag_news": {"epochs": 2}}})
+
+
+def test_an_empty_task_override_on_a_zero_shot_run_is_the_same_settings():
+    """The default holds classifier keys only, which a zero_shot run does not read."""
+    assert GridConfig().settings_hash() == GridConfig(task_overrides={}).settings_hash()
+    assert GridConfig().settings_hash() != GridConfig(task_overrides={"ag_news": {"lr": 0.1}}).settings_hash()
+    classifier = {"flow": "classifier", "base": "bert-base-uncased"}
+    assert (
+        GridConfig(**classifier).settings_hash()
+        != GridConfig(**classifier, task_overrides={}).settings_hash()
+    )
+
+
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path, tiny_llama, data_dir, capsys):
+    import json
+
+    import yaml
+
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out")
+    config.write_text(yaml.safe_dump(json.loads(config.read_text())) + "m: 5\n")
+    with pytest.raises(SettingsError, match="key 'm' is written twice, on line \\d+ and line \\d+; keep one"):
+        load_config(config)
+    with pytest.raises(SystemExit):
+        main(["run", "--config", str(config), "--task-overrides", '{"ag_news": {"lr": 1}, "ag_news": {}}'])
+    assert "the value: key 'ag_news' is written twice" in capsys.readouterr().err
+    from harness.tasks.spec import load_task_config
+
+    (tmp_path / "tapt_x.yaml").write_text("task: tapt_x\ndataset_path: a\ntask: tapt_y\n")
+    with pytest.raises(Exception, match="key 'task' is written twice, on line 1 and line 3"):
+        load_task_config(tmp_path / "tapt_x.yaml")
+
+
+@pytest.mark.parametrize(
+    "text, target, message",
+    [
+        ("def f(:\n", "{f}", "failed as it loaded \\(line 1\\): SyntaxError"),
+        ("raise RuntimeError('boom')\n", "{f}", "failed as it loaded: RuntimeError: boom; fix that file"),
+        (
+            "from contamination.detectors import register\nregister('x', 42)\n",
+            "{f}",
+            "failed as it loaded: TypeError: detector 'x' must be a Detector",
+        ),
+        ("X = 1\n", "{f}:X", "a file and an attribute; a detector file registers as it loads: pass the file"),
+        ("X = 1\n", "{f}", "registers no detector; call contamination.detectors.register"),
+    ],
+)
+def test_a_detector_file_that_fails_or_registers_nothing_is_one_line(tmp_path, text, target, message):
+    path = tmp_path / f"det_{abs(hash(text)) % 10**6}.py"
+    path.write_text(text)
+    with pytest.raises(SettingsError, match=f"detectors .*{message}"):
+        load_detectors([target.format(f=path)])
+
+
+def test_an_output_file_is_checked_before_any_work_and_leaves_no_temporary_file(tmp_path, capsys):
+    shipped = "benchmarks/methods_study"
+    (tmp_path / "adir").mkdir()
+    for out, said in (
+        ("/proc/x/r.html", "cannot create a folder in /proc"),
+        (tmp_path / "adir", "is a folder"),
+    ):
+        with pytest.raises(SystemExit, match=f"--out: .*{said}"):
+            main(["report", shipped, "--out", str(out)])
+        with pytest.raises(SystemExit, match=f"--out: .*{said}"):
+            main(["analyze", shipped, "--out", str(out)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+    with pytest.raises(OSError):
+        results.atomic_write(tmp_path / "adir", b"x")  # a failed write leaves no .adir.<pid>.tmp beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+    with pytest.raises(SystemExit, match="is a file; name the results folder a run wrote"):
+        main(["summarize", __file__])
+
+
+def test_train_takes_method_settings_in_the_shape_run_takes_and_names_the_flag_to_change(
+    tmp_path, tiny_llama, data_dir
+):
+    argv = ["train", "--task", "ag_news", "--n", "6", "--m", "4", "--quantize", "none"]
+    argv += ["--base", str(tiny_llama), "--data-dir", str(data_dir)]
+    nested = '{"test-time-learning": {"threshold": 100}}'  # selects nothing: said before any step
+    with pytest.raises(SystemExit, match="test-time-learning learned from 0 documents .*--method-settings"):
+        main(
+            [
+                *argv,
+                "--method",
+                "test-time-learning",
+                "--method-settings",
+                nested,
+                "--out",
+                str(tmp_path / "a"),
+            ]
+        )
+    with pytest.raises(SystemExit, match="prompt-tapt took 0 optimizer steps .*\\(--epochs, --lr"):
+        main([*argv, "--epochs", "0", "--out", str(tmp_path / "b")])
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_statistic_file_is_read_by_summarize_and_report_and_one_that_registers_nothing_refused(
+    tmp_path, capsys
+):
+    import json
+
+    stat = tmp_path / "twice.py"
+    stat.write_text(
+        "from harness.api import Statistic, register_statistic\n"
+        "register_statistic(Statistic('{e}_twice_gap', 'twice', 'points', lambda e: e == 'bias',\n"
+        "    lambda t, c, seed: 2 * float((t - c).mean())))\n"
+    )
+    main(["summarize", "benchmarks/methods_study", "--json", "--statistics", str(stat)])
+    summary = json.loads(capsys.readouterr().out)
+    row = summary["tasks"][0]
+    assert row["bias_twice_gap"] == pytest.approx(2 * row["bias_mean"])
+    (tmp_path / "none.py").write_text("X = 1\n")
+    with pytest.raises(SystemExit, match="--statistics .*none.py' registers no statistic; call harness.api"):
+        main(["report", "benchmarks/methods_study", "--statistics", str(tmp_path / "none.py")])
+
+
+def test_methods_show_aligns_every_setting_under_the_longest_key(capsys):
+    main(["methods", "show", "test-time-rl"])
+    lines = capsys.readouterr().out.split("settings (")[1].split("\n\n")[0].splitlines()[1:]
+    starts = {len(line) - len(line[2:].split(maxsplit=2)[2]) for line in lines}
+    assert len(lines) >= 10 and len(starts) == 1

@@ -1,0 +1,88 @@
+"""Nothing lost, nothing mixed: one run per results folder and shard, no folder deleted that tapt-bench
+did not write, and units of other settings never written beside a run's own."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from helpers import tiny_grid_config
+
+from harness import results
+from harness.cli.main import main
+from harness.core.errors import SettingsError, UserError
+from harness.grid import lock
+from harness.grid.config import load_config
+from harness.grid.run import model_dir, run, task_dir, write_unit
+from harness.grid.units import Unit
+from tapt import output
+
+
+def test_a_second_run_into_a_folder_and_shard_is_refused_naming_the_first(tmp_path, tiny_llama, data_dir):
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False)
+    cfg = load_config(config)
+    with lock.held(model_dir(cfg), (0, 1)):
+        with pytest.raises(
+            UserError, match=f"another run \\(PID {os.getpid()} on .*, started .*\\) is writing"
+        ):
+            run(cfg)
+        assert not list((tmp_path / "out").rglob("manifest*"))  # refused before anything is written
+        with lock.held(model_dir(cfg), (1, 2)):  # another shard of the same folder runs beside it
+            pass
+    assert not results.lock_path(model_dir(cfg), (0, 1)).exists()  # given back when the run ends
+
+
+def test_a_lock_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    pid = int(gone.stdout)
+    path = results.lock_path(tmp_path, (0, 1))
+    import socket
+
+    path.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "started": "2026-01-01 00:00:00"}))
+    with lock.held(tmp_path, (0, 1)):
+        assert json.loads(path.read_text())["pid"] == os.getpid()
+    assert f"took over {path}: its run (PID {pid} on" in capsys.readouterr().err
+    path.write_text(json.dumps({"pid": pid, "host": "another-machine", "started": "2026-01-01 00:00:00"}))
+    refused = pytest.raises(UserError, match="another-machine.*if that run has ended, delete the file")
+    with refused, lock.held(tmp_path, (0, 1)):
+        pass
+
+
+def test_a_unit_is_not_written_beside_units_of_other_settings(tmp_path, tiny_llama, data_dir):
+    cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))
+    tdir = task_dir(cfg, "ag_news")
+    other = {"settings": {**cfg.result_settings(), "lr": 0.5}}
+    results.write_unit(tdir, 1, {"base": 0.5}, pd.DataFrame({"row": [0]}), other)
+    unit = Unit("ag_news", 0, {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": cfg.result_settings()})
+    with pytest.raises(SettingsError, match="unit\\(s\\) \\[1\\] were written with other settings"):
+        write_unit(cfg, unit)
+    assert not results.is_done(tdir, 0)
+
+
+def test_overwrite_replaces_only_what_tapt_bench_wrote(tmp_path):
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "important.txt").write_text("x")
+    refused = pytest.raises(UserError, match="a folder tapt-bench did not write \\(no tapt.json in it\\)")
+    with refused, output.staged(victim, overwrite=True):
+        pass
+    assert (victim / "important.txt").read_text() == "x"
+    ours = tmp_path / "ours"
+    with output.staged(ours, overwrite=False) as tmp:
+        output.write_record(tmp, {"kind": "adapter"})
+    with output.staged(ours, overwrite=True) as tmp:
+        output.write_record(tmp, {"kind": "model"})
+    assert json.loads((ours / "tapt.json").read_text())["kind"] == "model"
+
+
+def test_train_overwrite_of_a_foreign_folder_is_refused_before_the_base_loads(tmp_path, tiny_llama, data_dir):
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "important.txt").write_text("x")
+    argv = ["train", "--task", "ag_news", "--n", "6", "--m", "4", "--quantize", "none"]
+    argv += ["--base", str(tiny_llama), "--data-dir", str(data_dir), "--out", str(victim), "--overwrite"]
+    with pytest.raises(SystemExit, match="--overwrite replaces only tapt-bench's own output"):
+        main(argv)
+    assert sorted(p.name for p in victim.iterdir()) == ["important.txt", "sub"]
