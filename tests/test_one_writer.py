@@ -86,3 +86,29 @@ def test_train_overwrite_of_a_foreign_folder_is_refused_before_the_base_loads(tm
     with pytest.raises(SystemExit, match="--overwrite replaces only tapt-bench's own output"):
         main(argv)
     assert sorted(p.name for p in victim.iterdir()) == ["important.txt", "sub"]
+
+
+def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    """The tapt_* task's data hook draws the subsample again from its metadata: the unit checks that lm-eval
+    scored its own test documents, row by row, and stops where a drift would score others."""
+    from harness.grid import units
+    from harness.tasks.protocol import find_spec, subsample_docs
+
+    cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))
+    unit = units.compute_unit(cfg, "ag_news", 0)
+    test = subsample_docs(find_spec("ag_news"), cfg.sample, 0)["test"]
+    scored = unit.probs[unit.probs["condition"] == "base"]
+    assert sorted(scored["row"]) == sorted(test["row"])
+    drawn = units.zero_shot.lm_eval_task
+    monkeypatch.setattr(  # the hook told another subsample than the grid drew
+        units.zero_shot,
+        "lm_eval_task",
+        lambda spec, meta, inc, t: drawn(spec, {**meta, "subsample": 1}, inc, t),
+    )
+    units._BASE_SCORES.clear()
+    with pytest.raises(
+        UserError, match="lm-eval's doc 0 is pool row [0-9]+, and the unit's test document there is row"
+    ):
+        units.compute_unit(cfg.replace(out=str(tmp_path / "other")), "ag_news", 0)

@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
+from harness.core.errors import UserError
 from harness.tasks.protocol import Spec
 
 
@@ -70,6 +71,13 @@ def score(lm, task: EvalTask, rule: Rule = "acc") -> pd.DataFrame:
         ll = np.array([float(r[0]) for r in s["filtered_resps"]])
         mean = ll / np.array([lm.continuation_tokens[tuple(a)] for a in s["arguments"]])
         row, label = task.docs[int(s["doc_id"])]
+        drawn = s["doc"].get("row") if isinstance(s.get("doc"), dict) else None
+        if drawn is not None and (int(drawn) != row or int(s["doc"].get("label", label)) != label):
+            raise UserError(  # a tapt_* task's data hook draws the subsample again from its metadata
+                f"lm-eval's doc {s['doc_id']} is pool row {int(drawn)}, and the unit's test document there "
+                f"is row {row}: the task's data hook and the grid drew different subsamples; check the "
+                "task's data and its --metadata"
+            )
         by = {"acc": (ll, bool(s["acc"])), "mean_token": (mean, int(mean.argmax()) == label)}
         p = np.exp(by[rule][0] - by[rule][0].max())
         rows.append(
