@@ -1,6 +1,8 @@
 """This round's bad inputs, each one line naming the file, key or flag and the fix, before anything is
 written: task overrides, keys written twice, detector files, output paths, method settings' shapes."""
 
+from pathlib import Path
+
 import pytest
 from helpers import tiny_grid_config
 
@@ -9,6 +11,8 @@ from harness.cli.main import main
 from harness.core.errors import SettingsError
 from harness.grid.calibrate import load_detectors
 from harness.grid.config import GridConfig, load_config
+
+SHIPPED = str(Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study")  # a shipped study
 
 
 def test_a_task_override_names_a_task_of_the_run_and_valid_values_by_their_path(
@@ -79,7 +83,7 @@ def test_a_detector_file_that_fails_or_registers_nothing_is_one_line(tmp_path, t
 
 
 def test_an_output_file_is_checked_before_any_work_and_leaves_no_temporary_file(tmp_path, capsys):
-    shipped = "benchmarks/methods_study"
+    shipped = SHIPPED
     (tmp_path / "adir").mkdir()
     for out, said in (
         ("/proc/x/r.html", "cannot create a folder in /proc"),
@@ -131,13 +135,13 @@ def test_a_statistic_file_is_read_by_summarize_and_report_and_one_that_registers
         "register_statistic(Statistic('{e}_twice_gap', 'twice', 'points', lambda e: e == 'bias',\n"
         "    lambda t, c, seed: 2 * float((t - c).mean())))\n"
     )
-    main(["summarize", "benchmarks/methods_study", "--json", "--statistics", str(stat)])
+    main(["summarize", SHIPPED, "--json", "--statistics", str(stat)])
     summary = json.loads(capsys.readouterr().out)
     row = summary["tasks"][0]
     assert row["bias_twice_gap"] == pytest.approx(2 * row["bias_mean"])
     (tmp_path / "none.py").write_text("X = 1\n")
     with pytest.raises(SystemExit, match="--statistics .*none.py' registers no statistic; call harness.api"):
-        main(["report", "benchmarks/methods_study", "--statistics", str(tmp_path / "none.py")])
+        main(["report", SHIPPED, "--statistics", str(tmp_path / "none.py")])
 
 
 def test_methods_show_aligns_every_setting_under_the_longest_key(capsys):
