@@ -21,8 +21,8 @@ import torch
 
 from harness.core.settings import Settings, option, parse_script
 from harness.grid import config, run
+from harness.grid.base_model import loaded_base
 from harness.grid.on_ray import executor, ray_module
-from harness.grid.units import loaded_base
 
 
 @dataclass(kw_only=True)

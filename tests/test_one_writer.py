@@ -107,7 +107,7 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
         "lm_eval_task",
         lambda spec, meta, inc, t: drawn(spec, {**meta, "subsample": 1}, inc, t),
     )
-    units._BASE_SCORES.clear()
+    units.BASE_SCORES.clear()
     with pytest.raises(
         UserError, match="lm-eval's doc 0 is pool row [0-9]+, and the unit's test document there is row"
     ):

@@ -1,7 +1,7 @@
 """The grid's units as Ray tasks, on a Ray cluster (`--address`) or on a local Ray instance.
 
 One Ray task per unit, rather than one long-lived actor per GPU that pulls units: a worker process
-keeps the zero-shot base loaded across the units it runs (units.loaded_base, and `max_calls=0` keeps
+keeps the zero-shot base loaded across the units it runs (base_model.loaded_base, and `max_calls=0` keeps
 GPU workers alive too), so a task reloads nothing an actor would keep; and Ray itself retries a task
 whose worker died, where a dead actor's pulled units would need our own bookkeeping. A task returns
 its unit to the driver, which alone writes results, atomically, exactly as a local run does: workers

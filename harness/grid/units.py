@@ -10,92 +10,24 @@ import dataclasses
 import logging
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from contamination import doc_scores
-from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions, models, weights
-from harness.core.errors import UserError
-from harness.core.settings import fingerprint
+from harness.core.settings import Settings, fingerprint
 from harness.grid import stream
+from harness.grid.base_model import BASE_SCORES, LOADED, Base, loaded_base
 from harness.grid.config import GridConfig
+from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
 from harness.scoring import classifier, zero_shot
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
 from tapt import methods, output
 
 log = logging.getLogger("tapt_bench.grid")
-
-
-@dataclass
-class Unit:
-    """One finished (task, subsample) unit: what `results.write_unit` records under the task's dir."""
-
-    slug: str
-    k: int
-    accs: dict
-    probs: pd.DataFrame  # per test document and condition: class probabilities, prediction, correct
-    record: dict  # settings, their hash, seconds per stage, training records
-
-
-# the zero-shot base of this process, kept loaded for every unit it runs (locally or in a Ray worker), with
-# the fingerprint of its weights at load: every reuse and every method's restore is checked against it
-_LOADED: dict = {}
-# the base's scores per (results root, base settings, task, subsample), with the model folder that computed
-# them: methods side by side score the base once per unit (the same numbers: scoring is deterministic)
-_BASE_SCORES: dict = {}
-
-
-def base_key(cfg: GridConfig) -> tuple:
-    return cfg.base, cfg.quantize, cfg.fallback_lora, cfg.bf16
-
-
-def loaded_base(cfg: GridConfig):
-    """(model, tokenizer, its state at load) of cfg's base, loaded once per process; a different base
-    replaces it; a kept one is checked unchanged before it is reused."""
-    if base_key(cfg) in _LOADED:
-        model, tokenizer, at_load = _LOADED[base_key(cfg)]
-        if weights.differences(at_load, weights.base_state(model, tokenizer)):  # never reused unverified
-            _LOADED.clear()
-    if base_key(cfg) not in _LOADED:
-        _LOADED.clear()
-        path = models.resolve(cfg.base)
-        models.check_base(path)
-        model = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora, cfg.bf16)
-        tokenizer = models.tokenizer(path)
-        _LOADED[base_key(cfg)] = (model, tokenizer, weights.base_state(model, tokenizer))
-    return _LOADED[base_key(cfg)]
-
-
-def check_restored(method: methods.Method, cond: str, at_load: dict, base, tokenizer) -> None:
-    """Stop the run when a method's restore did not give the base back as it was loaded (its weights, the
-    hooks on its modules, its config, the tokenizer): the next condition (and unit) would be scored on a
-    changed base."""
-    named = hasattr(base, "named_parameters")
-    changed = weights.differences(at_load, weights.base_state(base, tokenizer)) if named else "not a model"
-    if changed:
-        raise UserError(
-            f"method {method.name} ({method.source}) did not give the base back after the {cond} condition "
-            f"(it differs from the base as loaded: {changed}); its Adapted.restore must return the base "
-            "unchanged (e.g. a PEFT model's unload(), with any hook it added removed, the tokenizer and the "
-            "config as they were). Stopped before the next condition was scored."
-        )
-
-
-def check_tokenizer(method: methods.Method, cond: str, at_load: dict, tokenizer) -> None:
-    """Stop before scoring when a method changed the tokenizer (added tokens fail deep inside scoring)."""
-    now = weights.tokenizer_print(tokenizer)
-    changed = weights.differences({k: v for k, v in at_load.items() if k in now}, now)
-    if changed:
-        raise UserError(
-            f"method {method.name} ({method.source}) changed the tokenizer in the {cond} condition "
-            f"({changed}); a method adapts the model and leaves the tokenizer as it was. Stopped before "
-            "scoring."
-        )
 
 
 def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False) -> Unit:
@@ -107,109 +39,176 @@ def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False
     try:
         return zero_shot_unit(cfg, spec, k, docs, keep_adapters)
     except BaseException:
-        _LOADED.clear()  # a unit that failed mid-way may leave its adapter in the base: never reuse that
+        LOADED.forget()  # a unit that failed mid-way may leave its adapter in the base: never reuse that
         raise
 
 
-def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
-    """The documents a condition adapts on: its split's, with the gold labels only for the leak (the
-    column is absent otherwise, so that a method cannot read it)."""
-    split, answers = conditions.TAPT[cond]
-    return docs[split] if answers else docs[split].drop(columns="label")
+@dataclass(frozen=True)
+class ZeroShot:
+    """What every step of one zero-shot unit reads, fixed for the unit."""
+
+    cfg: GridConfig
+    spec: Spec
+    k: int
+    docs: dict
+    base: Base
+    method: methods.Method
+    settings: Settings
+    task: zero_shot.EvalTask
+    keep_adapters: bool
+
+
+@dataclass
+class Step:
+    """One condition's outcome: lm-eval's scores of test, the exposure test's record, the method's record,
+    why its model is not an adaptation (None where it is), and the seconds of each stage."""
+
+    scored: pd.DataFrame
+    exposed: pd.DataFrame | None = None
+    training: dict | None = None
+    skipped: str | None = None
+    seconds: dict = field(default_factory=dict)
 
 
 def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> Unit:
     """Score base, then adapt (the config's method) and score once per condition, restoring the base
-    after each."""
-    base, tokenizer, at_load = loaded_base(cfg)
-    method = cfg.adaptation()
-    settings = cfg.settings_of(method, spec.slug)
+    after each: a step per condition, each returning its outcome."""
     metadata = {**dataclasses.asdict(cfg.sample), "subsample": k, "split": conditions.TEST}
     task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
-    tdir = results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, spec.slug)
-    seconds, training, exposed, skipped = {}, {}, {}, {}
-    clock = time.perf_counter()
-
-    def lap(name: str) -> None:
-        nonlocal clock
-        seconds[name], clock = time.perf_counter() - clock, time.perf_counter()
-        log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, name, seconds[name])
-
-    def score(cond: str, model) -> None:  # lm-eval's scores of test; the exposure test's of test and extra
-        lm = zero_shot.scorer(model, tokenizer, cfg.eval_batch_size, keep_stats=cfg.exposure)
-        scored[cond] = zero_shot.score(lm, task, cfg.accuracy)
-        lap(f"score_{cond}")
-        if cfg.exposure:  # test's prompts from the scoring pass's statistics: only extra's are run again
-            exposed[cond] = doc_scores.prompt_scores(
-                model,
-                tokenizer,
-                spec,
-                exposure_docs(docs),
-                cfg.eval_batch_size,
-                known=lm.stats,
-                codec_context=cfg.codec_context,
-                codec_block=cfg.codec_block,
-                seed=cfg.seed,
-                extra=cfg.loaded_scores(),
-            )
-            lap(f"exposure_{cond}")
-
-    def lm_score(model) -> pd.DataFrame:  # lm-eval's scores of test alone (the stream's chunks)
-        check_tokenizer(method, conditions.STREAM, at_load, tokenizer)
-        return zero_shot.score(zero_shot.scorer(model, tokenizer, cfg.eval_batch_size), task, cfg.accuracy)
-
-    def given_back(what: str, model) -> None:
-        check_restored(method, what, at_load, model, tokenizer)
-
-    shared = (cfg.out, fingerprint(cfg.base_settings()), spec.slug, k)
-    if shared in _BASE_SCORES and _BASE_SCORES[shared][0] != cfg.tag:  # another method's, on these docs
-        base_from, base_scored, base_exposed = _BASE_SCORES[shared]
-        scored, exposed = dict(base_scored), dict(base_exposed)
-    else:
-        base_from, scored = None, {}
-        score(conditions.BASE, base)
-        _BASE_SCORES[shared] = (cfg.tag, dict(scored), dict(exposed))
-    for cond in cfg.conditions[1:]:  # extra, test (and leak): each adapts on its split's documents
-        split, answers = conditions.TAPT[cond]
-        if cond == conditions.STREAM:  # test in chunks, each scored before the method adapts on it
-            inputs = methods.Inputs(base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path())
-            carry = cfg.stream_mode == "carry"
-            test = inputs.docs
-            parts = (
-                stream.sized(test, cfg.stream_chunk_size) if carry else stream.chunks(test, cfg.stream_chunks)
-            )
-            scored[cond], training[cond], base = stream.run(
-                method, inputs, parts, carry, scored[conditions.BASE], lm_score, given_back, at_load
-            )
-            skipped[cond] = not_adapted(training[cond], scored[cond], scored[conditions.BASE])
-            lap(f"train_{cond}")  # its chunks' training and scoring
-            continue
-        with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
-            inputs = methods.Inputs(
-                base, tokenizer, spec, split_docs(docs, cond), settings, cfg.seed, Path(work)
-            )
-            adapted = method.run(inputs, at_load, cond)
-        check_tokenizer(method, cond, at_load, tokenizer)
-        rec = {**dataclasses.asdict(settings), "split": split, "answers": answers, **adapted.record}
-        rec["adapter_sha256"] = weights.adapter_sha256(
-            adapted.model
-        )  # which adapter scored it (None: no PEFT)
-        rec |= methods.vote_agreement(adapted.record, docs[split])  # made-up labels against the gold ones
-        training[cond] = {key: v for key, v in rec.items() if key != "rows"}
-        if keep_adapters and hasattr(adapted.model, "save_pretrained"):
-            with output.staged(tdir / "adapters" / f"{k}_{cond}", overwrite=True) as tmp:
-                adapted.model.save_pretrained(tmp)
-                output.write_record(tmp, {"kind": "adapter", "task": spec.slug, "subsample": k, **rec})
-        lap(f"train_{cond}")
-        score(cond, adapted.model)
-        skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
-        base = adapted.base()  # the adaptation undone: the same base serves the next condition
-        check_restored(method, cond, at_load, base, tokenizer)
-    _LOADED[base_key(cfg)] = base, tokenizer, at_load
-    unit = unit_of(cfg, spec, k, docs, scored, seconds, training, exposed, skipped)
+    method = cfg.adaptation()
+    u = ZeroShot(
+        cfg, spec, k, docs, loaded_base(cfg), method, cfg.settings_of(method, spec.slug), task, keep_adapters
+    )
+    base, base_from = base_step(u)
+    steps = {conditions.BASE: base}
+    for cond in cfg.conditions[1:]:  # extra, test (and leak, stream): each adapts on its split's documents
+        steps[cond] = (stream_step if cond == conditions.STREAM else condition_step)(u, cond, base)
+    unit = unit_of(
+        cfg,
+        spec,
+        k,
+        docs,
+        {c: s.scored for c, s in steps.items()},
+        {name: t for s in steps.values() for name, t in s.seconds.items()},
+        {c: s.training for c, s in steps.items() if s.training is not None},
+        {c: s.exposed for c, s in steps.items() if s.exposed is not None},
+        {c: s.skipped for c, s in steps.items() if c != conditions.BASE},
+    )
     if base_from:
         unit.record["base_from"] = base_from
     return unit
+
+
+def timed(u: ZeroShot, name: str, work):
+    """(what `work()` returns, {name: its seconds}), logged as the stage's line."""
+    clock = time.perf_counter()
+    out = work()
+    took = time.perf_counter() - clock
+    log.info("%s subsample %d: %s done (%.1f s)", u.spec.slug, u.k, name, took)
+    return out, {name: took}
+
+
+def score(u: ZeroShot, cond: str, model) -> Step:
+    """lm-eval's scores of test under `model`; with the exposure test, its scores of test and extra (test's
+    prompts from the scoring pass's statistics: only extra's are run again)."""
+    lm = zero_shot.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size, keep_stats=u.cfg.exposure)
+    scored, seconds = timed(u, f"score_{cond}", lambda: zero_shot.score(lm, u.task, u.cfg.accuracy))
+    if not u.cfg.exposure:
+        return Step(scored, seconds=seconds)
+    exposed, more = timed(
+        u,
+        f"exposure_{cond}",
+        lambda: doc_scores.prompt_scores(
+            model,
+            u.base.tokenizer,
+            u.spec,
+            exposure_docs(u.docs),
+            u.cfg.eval_batch_size,
+            known=lm.stats,
+            codec_context=u.cfg.codec_context,
+            codec_block=u.cfg.codec_block,
+            seed=u.cfg.seed,
+            extra=u.cfg.loaded_scores(),
+        ),
+    )
+    return Step(scored, exposed, seconds=seconds | more)
+
+
+def base_step(u: ZeroShot) -> tuple[Step, str | None]:
+    """The base's scores, and the model folder that computed them where another method's unit of the same
+    documents and base settings did (scoring is deterministic: the same numbers)."""
+    key = (u.cfg.out, fingerprint(u.cfg.base_settings()), u.spec.slug, u.k)
+    found = BASE_SCORES.of_another(key, u.cfg.tag)
+    if found is not None:
+        tag, scored, exposed = found
+        return Step(scored[conditions.BASE], exposed.get(conditions.BASE)), tag
+    step = score(u, conditions.BASE, u.base.model)
+    exposed = {} if step.exposed is None else {conditions.BASE: step.exposed}
+    BASE_SCORES.keep(key, u.cfg.tag, {conditions.BASE: step.scored}, exposed)
+    return step, None
+
+
+def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
+    """Adapt the base on the condition's split (the method's run), score it, and take the base back."""
+    split, answers = conditions.TAPT[cond]
+
+    def adapt():
+        with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
+            x = methods.Inputs(
+                u.base.model,
+                u.base.tokenizer,
+                u.spec,
+                split_docs(u.docs, cond),
+                u.settings,
+                u.cfg.seed,
+                Path(work),
+            )
+            adapted = u.method.run(x, u.base.at_load, cond)
+        u.base.check_tokenizer(u.method, cond)
+        rec = {**dataclasses.asdict(u.settings), "split": split, "answers": answers, **adapted.record}
+        rec["adapter_sha256"] = weights.adapter_sha256(
+            adapted.model
+        )  # which adapter scored it (None: no PEFT)
+        rec |= methods.vote_agreement(adapted.record, u.docs[split])  # made-up labels against the gold ones
+        if u.keep_adapters and hasattr(adapted.model, "save_pretrained"):
+            tdir = results.task_dir(u.cfg.out, u.cfg.m, u.cfg.n, u.cfg.tag, u.spec.slug)
+            with output.staged(tdir / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
+                adapted.model.save_pretrained(tmp)
+                output.write_record(tmp, {"kind": "adapter", "task": u.spec.slug, "subsample": u.k, **rec})
+        return adapted, {key: v for key, v in rec.items() if key != "rows"}
+
+    (adapted, training), seconds = timed(u, f"train_{cond}", adapt)
+    step = score(u, cond, adapted.model)
+    step.training, step.seconds = training, seconds | step.seconds
+    step.skipped = not_adapted(adapted.record, step.scored, base.scored)
+    u.base.check_restored(u.method, cond, adapted.base())  # the same base serves the next condition
+    return step
+
+
+def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
+    """Test in chunks, each scored before the method adapts on it (harness/grid/stream.py)."""
+    x = methods.Inputs(
+        u.base.model, u.base.tokenizer, u.spec, split_docs(u.docs, cond), u.settings, u.cfg.seed, Path()
+    )
+    carry = u.cfg.stream_mode == "carry"
+    parts = (
+        stream.sized(x.docs, u.cfg.stream_chunk_size) if carry else stream.chunks(x.docs, u.cfg.stream_chunks)
+    )
+
+    def lm_score(model) -> pd.DataFrame:  # lm-eval's scores of test alone (the chunks')
+        u.base.check_tokenizer(u.method, cond)
+        scorer = zero_shot.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
+        return zero_shot.score(scorer, u.task, u.cfg.accuracy)
+
+    def given_back(what: str, model) -> None:
+        u.base.check_restored(u.method, what, model)
+
+    (scored, record, _), seconds = timed(  # its chunks' training and scoring
+        u,
+        f"train_{cond}",
+        lambda: stream.run(u.method, x, parts, carry, base.scored, lm_score, given_back, u.base.at_load),
+    )
+    return Step(scored, training=record, skipped=not_adapted(record, scored, base.scored), seconds=seconds)
 
 
 def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
@@ -252,69 +251,3 @@ def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
     return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed, skipped)
-
-
-def not_adapted(record: dict, scored: pd.DataFrame, base: pd.DataFrame) -> str | None:
-    """Why a condition's model is not an adaptation (None when it is): its method learned from no
-    document or took no step, or its model scores every test document exactly as the base does."""
-    why = methods.nothing_learned(record)
-    if why:
-        return why
-    if np.array_equal(np.stack(scored["probs"].to_numpy()), np.stack(base["probs"].to_numpy())):
-        return "scores every test document exactly as the base does"
-    return None
-
-
-def exposure_docs(docs: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The documents the exposure test scores: test's and extra's, with their split."""
-    return pd.concat(
-        [docs[s].assign(split=s) for s in (conditions.TEST, conditions.EXTRA)], ignore_index=True
-    )
-
-
-def majority(docs: dict[str, pd.DataFrame]) -> dict[str, float]:
-    """Accuracy on test of the train subsample's most frequent gold index (ties: the lowest; an lm-eval
-    task without a training split: extra's), the most choices a doc has, and the mean chance accuracy."""
-    counts = docs["test"]["choices"].map(len)
-    known = docs["train"] if len(docs["train"]) else docs[conditions.EXTRA]
-    top = int(np.bincount(known["label"], minlength=int(counts.max())).argmax())
-    return {
-        "majority": float((docs["test"]["label"] == top).mean()),
-        "num_classes": int(counts.max()),
-        "majority_all": float((1.0 / counts).mean()),
-    }
-
-
-def unit_of(
-    cfg: GridConfig,
-    spec: Spec,
-    k: int,
-    docs: dict,
-    scored: dict,
-    seconds: dict,
-    training: dict,
-    exposed: dict,
-    skipped: dict,
-) -> Unit:
-    """The unit's accuracies, its per-example probabilities, and what made them (with the conditions
-    whose model is not an adaptation, and why)."""
-    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs)
-    probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
-    record = {
-        "settings": cfg.result_settings(),
-        "settings_hash": cfg.settings_hash(),
-        "seconds": seconds,
-        "training": training,
-    }
-    if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
-        record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}
-    if all("correct_norm" in df for df in scored.values()):  # the task defines acc_norm too
-        record["acc_norm"] = {cond: float(df["correct_norm"].mean()) for cond, df in scored.items()}
-    if all("correct_mean_token" in df for df in scored.values()):  # zero-shot: both rules, whichever counts
-        record["accuracy_by_rule"] = {
-            rule: {cond: float(df[f"correct_{rule}"].mean()) for cond, df in scored.items()}
-            for rule in zero_shot.RULES
-        }
-    if exposed:
-        record["exposure"] = condition_tests(exposed, conditions.BASE, cfg.text_score, cfg.seed)
-    return Unit(spec.slug, k, accs, probs, record)
