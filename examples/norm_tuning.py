@@ -2,6 +2,9 @@
 on the split's prompts (with their answers for the leak), then put the base's weights back.
 
     method: examples/norm_tuning.py:METHOD    # a file (relative to where the run starts), or a module:attr
+
+It puts the base's weights back after each run, so it cannot carry on from one chunk of the stream to the
+next: with the stream condition, set `stream_mode: restart`.
 """
 
 from dataclasses import dataclass

@@ -197,3 +197,27 @@ def test_the_grouped_trainer_runs_only_on_the_trl_private_surface_it_was_written
         UserError, match="written against TRL 1.16; TRL .* has _prepare_inputs.*Install trl==1.16"
     ):
         grpo_groups.GroupedGRPOTrainer()
+
+
+def test_carried_on_through_a_stream_its_kl_reference_stays_the_base(tmp_path, tiny_llama, data_dir):
+    """TRL copies the adapter it is given as the KL reference; on a later chunk that would be the adapter
+    the earlier chunks trained. The first chunk's copy (B zero: the base's equal) stays the reference."""
+    from harness.core import models
+    from harness.tasks.protocol import find_spec, subsample_docs
+    from harness.tasks.subsample import SampleSettings
+    from tapt.methods import Inputs
+    from tapt.methods.test_time_rl import adapt
+
+    spec = find_spec("ag_news")
+    docs = subsample_docs(spec, SampleSettings(data_dir=str(data_dir), n=4, m=4), 0)["test"].drop(
+        columns="label"
+    )
+    model, tok = models.load_causal_lm(str(tiny_llama)), models.tokenizer(str(tiny_llama))
+    s = TtrlSettings(samples=2, prompts_per_rollout=2, lr=0.05)
+    one = adapt(Inputs(model, tok, spec, docs[:2], s, 0, tmp_path / "a", online=True))
+    two = adapt(Inputs(one.model, tok, spec, docs[2:], s, 0, tmp_path / "b", online=True))
+    params = dict(two.model.named_parameters())
+    ref_b = [p for n, p in params.items() if ".ref." in n and "lora_B" in n]
+    trained_b = [p for n, p in params.items() if ".default." in n and "lora_B" in n]
+    assert two.model is one.model and ref_b and all(float(p.abs().max()) == 0 for p in ref_b)
+    assert max(float(p.abs().max()) for p in trained_b) > 0  # the adapter itself moved on

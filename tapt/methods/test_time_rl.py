@@ -96,6 +96,16 @@ def rollout_size(s: TtrlSettings, n: int) -> int:
     return size
 
 
+def reference_of(model) -> dict:
+    """The KL reference adapter TRL added on an earlier chunk, taken off (TRL adds its own, which this
+    copies back over): {parameter name: its weights}."""
+    if "ref" not in getattr(model, "peft_config", {}):
+        return {}
+    kept = {n: p.detach().clone() for n, p in model.named_parameters() if ".ref." in n}
+    model.delete_adapter("ref")
+    return kept
+
+
 def adapt(x: Inputs, trainer_class=None) -> Adapted:
     """Train a LoRA by GRPO on the split's prompts. `trainer_class`: TRL's `GRPOTrainer` to time it
     against (the default reads each prompt once per group: `tapt.grpo_groups`)."""
@@ -137,6 +147,9 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
     )
     steps = training.StepLog("lower test-time-rl's lr in its method settings")
+    # TRL copies the adapter as its KL reference ("ref"): on a stream's later chunk the first chunk's copy
+    # (the base's equal) stays the reference, as TTRL's reference is the initial model throughout
+    reference = reference_of(model) if x.carried() else None
     trainer = (trainer_class or GroupedGRPOTrainer)(
         model=model,
         reward_funcs=rewards,
@@ -145,6 +158,13 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         processing_class=x.tokenizer,
         callbacks=[steps],
     )
+    if reference:
+        import torch
+
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name in reference:
+                    param.copy_(reference[name])
     if s.answers == "choices":
         if not isinstance(trainer, GroupedGRPOTrainer):
             why = f"samples through GroupedGRPOTrainer, not {type(trainer).__name__}"
@@ -217,7 +237,8 @@ RECIPE = recipe_table(
         (
             "KL",
             "a KL loss, coefficient 0.001, low_var_kl: k3 clamped to [-10, 10] (core_algos.py:484-489)",
-            "TRL's beta 0.001; TRL 1.16 multiplies k3 by the ratio (use_bias_correction_kl), no clamp",
+            "TRL's beta 0.001 against the base (also on a carried stream's later chunks); TRL 1.16 "
+            "multiplies k3 by the ratio (use_bias_correction_kl), no clamp",
             "not yet the authors'",
         ),
         ("weight decay", "0.01 (ppo_trainer.yaml:64)", "0 (TRL's default)", "not yet the authors'"),
