@@ -135,7 +135,13 @@ def test_a_statistic_file_is_read_by_summarize_and_report_and_one_that_registers
         "register_statistic(Statistic('{e}_twice_gap', 'twice', 'points', lambda e: e == 'bias',\n"
         "    lambda t, c, seed: 2 * float((t - c).mean())))\n"
     )
-    main(["summarize", SHIPPED, "--json", "--statistics", str(stat)])
+    from harness.stats.statistics import STATISTICS
+
+    before = len(STATISTICS)
+    try:
+        main(["summarize", SHIPPED, "--json", "--statistics", str(stat)])
+    finally:
+        del STATISTICS[before:]  # registered for this process: other tests' summaries stay the built-ins'
     summary = json.loads(capsys.readouterr().out)
     row = summary["tasks"][0]
     assert row["bias_twice_gap"] == pytest.approx(2 * row["bias_mean"])
