@@ -270,7 +270,7 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     results = json.loads(next((tmp_path / "eval").rglob("results_*.json")).read_text())
     assert results["n-samples"]["tapt_ag_news"]["effective"] == 6
     trained = json.loads((ad / "tapt.json").read_text())["adapter_sha256"]
-    assert len(trained) == 64 and results["peft_sha256"] == trained  # the adapter lm-eval scored, by content
+    assert len(trained) == 64 and results["config"]["peft_sha256"] == trained  # the adapter it scored
     assert results["config"]["model_args"] == {"peft": str(ad)} or f"peft={ad}" in str(results["config"])
     missing = subprocess.run(
         [lm_eval, "--model", "hf", "--model_args", f"peft={tmp_path / 'nowhere'}", "--tasks", "tapt_ag_news"],
