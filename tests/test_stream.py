@@ -39,12 +39,9 @@ def calls_of(tmp_path):
     return [line.split(";") for line in (tmp_path / "calls.txt").read_text().splitlines()]
 
 
-def test_test_is_cut_in_order_into_near_equal_chunks():
-    test = pd.DataFrame({"row": [9, 4, 7, 1, 3, 8, 2]})
-    assert [list(c["row"]) for c in chunks(test, 3)] == [[9, 4, 7], [1, 3], [8, 2]]
-
-
-def test_each_chunk_is_scored_before_the_method_adapts_on_it(tmp_path, tiny_llama, data_dir, capsys):
+def watched_run(tmp_path, tiny_llama, data_dir, **stream):
+    """One unit of WATCHED with the stream `stream` configures: (its record, its probabilities, test's rows
+    in order)."""
     (tmp_path / "mine.py").write_text(WATCHED)
     out = tmp_path / "out"
     config = tiny_grid_config(
@@ -54,18 +51,28 @@ def test_each_chunk_is_scored_before_the_method_adapts_on_it(tmp_path, tiny_llam
         out,
         method=f"{tmp_path / 'mine.py'}:METHOD",
         conditions=["base", "extra", "test", "stream"],
-        stream_mode="restart",
-        stream_chunks=3,
         subsamples=1,
         exposure=False,
+        **stream,
     )
     run(load_config(config))
-    calls = [c[0].split(",") for c in calls_of(tmp_path)]
-    assert {c[1] for c in calls_of(tmp_path)} == {"False"}  # restart: every chunk's run from the base
     (unit_file,) = out.rglob("units/0.json")
-    unit = json.loads(unit_file.read_text())
     probs = pd.read_parquet(unit_file.parent.parent / "probabilities.parquet")
     test_rows = [str(r) for r in probs[probs["condition"] == "test"]["row"]]
+    return json.loads(unit_file.read_text()), probs, test_rows
+
+
+def test_test_is_cut_in_order_into_near_equal_chunks():
+    test = pd.DataFrame({"row": [9, 4, 7, 1, 3, 8, 2]})
+    assert [list(c["row"]) for c in chunks(test, 3)] == [[9, 4, 7], [1, 3], [8, 2]]
+
+
+def test_each_chunk_is_scored_before_the_method_adapts_on_it(tmp_path, tiny_llama, data_dir, capsys):
+    unit, probs, test_rows = watched_run(
+        tmp_path, tiny_llama, data_dir, stream_mode="restart", stream_chunks=3
+    )
+    calls = [c[0].split(",") for c in calls_of(tmp_path)]
+    assert {c[1] for c in calls_of(tmp_path)} == {"False"}  # restart: every chunk's run from the base
     assert len(calls) == 4 and calls[1] == test_rows  # extra, test, then the stream's two adaptations
     assert calls[2] == test_rows[:2] and calls[3] == test_rows[:4]  # the chunks before, never its own
     assert unit["training"]["stream"]["chunks"] == [2, 2, 2]
@@ -74,30 +81,13 @@ def test_each_chunk_is_scored_before_the_method_adapts_on_it(tmp_path, tiny_llam
     pd.testing.assert_series_equal(stream.loc[first, "probs"], base.loc[first, "probs"])  # the base's
     assert list(stream.index) == list(base.index)
     capsys.readouterr()
-    main(["summarize", str(out)])
+    main(["summarize", str(tmp_path / "out")])
     assert "online (stream-extra)" in capsys.readouterr().out
 
 
 def test_carry_trains_one_adapter_on_from_chunk_to_chunk_each_chunk_once(tmp_path, tiny_llama, data_dir):
-    (tmp_path / "mine.py").write_text(WATCHED)
-    out = tmp_path / "out"
-    config = tiny_grid_config(
-        tmp_path,
-        tiny_llama,
-        data_dir,
-        out,
-        method=f"{tmp_path / 'mine.py'}:METHOD",
-        conditions=["base", "extra", "test", "stream"],
-        stream_chunk_size=2,
-        subsamples=1,
-        exposure=False,
-    )
-    run(load_config(config))
+    unit, _, test_rows = watched_run(tmp_path, tiny_llama, data_dir, stream_chunk_size=2)
     calls = calls_of(tmp_path)
-    (unit_file,) = out.rglob("units/0.json")
-    unit = json.loads(unit_file.read_text())
-    probs = pd.read_parquet(unit_file.parent.parent / "probabilities.parquet")
-    test_rows = [str(r) for r in probs[probs["condition"] == "test"]["row"]]
     assert [c[0].split(",") for c in calls[2:]] == [test_rows[:2], test_rows[2:4]]  # each chunk once
     assert [c[1:3] for c in calls] == [["False", "False"]] * 2 + [["True", "False"], ["True", "True"]]
     assert float(calls[3][3]) > 0  # chunk 2 starts from the adapter chunk 1 trained (B moved off zero)

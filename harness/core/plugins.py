@@ -16,6 +16,12 @@ def cannot_import(target: str, module: str, err: Exception) -> str:
     return f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
 
 
+def failed_loading(target: str, err: BaseException) -> str:
+    """What a plug-in file's own code did as it loaded (a syntax error, a raise), and the fix."""
+    where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
+    return f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
+
+
 def load_entry_points(group: str) -> list[str]:
     """Import the module of every installed entry point of `group` (each registers what it defines as
     it loads); their names."""
@@ -41,10 +47,7 @@ def load_attr(target: str, example: str):
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as err:  # the file's own code failed as it ran (a syntax error, a raise)
-        where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
-        raise ValueError(
-            f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
-        ) from None
+        raise ValueError(failed_loading(target, err)) from None
 
 
 def load_module(module: str):
@@ -89,9 +92,7 @@ def load_registering(targets: list[str], flag: str, count, what: str, fix: str) 
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as err:  # the file's own code: a syntax error, a raise, a bad register call
-            where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
-            problem = f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
-            raise SettingsError.of(flag, problem) from None
+            raise SettingsError.of(flag, failed_loading(target, err)) from None
         if count() == before and target not in _LOADED:
             raise SettingsError.of(flag, f"{target!r} registers no {what}; {fix}")
         _LOADED.add(target)
