@@ -24,16 +24,24 @@ def adapt(x: Inputs) -> Adapted:
     texts = answered(x.spec, x.docs) if x.labeled else list(x.docs["prompt"])
     norms = {n: p for n, p in x.model.named_parameters() if "norm" in n}
     saved = {n: (p.detach().clone(), p.requires_grad) for n, p in norms.items()}
+    # the optimizer steps float32 copies and writes them back: in bf16 (a GPU's default) a step of 1e-3
+    # on a weight of 1.0 is under half its spacing, and stepping the weight itself would round it away
+    master = {n: p.detach().float().clone().requires_grad_(True) for n, p in norms.items()}
     for p in norms.values():
         p.requires_grad_(True)
     torch.manual_seed(x.seed)
-    opt = torch.optim.Adam(norms.values(), lr=x.settings.lr)
+    opt = torch.optim.Adam(master.values(), lr=x.settings.lr)
     losses = []
     for text in texts[: x.settings.steps]:
         ids = x.tokenizer(text, return_tensors="pt")["input_ids"].to(x.model.device)
         loss = x.model(input_ids=ids, labels=ids).loss
         loss.backward(inputs=list(norms.values()))
+        for n, p in norms.items():
+            master[n].grad, p.grad = p.grad.float(), None
         opt.step(), opt.zero_grad()
+        with torch.no_grad():
+            for n, p in norms.items():
+                p.copy_(master[n])
         losses.append(loss.item())
 
     def restore():

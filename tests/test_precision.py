@@ -2,6 +2,8 @@
 the 4-bit default on a CPU, whose adapters must learn after the base was scored. Every adapted condition
 records how far its model moved, and one that did not move is refused."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from helpers import ALL_CONDITIONS, one_unit
@@ -9,6 +11,8 @@ from helpers import ALL_CONDITIONS, one_unit
 from harness.core import models, weights
 from harness.core.errors import UserError
 from tapt import methods
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
 
 METHODS = [
     ("prompt-tapt", {}),
@@ -41,6 +45,15 @@ def test_every_method_runs_a_bf16_unit_with_the_leak_stream_exposure_and_codec(
     assert set(exposure["tests"]) == {"base", "extra", "test", "leak"}
     codec = [x for cond in ("base", "test") for x in exposure["scores"][cond]["codec"]]
     assert len(codec) == 4 * 6 and all(isinstance(x, float) for x in codec)  # CoDeC ran: no NaN (null)
+
+
+@pytest.mark.slow
+def test_the_norm_tuning_example_moves_a_bf16_base_and_gives_it_back(tmp_path, tiny_llama, data_dir):
+    # a GPU loads the base's norms in bf16 (a 4-bit base's too): there a step of 1e-3 on a weight of 1.0 is
+    # under half of bf16's spacing, so the example trains them in float32 and puts the bf16 ones back
+    unit = one_unit(tmp_path, tiny_llama, data_dir, f"{EXAMPLE}:METHOD", {}, bf16=True, stream_mode="restart")
+    for cond in ("extra", "test", "leak"):
+        assert unit["training"][cond]["moved"]["changed_tensors"] > 0, cond
 
 
 def test_bf16_loads_the_base_in_bf16(tiny_llama):
