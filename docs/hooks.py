@@ -5,7 +5,6 @@ authors' code (what `tapt-bench methods show` prints) and the list of shipped gr
 
 from __future__ import annotations
 
-import argparse
 import ast
 import os
 from pathlib import Path
@@ -28,16 +27,11 @@ LAYERS = [
 ]
 
 
-def commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
+def commands(parser, prefix: tuple[str, ...] = ()):
     """(words, parser) for the command and every subcommand under it; an alias is listed once."""
     yield prefix, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            seen = set()
-            for name, child in action.choices.items():
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    yield from commands(child, (*prefix, name))
+    for name, child in parser.subcommands().items():
+        yield from commands(child, (*prefix, name))
 
 
 def cli_reference() -> str:

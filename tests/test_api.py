@@ -70,6 +70,14 @@ def test_a_boolean_is_one_switch_and_still_takes_a_value(capsys):
     shown = capsys.readouterr().out
     assert "[--train | --no-train]" in shown and "--train, --no-train" in shown
     assert "KEEP_ADAPTERS" not in shown and "  --no-train " not in shown
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    shown = capsys.readouterr().out
+    assert "--summary, --no-summary" in shown and "--no-no-" not in shown
+    # one spelling a setting: no `--data_dir` beside `--data-dir`, no `--exposure [EXPOSURE]`
+    assert "--data-dir DATA_DIR" in shown and "--data_dir" not in shown and "[EXPOSURE]" not in shown
+    assert p.parse_args(["run", "--config", "demo", "--data_dir", "d"]).data_dir == "d"  # still read
+    assert p.parse_args(["run", "--config", "demo", "--exposure=false"]).exposure is False
 
 
 def test_threads_beside_ray_are_refused_naming_the_flag_that_sets_them():

@@ -143,17 +143,13 @@ def test_the_lm_eval_hook_prints_a_user_error_as_one_line_and_passes_every_other
 
 def test_every_commands_help_renders_its_percent_signs_and_defaults(capsys):
     """argparse %-formats help: a literal '%' (Min-K%++, 95% intervals) must not break --help."""
-    import argparse
-
     from harness.cli.main import main, parser
 
     def commands(p, prefix=()):
-        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs:
+        if not p.subcommands():
             yield prefix
-        for sub in subs:
-            for name, child in sub.choices.items():
-                yield from commands(child, (*prefix, name))
+        for name, child in p.subcommands().items():
+            yield from commands(child, (*prefix, name))
 
     found = list(commands(parser()))
     assert ("contamination", "exposure") in found and ("report",) in found and ("simulate", "pca") in found

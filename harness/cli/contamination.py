@@ -93,7 +93,6 @@ def cmd_contamination_show(args: argparse.Namespace) -> None:
 def register(sub) -> None:
     from contamination.exchangeability_run import ContaminationArgs
     from contamination.exposure_run import ExposureArgs
-    from harness.cli.run import config_key_flags
     from harness.grid.calibrate import CalibrateOptions
     from harness.grid.config import GridConfig
 
@@ -121,12 +120,11 @@ def register(sub) -> None:
         CalibrateOptions,
         GridConfig,
     )
-    config_key_flags(p)
     shown = {"tasks", "subsamples", "codec_context", "out", "data_dir"}  # the keys calibrate is run with
-    for action in p._actions:  # the others: accepted as flags, listed once, by `run --help`
-        if action.dest in field_names(GridConfig) and action.dest not in shown:
-            action.help = argparse.SUPPRESS
-    grid = next(g for g in p._action_groups if g.title == GridConfig.TITLES["grid"])
+    for key in field_names(GridConfig):  # the others: accepted as flags, listed once, by `run --help`
+        if key not in shown:
+            p.flags[key].help = argparse.SUPPRESS
+    grid = p.sections["grid"]
     grid.title = "config keys calibrate is most often run with"
     grid.description = (
         "every config key is a flag here too, as `tapt-bench run --help` lists them (--data-dir is "

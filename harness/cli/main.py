@@ -18,13 +18,11 @@ EPILOG = "`tapt-bench COMMAND --help` shows what a command does and its options.
 
 
 def parser() -> argparse.ArgumentParser:
-    from transformers import HfArgumentParser
-
     from harness.cli import analyze, contamination, methods, report, run, tasks, train
-    from harness.cli.parsing import TopParser
+    from harness.core.flags import FlagParser
 
-    top = TopParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
-    sub = top.add_subparsers(dest="command", required=True, parser_class=HfArgumentParser)
+    top = FlagParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=FlagParser)
     for group in (tasks, train, run, methods, analyze, contamination, report):
         group.register(sub)
     return top

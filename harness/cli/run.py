@@ -96,21 +96,6 @@ CONFIG_KEYS = (
 )
 
 
-def config_key_flags(p) -> None:
-    """A config key's flag counts only when given; else the file's value stays. Its help shows the key's
-    default (argparse would show none: the flag's own default is 'not given')."""
-    from harness.grid.config import GridConfig
-
-    defaults = GridConfig()
-    for action in p._actions:
-        if action.dest in field_names(GridConfig):
-            action.default = argparse.SUPPRESS
-            default = getattr(defaults, action.dest)
-            said = "(default" in (action.help or "") or "default:" in (action.help or "")
-            if default not in (None, [], {}) and not said:
-                action.help = f"{action.help} (default: {default})"
-
-
 def cmd_run(args: argparse.Namespace) -> None:
     from harness.grid import run
     from harness.grid.workers import run_workers
@@ -231,7 +216,6 @@ def register(sub) -> None:
         GridConfig,
         epilog=CONFIG_KEYS,
     )
-    config_key_flags(p)
 
     p = command(
         sub,

@@ -6,7 +6,8 @@ import argparse
 import shlex
 from pathlib import Path
 
-from harness.cli.parsing import command, mapping
+from harness.cli.parsing import command
+from harness.core.flags import mapping
 from harness.core.settings import from_namespace
 
 

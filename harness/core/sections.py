@@ -109,14 +109,6 @@ class Sections:
         inner = ", ".join(f"{name}={section!r}" for name, section in self.sections().items())
         return f"{type(self).__name__}({inner})"
 
-    @classmethod
-    def parser_classes(cls) -> list[type]:
-        """The sections as classes for HfArgumentParser, each its own group of flags titled by TITLES."""
-        return [
-            type(section.__name__, (section,), {"_argument_group_name": cls.TITLES.get(name, name)})
-            for name, section in cls.SECTIONS.items()
-        ]
-
 
 @functools.cache
 def owners_of(cls: type[Sections]) -> dict[str, str]:

@@ -2,10 +2,10 @@
 the config keys of a setting.
 
 Each stage (subsample, prompt TAPT, raw text TAPT, contamination, grid) declares its settings once
-as a `Settings` dataclass (help text in `field(metadata={"help": ...})`); transformers'
-`HfArgumentParser` turns the fields into CLI flags, and `from_mapping` reads config keys into the
-same classes. Every instance checks its own types and bounds on construction, so a bad value gets
-the same clear error from a flag, a config file or Python, before anything is written.
+as a `Settings` dataclass (help text in `field(metadata={"help": ...})`); harness.core.flags turns
+the fields into CLI flags, and `from_mapping` reads config keys into the same classes. Every instance
+checks its own types and bounds on construction, so a bad value gets the same clear error from a flag,
+a config file or Python, before anything is written.
 """
 
 from __future__ import annotations
@@ -223,20 +223,16 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def parser(*classes: type, **kw):
-    """An argparse parser whose flags are the fields of `classes` (transformers' HfArgumentParser)."""
-    from transformers import HfArgumentParser
-
-    return HfArgumentParser(list(classes), **kw)
-
-
 def parse_script(cls: type[S], doc: str | None, argv: list[str] | None = None) -> S:
     """A script's settings from its command line; a bad value exits with the flag named. A class with a
     `SMOKE` dict gets `--smoke`: those values as defaults, a run that only shows the script works."""
     import argparse
     import sys
 
-    p = parser(cls, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from harness.core.flags import FlagParser, add_settings
+
+    p = FlagParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_settings(p, cls)
     smoke = getattr(cls, "SMOKE", None)
     if smoke is not None:
         p.add_argument(

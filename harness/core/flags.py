@@ -1,0 +1,157 @@
+"""Settings fields as command-line flags: one flag a field, spelled `--field-name`, its help with its default.
+
+Written here rather than through transformers' HfArgumentParser, which gives each field two spellings
+and a boolean a `--x [X]` flag beside a `--no_x` that repeats its help: a boolean is argparse's own
+`BooleanOptionalAction` (`--x` / `--no-x`). Two forms a config file or a TRL user writes still parse:
+a key's underscore spelling (`--data_dir`, read as `--data-dir`) and a switch given a word
+(`--train false`, read as `--no-train`); neither is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from harness.core.settings import flag
+
+BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+EXAMPLE = '\'{"test-time-rl": {"samples": 2}}\''
+SWITCHES: set[str] = set()  # every switch made, `--x`: a word after it is read as `--x` or `--no-x`
+FLAGS: set[str] = set()  # every field's flag, `--x-y`: `--x_y` is read as it
+
+
+def mapping(text: str) -> dict:
+    """A flag whose value is a mapping: inline JSON or YAML, or the path of a file holding one."""
+    import yaml
+
+    from harness.core import yaml_files
+
+    stripped = text.strip()
+    is_file = stripped[:1] not in "{[" and Path(stripped).is_file()
+    source, body = (f"the file {stripped}", Path(stripped).read_text()) if is_file else ("it", stripped)
+    fix = f"give a mapping as JSON or YAML, such as {EXAMPLE}, or a file of one"
+    try:
+        value = yaml_files.load(body) if body else {}
+    except yaml_files.DuplicateKey as err:
+        raise argparse.ArgumentTypeError(f"{source if is_file else 'the value'}: {err.problem}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        said = " ".join(str(err).split())  # YAML's message spans lines: one line, as every error here
+        raise argparse.ArgumentTypeError(f"{source} is neither JSON nor YAML ({said}); {fix}") from None
+    if not isinstance(value, dict):
+        said = f"{text!r} reads as" if is_file else f"{text!r} is not a file and reads as"
+        raise argparse.ArgumentTypeError(f"{said} {type(value).__name__}, not a mapping; {fix}")
+    return value
+
+
+class Switch(argparse.BooleanOptionalAction):
+    """`--x` sets true, `--no-x` false; its help states its default as every generated flag's does."""
+
+    def __init__(self, option_strings, dest, default=None, help=None, **kw):
+        super().__init__(option_strings, dest, default=default, **kw)
+        self.help = help  # set after: some Pythons' BooleanOptionalAction append a default of their own
+
+
+class FlagParser(argparse.ArgumentParser):
+    """A parser that reads `--x_y` as `--x-y` and `--x false` (or `--x=false`) as `--no-x`; its
+    subcommands by name are `subcommands()` (the docs list every command's help from them)."""
+
+    def add_subparsers(self, **kw):
+        self.commands = super().add_subparsers(**kw)
+        return self.commands
+
+    def subcommands(self) -> dict[str, argparse.ArgumentParser]:
+        """Each subcommand's parser by name (an alias once), none where it has no subcommands."""
+        out, seen = {}, set()
+        for name, child in getattr(self, "commands", argparse.Namespace(choices={})).choices.items():
+            if id(child) not in seen:
+                out[name] = child
+                seen.add(id(child))
+        return out
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(respelled(argv), namespace)
+
+
+def respelled(argv: list[str]) -> list[str]:
+    """argv with a field's underscore spelling dashed and a word after a switch folded into it."""
+    out, i = [], 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name.startswith("--") and "_" in name and name.replace("_", "-") in FLAGS | negations():
+            name = name.replace("_", "-")
+        following = argv[i + 1].lower() if i + 1 < len(argv) else None
+        if name in SWITCHES and (eq and value.lower() in BOOL_WORDS or not eq and following in BOOL_WORDS):
+            word = value.lower() if eq else following
+            out.append(name if BOOL_WORDS[word] else "--no-" + name[2:])
+            i += 1 if eq else 2
+            continue
+        out.append(name + eq + value)
+        i += 1
+    return out
+
+
+def negations() -> set[str]:
+    return {"--no-" + s[2:] for s in SWITCHES}
+
+
+def unwrapped(tp: Any) -> Any:
+    """X of `X | None`."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else str
+    return tp
+
+
+def default_of(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+def shown_default(help: str, default: Any) -> str:
+    """The help with its default, unless it says it or there is none to show ('%' kept literal)."""
+    text = help.replace("%", "%%")
+    if "(default" in help or "default:" in help or default in (None, [], {}, dataclasses.MISSING):
+        return text
+    return f"{text} (default: {str(default).replace('%', '%%')})"
+
+
+def add_field(where, field: dataclasses.Field, tp: Any, from_file: bool = False) -> argparse.Action:
+    """One field's flag. `from_file`: a config key, which counts only when given (its value otherwise is
+    the file's, else the key's default, which the help shows)."""
+    tp, default = unwrapped(tp), default_of(field)
+    kw: dict[str, Any] = {"help": shown_default(field.metadata.get("help", ""), default), "dest": field.name}
+    if default is dataclasses.MISSING:
+        kw["required"] = True
+    else:
+        kw["default"] = argparse.SUPPRESS if from_file else default
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        kw["action"] = Switch
+        SWITCHES.add(flag(field.name))
+    elif origin is Literal:
+        choices = list(typing.get_args(tp))
+        kw |= {"choices": choices, "type": type(choices[0])}
+    elif origin is list:
+        kw |= {"nargs": "+", "type": (typing.get_args(tp) or (str,))[0]}
+    elif tp is dict or origin is dict:
+        kw["type"] = mapping
+    else:
+        kw["type"] = tp
+    FLAGS.add(flag(field.name))
+    return where.add_argument(flag(field.name), **kw)
+
+
+def add_settings(where, cls: type, from_file: bool = False) -> dict[str, argparse.Action]:
+    """Every field of a settings dataclass as a flag of `where` (a parser or a group of one); the actions
+    by field name."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: add_field(where, f, hints[f.name], from_file) for f in dataclasses.fields(cls)}
