@@ -210,6 +210,8 @@ def error_rates(
         row["power"] = rate(flagged[truth], units[truth])
         where = {c: df["condition"] == c for c in df["condition"].unique()}
         row["by_condition"] = {c: rate(flagged[rows], units[rows]) for c, rows in where.items()}
+        if conditions.NULL in where:  # the models that saw neither side: calibrate's null models
+            row["null"] = row["by_condition"][conditions.NULL]
         out.append(row)
     return out
 
@@ -217,27 +219,32 @@ def error_rates(
 def format_rates(rates: list[dict], alpha: float = ALPHA) -> str:
     """The error-rate table: one line per group (method, mode, task where grouped by them) and detector."""
     task = any("task" in r for r in rates)
+    null = any("null" in r for r in rates)
     width = max([len(r.get("method", "")) for r in rates] + [6])
     lines = [
         f"detector error rates at alpha {alpha} on models of known exposure (flagged/models, rate "
         "[95% Wilson interval, models as independent] [95% interval by unit: a unit's models share its "
         "documents]); false positives: models that did not see what the detector claims to see; power: "
-        "models that did",
+        "models that did"
+        + ("; null: the null models alone (adapted on a third draw, neither test nor extra)" if null else ""),
         f"  {'method':{width}} {'mode':8} "
         + (f"{'task':16} " if task else "")
-        + f"{'detector':24} {'sees':6} {'false positives':>45} {'power':>45}",
+        + f"{'detector':24} {'sees':6} {'false positives':>45} {'power':>45}"
+        + (f" {'null':>45}" if null else ""),
     ]
+    empty = {"models": 0}
     for r in rates:
         cells = [
             f"{c['flagged']:>3}/{c['models']:<3} {c['rate']:5.1%} [{c['low']:5.1%}, {c['high']:5.1%}] "
             f"[{c['unit_low']:5.1%}, {c['unit_high']:5.1%}]"
             if c["models"]
             else f"{'-':>45}"
-            for c in (r["false_positive"], r["power"])
+            for c in (r["false_positive"], r["power"], r.get("null", empty))
         ]
         lines.append(
             f"  {r.get('method', ''):{width}} {r.get('mode', ''):8} "
             + (f"{r.get('task', ''):16} " if task else "")
             + f"{r['detector']:24} {r['sees']:6} {cells[0]:>45} {cells[1]:>45}"
+            + (f" {cells[2]:>45}" if null else "")
         )
     return "\n".join(lines)

@@ -107,6 +107,11 @@ def unit_paths(tdir: Path, subsample: int) -> tuple[Path, Path]:
     return tdir / "units" / f"{subsample}.json", tdir / "units" / f"{subsample}.parquet"
 
 
+def null_model_path(tdir: Path, subsample: int) -> Path:
+    """calibrate's null model of one unit (its exposure scores and training record), beside the unit."""
+    return tdir / "null" / f"{subsample}.json"
+
+
 def is_done(tdir: Path, subsample: int) -> bool:
     return unit_paths(tdir, subsample)[0].is_file()
 

@@ -99,24 +99,40 @@ def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
     result = json.loads((out / "calibration.json").read_text())
     rates = {r["detector"]: r for r in result["rates"]}
     assert set(rates) == set(detectors.DETECTORS)
-    # not seen: base and extra (2 units each; calibrated statistics skip base); seen: test and leak
-    assert rates["loss (uncalibrated)"]["false_positive"]["models"] == 4
+    # not seen: base, extra and null (2 units each; calibrated statistics skip base); seen: test and leak
+    assert rates["loss (uncalibrated)"]["false_positive"]["models"] == 6
     fp, power = rates["exposure text"]["false_positive"], rates["exposure text"]["power"]
-    assert (fp["models"], power["models"]) == (2, 4)
-    assert rates["exposure label"]["false_positive"]["models"] == 4  # extra and test saw no labels
+    assert (fp["models"], power["models"]) == (4, 4)
+    assert rates["exposure label"]["false_positive"]["models"] == 6  # extra, test and null saw no labels
     assert rates["exposure label (twin)"]["false_positive"]["models"] == 2  # the test models
     assert rates["exposure label (twin)"]["power"]["models"] == 2  # the leak models
-    assert rates["CoDeC"]["false_positive"]["models"] == 4 and rates["CoDeC"]["power"]["models"] == 4
+    assert rates["CoDeC"]["false_positive"]["models"] == 6 and rates["CoDeC"]["power"]["models"] == 4
     assert {r["task"] for r in result["rates_by_task"]} == {"ag_news"}
     assert len(result["pvalues"]) == sum(
         r["false_positive"]["models"] + r["power"]["models"] for r in rates.values()
     )
     assert "exposure text" in shown and "CoDeC" in shown and "calibration.json" in shown
-    assert (out / "padding" / "m4" / "n6" / "tiny" / "ag_news" / "accuracies.csv").is_file()
+    tdir = out / "padding" / "m4" / "n6" / "tiny" / "ag_news"
+    assert (tdir / "accuracies.csv").is_file()
+    # a null model a unit, adapted on a third draw: every detector's false positives on it, a column apart
+    nulls = sorted(tdir.glob("null/*.json"))
+    assert [p.name for p in nulls] == ["0.json", "1.json"]
+    twin = "exposure label (twin)"  # reads only the models that trained on test
+    assert all(r["null"]["models"] == 2 and r["null"]["units"] == 2 for d, r in rates.items() if d != twin)
+    assert "null" in shown.split("detector error rates")[1].splitlines()[1]
+    null = json.loads(nulls[0].read_text())
+    unit = json.loads((tdir / "units" / "0.json").read_text())
+    assert null["training"]["split"] == "null" and null["training"]["moved"]["norm"] > 0
+    assert null["scores"]["row"] == unit["exposure"]["docs"]["row"]  # test's and extra's documents, scored
+    kept = {p: p.stat().st_mtime_ns for p in nulls}
     again = f"contamination calibrate --config {config} --modes padding --codec-context 2 --subsamples 1"
-    main(again.split())  # no training
+    main(again.split())  # no training: the units and their null models are read
+    assert {p: p.stat().st_mtime_ns for p in nulls} == kept
     fewer = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
-    assert fewer["loss (uncalibrated)"]["false_positive"]["models"] == 2  # subsample 0's base and extra
+    assert fewer["loss (uncalibrated)"]["false_positive"]["models"] == 3  # subsample 0's base, extra, null
+    nulls[0].write_text(json.dumps(null | {"settings_hash": "0" * 16}))  # a unit's settings changed since
+    with pytest.raises(SystemExit, match=r"null/0.json: a null model of other settings than unit 0 .*delete"):
+        main(again.split())
     main(["report", str(out / "padding")])  # one mode's grid: its page carries the detectors' table
     page = (out / "padding" / "report.html").read_text()
     assert "<h2>Detector error rates</h2>" in page and "exposure label (twin)" in page

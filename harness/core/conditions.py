@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 BASE, EXTRA, TEST, LEAK, STREAM = "base", "extra", "test", "leak", "stream"
+# calibrate's null model: TAPT on a third disjoint draw of the pool (neither test nor extra), the model a
+# detector's false positives are read on; a split of its own, not a grid condition
+NULL = "null"
 PAIRED = (BASE, EXTRA, TEST)  # the study's three conditions; every unit scores them
 # with the planted leak (TAPT on test's prompts with their answers: a positive control) and the score-first
 # stream (test cut into chunks, each scored by the method adapted on the chunks before it, never on itself)
 ALL = (*PAIRED, LEAK, STREAM)
 # each TAPT condition: (the split it trains on, with its answers?)
-TAPT = {EXTRA: (EXTRA, False), TEST: (TEST, False), LEAK: (TEST, True), STREAM: (TEST, False)}
+TAPT = {
+    EXTRA: (EXTRA, False),
+    TEST: (TEST, False),
+    LEAK: (TEST, True),
+    STREAM: (TEST, False),
+    NULL: (NULL, False),
+}
 TAPT_SPLITS = (EXTRA, TEST)  # TAPT never trains on the labeled train split
 # (control, treatment) of each effect: the pretraining boost, the evaluation bias, the planted leak
 # and what legitimate online adaptation gains (score-first, as test-time training must be run to be fair)

@@ -5,9 +5,12 @@ For each TAPT mode (padding, packing; a method without a `packing` setting, such
 extra, test and leak models with the exposure setting on; every detector of contamination.detectors
 reads each model's scores, and (optionally) the exchangeability test of Oren et al. runs on each
 model in both formats. The flag rates on the models that did not see the test split (or its labels)
-are the false positives; on those that did, the power. Resumable: the grids skip finished units and
-the exchangeability p-values are cached in <out>/exchangeability.json; the table is written to
-<out>/calibration.json (results.CALIBRATION).
+are the false positives; on those that did, the power. The extra model saw the reference side, which
+tilts a one-sided test toward "not seen"; so each unit also gets a null model, adapted on a third draw
+of the pool that is neither test nor extra, whose flags are the false positives of a model that saw
+neither side (the `null` column). Resumable: the grids skip finished units, the null models are kept
+in <task dir>/null/<k>.json, the exchangeability p-values in <out>/exchangeability.json; the table is
+written to <out>/calibration.json (results.CALIBRATION).
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ import pandas as pd
 
 from contamination import detectors
 from contamination.exchangeability_run import examples, sharded_test
+from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions
+from harness.core.conditions import NULL
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, field_names, option
 from harness.grid import run as grid_run
+from harness.grid import units
 from harness.grid.config import GridConfig
 from harness.tasks.protocol import find_spec, subsample_docs
 
@@ -56,6 +62,11 @@ class CalibrateOptions(Settings):
     )
     detectors: list[str] = option(
         [], "your detectors: files or modules that register them (my_check.py), read beside the built-ins"
+    )
+    null_model: bool = option(
+        True,
+        "per unit, also adapt the method on a third draw of the pool (neither test nor extra) and read every "
+        "detector's false positives on it, a model that saw neither side (one more training a unit)",
     )
 
     def check(self) -> None:
@@ -103,13 +114,60 @@ def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
     return {k: u for k, u in sorted(results.finished(tdir).items()) if k < cfg.subsamples}
 
 
-def unit_rows(cfg: GridConfig, mode: str) -> list[dict]:
-    """Every detector's p-value for every finished unit and condition of one mode's grid."""
+def null_record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> dict | None:
+    """The unit's null model (units.null_model) as its exposure scores and training record: read from
+    <task dir>/null/<k>.json, else trained and written there (None where train is false)."""
+    path = results.null_model_path(grid_run.task_dir(cfg, slug), k)
+    if path.is_file():
+        null = read_json_object(path, str(path), "delete it to train the null model again")
+        if null.get("settings_hash") != unit["settings_hash"]:
+            raise UserError(
+                f"{path}: a null model of other settings than unit {k} beside it (settings_hash "
+                f"{null.get('settings_hash')} against {unit['settings_hash']}); delete it to train it again"
+            )
+        return null
+    if not train:
+        return None
+    step = units.null_model(cfg, slug, k)
+    null = {
+        "settings_hash": unit["settings_hash"],
+        "scores": step.exposed.to_dict("list"),
+        "accuracy": float(step.scored["correct"].mean()),
+        "training": step.training,
+        "not_adapted": step.skipped,
+        "seconds": step.seconds,
+    }
+    results.write_json(path, null)
+    return null
+
+
+def with_null(record: dict, null: dict, seed: int, where: str) -> dict:
+    """The unit's exposure record with the null model's scores and its tests against the base beside the
+    other conditions'."""
+    scores = pd.DataFrame(null["scores"])
+    if list(scores["row"]) != record["docs"]["row"] or list(scores["split"]) != record["docs"]["split"]:
+        raise UserError(f"{where}: its documents are not the unit's; delete it to train the null model again")
+    base = pd.DataFrame(record["scores"][conditions.BASE]).assign(**record["docs"])
+    both = condition_tests({conditions.BASE: base, NULL: scores}, conditions.BASE, record["text_score"], seed)
+    return {
+        **record,
+        "scores": {**record["scores"], NULL: both["scores"][NULL]},
+        "tests": {**record["tests"], NULL: both["tests"][NULL]},
+    }
+
+
+def unit_rows(cfg: GridConfig, mode: str, null_models: bool = False, train: bool = False) -> list[dict]:
+    """Every detector's p-value for every finished unit and condition of one mode's grid, with the null
+    model's where `null_models` (trained where missing and `train`)."""
     rows, method = [], cfg.adaptation().name
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
         for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
             record = unit["exposure"]
+            null = null_record(cfg, spec.slug, k, unit, train) if null_models else None
+            if null is not None:
+                where = str(results.null_model_path(grid_run.task_dir(cfg, spec.slug), k))
+                record = with_null(record, null, cfg.seed, where)
             docs = subsample_docs(spec, cfg, k)
             text = {
                 (s, r): t
@@ -209,8 +267,16 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
             grid = mode_config(cell, mode)
             if opts.train:
                 grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
-            read = unit_rows(grid, mode)
+            null_models = opts.null_model and grid.flow == "zero_shot"
+            read = unit_rows(grid, mode, null_models, opts.train)
             rows += read
+            if opts.null_model and not null_models:
+                notes.append(f"{cell.adaptation().name} ({mode}): no null model in the {grid.flow} flow")
+            elif null_models:
+                units = {(r["task"], r["subsample"]) for r in read}
+                nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == NULL}
+                name = cell.adaptation().name
+                notes.append(f"{name} ({mode}): a null model in {len(nulls)} of {len(units)} units")
             if not opts.train:
                 units = len({(r["task"], r["subsample"]) for r in read})
                 notes.append(

@@ -18,6 +18,7 @@ import pandas as pd
 from contamination import doc_scores
 from harness import results
 from harness.core import conditions, models, weights
+from harness.core.errors import UserError
 from harness.core.settings import Settings, fingerprint
 from harness.grid import stream
 from harness.grid.base_model import BASE_SCORES, LOADED, Base, loaded_base
@@ -40,6 +41,25 @@ def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False
         return zero_shot_unit(cfg, spec, k, docs, keep_adapters)
     except BaseException:
         LOADED.forget()  # a unit that failed mid-way may leave its adapter in the base: never reuse that
+        raise
+
+
+def null_model(cfg: GridConfig, slug: str, k: int) -> Step:
+    """The config's method adapted on the subsample's third draw (neither test nor extra) and scored as
+    every condition is: the model on which `contamination calibrate` reads each detector's false positives
+    (zero-shot flow)."""
+    spec = find_spec(slug, cfg.include_path)
+    docs = subsample_docs(spec, cfg.sample, k)
+    if len(docs[conditions.NULL]) < cfg.n:
+        raise UserError(
+            f"{spec.slug}: the null model needs a third draw of n = {cfg.n} documents beside train, extra "
+            f"and test, and the pool leaves {len(docs[conditions.NULL])}: lower n, or pass --no-null-model"
+        )
+    try:
+        u = unit_inputs(cfg, spec, k, docs, keep_adapters=False)
+        return condition_step(u, conditions.NULL, base_step(u)[0])
+    except BaseException:
+        LOADED.forget()
         raise
 
 
@@ -73,12 +93,7 @@ class Step:
 def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> Unit:
     """Score base, then adapt (the config's method) and score once per condition, restoring the base
     after each: a step per condition, each returning its outcome."""
-    metadata = {**dataclasses.asdict(cfg.sample), "subsample": k, "split": conditions.TEST}
-    task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
-    method = cfg.adaptation()
-    u = ZeroShot(
-        cfg, spec, k, docs, loaded_base(cfg), method, cfg.settings_of(method, spec.slug), task, keep_adapters
-    )
+    u = unit_inputs(cfg, spec, k, docs, keep_adapters)
     base, base_from = base_step(u)
     steps = {conditions.BASE: base}
     for cond in cfg.conditions[1:]:  # extra, test (and leak, stream): each adapts on its split's documents
@@ -97,6 +112,15 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
     if base_from:
         unit.record["base_from"] = base_from
     return unit
+
+
+def unit_inputs(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> ZeroShot:
+    """What every step of the unit reads: its lm-eval task of test, the loaded base, the method's settings."""
+    metadata = {**dataclasses.asdict(cfg.sample), "subsample": k, "split": conditions.TEST}
+    task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
+    method = cfg.adaptation()
+    settings = cfg.settings_of(method, spec.slug)
+    return ZeroShot(cfg, spec, k, docs, loaded_base(cfg), method, settings, task, keep_adapters)
 
 
 def timed(u: ZeroShot, name: str, work):

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.errors import SettingsError, TaskError, UserError
-from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw_eval, stratified_counts
+from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw_eval, stratified_counts
 
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SPLIT_KEYS = {"test": "test_split", "validation": "validation_split", "train": "training_split"}
@@ -150,7 +150,7 @@ class LmEvalSpec:
                     for c, k in enumerate(counts)
                 ]
             )
-        return Subsample(train=np.sort(picked), extra=rows.extra, test=rows.test)
+        return Subsample(train=np.sort(picked), extra=rows.extra, test=rows.test, null=rows.null)
 
     def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
         if sample.prompt_format != "plain":
@@ -165,8 +165,9 @@ class LmEvalSpec:
             "train": train if train is not None else self.pool().iloc[:0],
             "extra": self.pool(),
             "test": self.pool(),
+            "null": self.pool(),
         }
-        return {s: pools[s].iloc[sub.rows(s)].reset_index(drop=True) for s in SPLITS}
+        return {s: pools[s].iloc[sub.rows(s)].reset_index(drop=True) for s in DRAWS}
 
     def labeled_text(self, text: str, choice: str) -> str:
         return text + self.target_delimiter + choice

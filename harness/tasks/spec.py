@@ -20,7 +20,7 @@ from harness.core import yaml_files
 from harness.core.errors import TaskError, UnknownTaskError, UserError
 from harness.tasks import prompts
 from harness.tasks.data import apply_filters, load_pool, resolve_data_dir, to_canonical
-from harness.tasks.subsample import SPLITS, SampleSettings, Subsample, draw
+from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw
 
 TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks_yaml"  # the package shipped beside harness/
 TASK_PREFIX = "tapt_"
@@ -87,7 +87,7 @@ class TaskSpec:
             s: prompts.rendered(
                 self, pool.iloc[sub.rows(s)].assign(row=sub.rows(s)).reset_index(drop=True), sample
             )
-            for s in SPLITS
+            for s in DRAWS
         }
 
     def labeled_text(self, text: str, choice: str) -> str:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from harness.core.conditions import NULL
 from harness.core.errors import TaskError
 from harness.core.settings import NEVER, WHEN_SET, Settings, option
 
 SPLITS = ("train", "extra", "test")
+DRAWS = (*SPLITS, NULL)  # and a third draw beside extra and test (calibrate's null model): up to n rows
 
 
 @dataclass(kw_only=True)
@@ -58,11 +60,13 @@ class SampleSettings(DataSettings):
 
 @dataclass(frozen=True)
 class Subsample:
-    """Pool row positions of the three disjoint sets of one subsample."""
+    """Pool row positions of the three disjoint sets of one subsample, and of a third draw beside extra
+    and test (`null`: up to n rows, from the same shuffle after them; extra and test do not depend on it)."""
 
     train: np.ndarray
     extra: np.ndarray
     test: np.ndarray
+    null: np.ndarray = field(default_factory=lambda: np.array([], dtype=int))
 
     def rows(self, split: str) -> np.ndarray:
         return getattr(self, split)
@@ -103,7 +107,7 @@ def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int) -> Subsa
     )
     rest = np.setdiff1d(np.arange(len(labels)), train)
     rest = rng.permutation(rest)
-    return Subsample(train=np.sort(train), extra=rest[:n], test=rest[n : 2 * n])
+    return Subsample(train=np.sort(train), extra=rest[:n], test=rest[n : 2 * n], null=rest[2 * n : 3 * n])
 
 
 def draw_eval(labels: np.ndarray | None, subsample: int, n: int, seed: int, size: int) -> Subsample:
@@ -117,7 +121,7 @@ def draw_eval(labels: np.ndarray | None, subsample: int, n: int, seed: int, size
     no_train = np.array([], dtype=int)
     if labels is None or len(np.unique(labels)) < 2:
         order = rng.permutation(size)
-        return Subsample(train=no_train, extra=order[:n], test=order[n : 2 * n])
+        return Subsample(train=no_train, extra=order[:n], test=order[n : 2 * n], null=order[2 * n : 3 * n])
     labels = np.asarray(labels)
     class_counts = np.bincount(labels)
     counts = stratified_counts(class_counts, n)
@@ -130,4 +134,6 @@ def draw_eval(labels: np.ndarray | None, subsample: int, n: int, seed: int, size
     shuffled = [rng.permutation(np.flatnonzero(labels == c)) for c in range(len(counts))]
     extra = np.concatenate([s[: counts[c]] for c, s in enumerate(shuffled)])
     test = np.concatenate([s[counts[c] : 2 * counts[c]] for c, s in enumerate(shuffled)])
-    return Subsample(train=no_train, extra=rng.permutation(extra), test=rng.permutation(test))
+    extra, test = rng.permutation(extra), rng.permutation(test)
+    null = np.concatenate([s[2 * counts[c] : 3 * counts[c]] for c, s in enumerate(shuffled)])
+    return Subsample(train=no_train, extra=extra, test=test, null=rng.permutation(null))
