@@ -132,8 +132,10 @@ RECIPE = recipe_table(
         (
             "k",
             "1 context document (cells 1, 16, 18, 22)",
-            "codec_context (a grid, contamination exposure): 0, off, by default; 1 in the methods configs",
-            "CoDeC costs 2.4x a document; off unless asked",
+            "contamination exposure: 1 by default (prompt format); a grid: codec_context, 0 (off) by "
+            "default, 1 in the methods configs",
+            "in a grid CoDeC costs 2.4x a document a condition: off unless asked; its shipped records keep "
+            "their hash",
         ),
         (
             "context",

@@ -75,11 +75,12 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
         "pretrain-text saw it (causal LM, or masked LM under a fixed seeded mask for an encoder)",
     )
     batch_size: int = option(8, "documents per forward pass")
-    codec_context: int = option(
-        0,
-        "also CoDeC (Zawalski et al. 2025): each document scored again with this many others of its own "
-        "set before it, drawn per document (the authors use 1); under the suspect and, as its false-positive "
-        "check, the base; 0: off (it reads every document once more)",
+    codec_context: int | None = option(
+        None,
+        "CoDeC (Zawalski et al. 2025): each document scored again with this many others of its own set "
+        "before it, drawn per document, under the suspect and, as its false-positive check, the base; "
+        "0: off (it reads every document once more) (default: 1, the authors', with --format prompt; 0 "
+        "with --format raw)",
     )
     out: str | None = option(None, "write the result JSON (with every document's scores) here")
     json: bool = option(False, "print the result as JSON")
@@ -98,6 +99,8 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
             raise UserError(
                 f"--codec-context {self.codec_context} runs CoDeC on prompts: pass --format prompt"
             )
+        if self.codec_context is None:  # CoDeC reads prompts: on at the authors' k where it can run
+            self.codec_context = 1 if self.format == "prompt" else 0
         if self.suspect_split and not (self.reference_split or self.reference_file):
             raise UserError(
                 f"--suspect-split {self.suspect_split} needs a reference the model cannot have seen: "

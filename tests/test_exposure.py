@@ -129,10 +129,10 @@ def test_the_command_prints_the_verdict_and_writes_every_documents_scores(
     assert result["settings"]["n"] == N and result["calibrated"] is False
 
 
-def test_the_command_runs_codec_under_the_suspect_and_the_base_with_a_context_per_document(
+def test_the_command_runs_codec_by_default_under_the_suspect_and_the_base_with_a_context_per_document(
     tiny_llama, data_dir, tmp_path, capsys
 ):
-    exposure_cli(tiny_llama, data_dir, "--codec-context", "1", "--out", str(tmp_path / "r.json"))
+    exposure_cli(tiny_llama, data_dir, "--out", str(tmp_path / "r.json"))  # k 1, the authors', by default
     shown = capsys.readouterr().out
     assert "CoDeC:" in shown and "codec_base" in shown
     result = json.loads((tmp_path / "r.json").read_text())
@@ -144,6 +144,8 @@ def test_the_command_runs_codec_under_the_suspect_and_the_base_with_a_context_pe
     assert result["codec"]["p_test"] == result["codec_base"]["p_test"]
     with pytest.raises(SystemExit, match="--codec-context 1 runs CoDeC on prompts: pass --format prompt"):
         exposure_cli(tiny_llama, data_dir, "--codec-context", "1", "--format", "raw")
+    exposure_cli(tiny_llama, data_dir, "--codec-context", "0", "--out", str(tmp_path / "off.json"))
+    assert "codec" not in json.loads((tmp_path / "off.json").read_text())
 
 
 def test_bad_inputs_are_refused_before_scoring(tiny_llama, tiny_bert, data_dir, tmp_path):
