@@ -92,3 +92,15 @@ def test_the_readme_links_only_to_pages_that_exist():
     assert links and all((REPO / link).exists() for link in links), [
         link for link in links if not (REPO / link).exists()
     ]
+
+
+def test_every_extension_in_the_contributing_guide_is_one_file_and_names_the_test_that_shows_it():
+    text = (REPO / "docs" / "contributing.md").read_text()
+    rows = [r for r in text.splitlines() if r.startswith("| a ")]
+    assert len(rows) >= 9
+    for row in rows:
+        extension, files, _, shown = (c.strip() for c in row.strip("|").split(" | "))
+        assert files.startswith("1"), f"{extension}: {files} files"
+        module, name = shown.strip("`").split("::")
+        source = (REPO / "tests" / module).read_text()
+        assert f"def {name}(" in source, f"{extension}: no test {shown}"
