@@ -194,9 +194,9 @@ def error_rates(
     by: tuple[str, ...] = ("mode", "detector"),
     alpha: float = ALPHA,
 ) -> list[dict]:
-    """Per group of `by` (a detector within a mode, say): its flag rate on models that did not see what
-    the detector claims to see (false positives) and on those that did (power), with 95% Wilson
-    intervals, and per condition."""
+    """Per group of `by` (a detector within a mode, say): its flag rate on the grid's models that did not
+    see what the detector claims to see (false positives), on those that did (power), and on calibrate's
+    null models (`null`, where there are any), with 95% Wilson intervals, and per condition."""
     keys = list(by)
     out = []
     for group, df in pvalues.groupby(keys, sort=False):
@@ -206,7 +206,8 @@ def error_rates(
         unit_keys = [c for c in UNIT if c in df]
         units = df[unit_keys].astype(str).agg("/".join, axis=1) if unit_keys else df.index.to_series()
         row["sees"] = sees[row["detector"]]
-        row["false_positive"] = rate(flagged[~truth], units[~truth])
+        grid = df["condition"] != conditions.NULL  # the grid's own models; calibrate's null models apart
+        row["false_positive"] = rate(flagged[~truth & grid], units[~truth & grid])
         row["power"] = rate(flagged[truth], units[truth])
         where = {c: df["condition"] == c for c in df["condition"].unique()}
         row["by_condition"] = {c: rate(flagged[rows], units[rows]) for c, rows in where.items()}

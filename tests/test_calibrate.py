@@ -99,17 +99,18 @@ def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
     result = json.loads((out / "calibration.json").read_text())
     rates = {r["detector"]: r for r in result["rates"]}
     assert set(rates) == set(detectors.DETECTORS)
-    # not seen: base, extra and null (2 units each; calibrated statistics skip base); seen: test and leak
-    assert rates["loss (uncalibrated)"]["false_positive"]["models"] == 6
+    # not seen: base and extra (2 units each; calibrated statistics skip base); seen: test and leak
+    assert rates["loss (uncalibrated)"]["false_positive"]["models"] == 4
     fp, power = rates["exposure text"]["false_positive"], rates["exposure text"]["power"]
-    assert (fp["models"], power["models"]) == (4, 4)
-    assert rates["exposure label"]["false_positive"]["models"] == 6  # extra, test and null saw no labels
+    assert (fp["models"], power["models"]) == (2, 4)
+    assert rates["exposure label"]["false_positive"]["models"] == 4  # extra and test saw no labels
     assert rates["exposure label (twin)"]["false_positive"]["models"] == 2  # the test models
     assert rates["exposure label (twin)"]["power"]["models"] == 2  # the leak models
-    assert rates["CoDeC"]["false_positive"]["models"] == 6 and rates["CoDeC"]["power"]["models"] == 4
+    assert rates["CoDeC"]["false_positive"]["models"] == 4 and rates["CoDeC"]["power"]["models"] == 4
     assert {r["task"] for r in result["rates_by_task"]} == {"ag_news"}
     assert len(result["pvalues"]) == sum(
-        r["false_positive"]["models"] + r["power"]["models"] for r in rates.values()
+        r["false_positive"]["models"] + r["power"]["models"] + r.get("null", {"models": 0})["models"]
+        for r in rates.values()
     )
     assert "exposure text" in shown and "CoDeC" in shown and "calibration.json" in shown
     tdir = out / "padding" / "m4" / "n6" / "tiny" / "ag_news"
@@ -129,7 +130,8 @@ def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
     main(again.split())  # no training: the units and their null models are read
     assert {p: p.stat().st_mtime_ns for p in nulls} == kept
     fewer = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
-    assert fewer["loss (uncalibrated)"]["false_positive"]["models"] == 3  # subsample 0's base, extra, null
+    assert fewer["loss (uncalibrated)"]["false_positive"]["models"] == 2  # subsample 0's base and extra
+    assert fewer["loss (uncalibrated)"]["null"]["models"] == 1
     nulls[0].write_text(json.dumps(null | {"settings_hash": "0" * 16}))  # a unit's settings changed since
     with pytest.raises(SystemExit, match=r"null/0.json: a null model of other settings than unit 0 .*delete"):
         main(again.split())
