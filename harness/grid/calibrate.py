@@ -24,15 +24,14 @@ import pandas as pd
 
 from contamination import detectors
 from contamination.exchangeability_run import examples, sharded_test
-from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions
 from harness.core.conditions import NULL
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, field_names, option
+from harness.grid import null_models
 from harness.grid import run as grid_run
-from harness.grid import units
 from harness.grid.config import GridConfig
 from harness.tasks.protocol import find_spec, subsample_docs
 
@@ -114,60 +113,18 @@ def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
     return {k: u for k, u in sorted(results.finished(tdir).items()) if k < cfg.subsamples}
 
 
-def null_record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> dict | None:
-    """The unit's null model (units.null_model) as its exposure scores and training record: read from
-    <task dir>/null/<k>.json, else trained and written there (None where train is false)."""
-    path = results.null_model_path(grid_run.task_dir(cfg, slug), k)
-    if path.is_file():
-        null = read_json_object(path, str(path), "delete it to train the null model again")
-        if null.get("settings_hash") != unit["settings_hash"]:
-            raise UserError(
-                f"{path}: a null model of other settings than unit {k} beside it (settings_hash "
-                f"{null.get('settings_hash')} against {unit['settings_hash']}); delete it to train it again"
-            )
-        return null
-    if not train:
-        return None
-    step = units.null_model(cfg, slug, k)
-    null = {
-        "settings_hash": unit["settings_hash"],
-        "scores": step.exposed.to_dict("list"),
-        "accuracy": float(step.scored["correct"].mean()),
-        "training": step.training,
-        "not_adapted": step.skipped,
-        "seconds": step.seconds,
-    }
-    results.write_json(path, null)
-    return null
-
-
-def with_null(record: dict, null: dict, seed: int, where: str) -> dict:
-    """The unit's exposure record with the null model's scores and its tests against the base beside the
-    other conditions'."""
-    scores = pd.DataFrame(null["scores"])
-    if list(scores["row"]) != record["docs"]["row"] or list(scores["split"]) != record["docs"]["split"]:
-        raise UserError(f"{where}: its documents are not the unit's; delete it to train the null model again")
-    base = pd.DataFrame(record["scores"][conditions.BASE]).assign(**record["docs"])
-    both = condition_tests({conditions.BASE: base, NULL: scores}, conditions.BASE, record["text_score"], seed)
-    return {
-        **record,
-        "scores": {**record["scores"], NULL: both["scores"][NULL]},
-        "tests": {**record["tests"], NULL: both["tests"][NULL]},
-    }
-
-
-def unit_rows(cfg: GridConfig, mode: str, null_models: bool = False, train: bool = False) -> list[dict]:
+def unit_rows(cfg: GridConfig, mode: str, with_nulls: bool = False, train: bool = False) -> list[dict]:
     """Every detector's p-value for every finished unit and condition of one mode's grid, with the null
-    model's where `null_models` (trained where missing and `train`)."""
+    model's where `with_nulls` (trained where missing and `train`)."""
     rows, method = [], cfg.adaptation().name
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
         for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
             record = unit["exposure"]
-            null = null_record(cfg, spec.slug, k, unit, train) if null_models else None
+            null = null_models.record(cfg, spec.slug, k, unit, train) if with_nulls else None
             if null is not None:
                 where = str(results.null_model_path(grid_run.task_dir(cfg, spec.slug), k))
-                record = with_null(record, null, cfg.seed, where)
+                record = null_models.with_null(record, null, cfg.seed, where)
             docs = subsample_docs(spec, cfg, k)
             text = {
                 (s, r): t
@@ -267,12 +224,12 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
             grid = mode_config(cell, mode)
             if opts.train:
                 grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
-            null_models = opts.null_model and grid.flow == "zero_shot"
-            read = unit_rows(grid, mode, null_models, opts.train)
+            with_nulls = opts.null_model and grid.flow == "zero_shot"
+            read = unit_rows(grid, mode, with_nulls, opts.train)
             rows += read
-            if opts.null_model and not null_models:
+            if opts.null_model and not with_nulls:
                 notes.append(f"{cell.adaptation().name} ({mode}): no null model in the {grid.flow} flow")
-            elif null_models:
+            elif with_nulls:
                 units = {(r["task"], r["subsample"]) for r in read}
                 nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == NULL}
                 name = cell.adaptation().name

@@ -1,0 +1,56 @@
+"""calibrate's null models: per unit, the unit's method adapted on a third draw of the pool (neither
+test nor extra), kept beside the unit as <task dir>/null/<k>.json and read into its exposure record."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from contamination.exposure import condition_tests
+from harness import results
+from harness.core.conditions import BASE, NULL
+from harness.core.errors import UserError, read_json_object
+from harness.grid import run as grid_run
+from harness.grid import units
+from harness.grid.config import GridConfig
+
+
+def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> dict | None:
+    """The unit's null model (units.null_model) as its exposure scores and training record: read from
+    <task dir>/null/<k>.json, else trained and written there (None where train is false)."""
+    path = results.null_model_path(grid_run.task_dir(cfg, slug), k)
+    if path.is_file():
+        null = read_json_object(path, str(path), "delete it to train the null model again")
+        if null.get("settings_hash") != unit["settings_hash"]:
+            raise UserError(
+                f"{path}: a null model of other settings than unit {k} beside it (settings_hash "
+                f"{null.get('settings_hash')} against {unit['settings_hash']}); delete it to train it again"
+            )
+        return null
+    if not train:
+        return None
+    step = units.null_model(cfg, slug, k)
+    null = {
+        "settings_hash": unit["settings_hash"],
+        "scores": step.exposed.to_dict("list"),
+        "accuracy": float(step.scored["correct"].mean()),
+        "training": step.training,
+        "not_adapted": step.skipped,
+        "seconds": step.seconds,
+    }
+    results.write_json(path, null)
+    return null
+
+
+def with_null(record: dict, null: dict, seed: int, where: str) -> dict:
+    """The unit's exposure record with the null model's scores and its tests against the base beside the
+    other conditions'."""
+    scores = pd.DataFrame(null["scores"])
+    if list(scores["row"]) != record["docs"]["row"] or list(scores["split"]) != record["docs"]["split"]:
+        raise UserError(f"{where}: its documents are not the unit's; delete it to train the null model again")
+    base = pd.DataFrame(record["scores"][BASE]).assign(**record["docs"])
+    both = condition_tests({BASE: base, NULL: scores}, BASE, record["text_score"], seed)
+    return {
+        **record,
+        "scores": {**record["scores"], NULL: both["scores"][NULL]},
+        "tests": {**record["tests"], NULL: both["tests"][NULL]},
+    }
