@@ -17,6 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from harness.core.sections import default_of
 from harness.core.settings import flag
 
 BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -80,10 +81,10 @@ class FlagParser(argparse.ArgumentParser):
 
 def respelled(argv: list[str]) -> list[str]:
     """argv with a field's underscore spelling dashed and a word after a switch folded into it."""
-    out, i = [], 0
+    out, i, known = [], 0, FLAGS | {"--no-" + s[2:] for s in SWITCHES}
     while i < len(argv):
         name, eq, value = argv[i].partition("=")
-        if name.startswith("--") and "_" in name and name.replace("_", "-") in FLAGS | negations():
+        if name.startswith("--") and "_" in name and name.replace("_", "-") in known:
             name = name.replace("_", "-")
         following = argv[i + 1].lower() if i + 1 < len(argv) else None
         if name in SWITCHES and (eq and value.lower() in BOOL_WORDS or not eq and following in BOOL_WORDS):
@@ -96,24 +97,12 @@ def respelled(argv: list[str]) -> list[str]:
     return out
 
 
-def negations() -> set[str]:
-    return {"--no-" + s[2:] for s in SWITCHES}
-
-
 def unwrapped(tp: Any) -> Any:
     """X of `X | None`."""
     if typing.get_origin(tp) in (Union, types.UnionType):
         rest = [a for a in typing.get_args(tp) if a is not type(None)]
         return rest[0] if len(rest) == 1 else str
     return tp
-
-
-def default_of(field: dataclasses.Field) -> Any:
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return dataclasses.MISSING
 
 
 def shown_default(help: str, default: Any) -> str:

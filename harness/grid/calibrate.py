@@ -26,7 +26,6 @@ from contamination import detectors
 from contamination.exchangeability_run import examples, sharded_test
 from harness import results
 from harness.core import conditions
-from harness.core.conditions import NULL
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, field_names, option
@@ -121,10 +120,8 @@ def unit_rows(cfg: GridConfig, mode: str, with_nulls: bool = False, train: bool 
         spec = find_spec(slug, cfg.include_path)
         for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
             record = unit["exposure"]
-            null = null_models.record(cfg, spec.slug, k, unit, train) if with_nulls else None
-            if null is not None:
-                where = str(results.null_model_path(grid_run.task_dir(cfg, spec.slug), k))
-                record = null_models.with_null(record, null, cfg.seed, where)
+            if with_nulls:
+                record = null_models.added(cfg, spec.slug, k, unit, train)
             docs = subsample_docs(spec, cfg, k)
             text = {
                 (s, r): t
@@ -231,7 +228,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
                 notes.append(f"{cell.adaptation().name} ({mode}): no null model in the {grid.flow} flow")
             elif with_nulls:
                 units = {(r["task"], r["subsample"]) for r in read}
-                nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == NULL}
+                nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == conditions.NULL}
                 name = cell.adaptation().name
                 notes.append(f"{name} ({mode}): a null model in {len(nulls)} of {len(units)} units")
             if not opts.train:

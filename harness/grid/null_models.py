@@ -14,10 +14,17 @@ from harness.grid import units
 from harness.grid.config import GridConfig
 
 
-def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> dict | None:
-    """The unit's null model (units.null_model) as its exposure scores and training record: read from
-    <task dir>/null/<k>.json, else trained and written there (None where train is false)."""
+def added(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> dict:
+    """The unit's exposure record with its null model's beside the other conditions' (as it was where
+    there is none and train is false)."""
     path = results.null_model_path(grid_run.task_dir(cfg, slug), k)
+    null = record(cfg, slug, k, unit, train, path)
+    return unit["exposure"] if null is None else with_null(unit["exposure"], null, cfg.seed, str(path))
+
+
+def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, path) -> dict | None:
+    """The unit's null model (units.null_model) as its exposure scores and training record: read from
+    `path` (<task dir>/null/<k>.json), else trained and written there (None where train is false)."""
     if path.is_file():
         null = read_json_object(path, str(path), "delete it to train the null model again")
         if null.get("settings_hash") != unit["settings_hash"]:
