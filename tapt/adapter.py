@@ -9,7 +9,8 @@ from typing import Literal
 import pandas as pd
 
 from harness.core import training
-from harness.core.settings import WHEN_SET, Settings, option
+from harness.core.models import BaseForm, Precision
+from harness.core.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
 from harness.tasks.protocol import Spec
 from tapt.corpus import TaptInput, prompt_sequences
@@ -24,11 +25,10 @@ PACKED_MAX_LENGTH = 2048  # tokens per packed sequence: the instruction and PACK
 
 
 @dataclass(kw_only=True)
-class LoraTrainingSettings(Settings):
+class LoraTrainingSettings(Precision):
     """How a LoRA adapter is trained on prompts (the study: 1 epoch, lr 2e-4, batch 8)."""
 
     MINIMUM = {"epochs": 0.0, "batch_size": 1, "max_length": 8, "lr": 0.0}
-    RECORD = {"bf16": WHEN_SET}  # added after the first results
 
     packing: bool = option(
         False, f"instruction once, then {PACK_SIZE} texts per sequence (default: one prompt per sequence)"
@@ -39,11 +39,6 @@ class LoraTrainingSettings(Settings):
         None, f"tokens per sequence (default: {training.MAX_LENGTH} padding, {PACKED_MAX_LENGTH} packing)"
     )
     lr: float = option(2e-4, "learning rate")
-    bf16: bool = option(
-        False,
-        "on a CPU too, load the base in bf16 and train under bf16 autocast, as a GPU does by default "
-        "(opt-in on a CPU: it moves the numbers); recorded for every method",
-    )
 
     def sequence_length(self) -> int:
         return self.max_length or (PACKED_MAX_LENGTH if self.packing else training.MAX_LENGTH)
@@ -54,13 +49,9 @@ class LoraTrainingSettings(Settings):
 
 
 @dataclass(kw_only=True)
-class AdapterSettings(LoraTrainingSettings):
+class AdapterSettings(LoraTrainingSettings, BaseForm):
     """How a prompt-TAPT adapter is trained, on which form of the base (the study: QLoRA)."""
 
-    quantize: Literal["4bit", "none"] = option(
-        "4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA"
-    )
-    fallback_lora: bool = option(False, "train plain LoRA if 4-bit loading fails")
     optim: Literal["adamw_torch", "paged_adamw_8bit"] = option(
         "adamw_torch", "the optimiser, by its TrainingArguments name (the study: paged_adamw_8bit with 4bit)"
     )

@@ -23,6 +23,10 @@ def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
 def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path, **extra) -> Path:
     """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples, the four conditions
     and the exposure test (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
+    from harness.core.settings import field_names
+    from harness.grid.config import GridConfig
+    from tapt.adapter import AdapterSettings
+
     cfg = {
         "base": str(tiny_llama),
         "model_tag": "tiny",
@@ -33,13 +37,15 @@ def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path
         "conditions": ["base", "extra", "test", "leak"],
         "exposure": True,
         "quantize": "none",
-        "lr": 0.01,
-        "batch_size": 4,
         "eval_batch_size": 8,
         "data_dir": str(data_dir),
-        **extra,
     }
-    return write_grid_config(tmp_path, out, cfg)
+    own = set(field_names(AdapterSettings)) - set(field_names(GridConfig))  # prompt TAPT's (`epochs=2`)
+    sections = dict(extra.pop("method_settings", {}))
+    given = {k: extra.pop(k) for k in list(extra) if k in own}
+    if "prompt-tapt" in (extra.get("methods") or [extra.get("method") or "prompt-tapt"]):
+        sections["prompt-tapt"] = {"lr": 0.01, "batch_size": 4, **given, **sections.get("prompt-tapt", {})}
+    return write_grid_config(tmp_path, out, cfg | extra | ({"method_settings": sections} if sections else {}))
 
 
 ALL_CONDITIONS = ["base", "extra", "test", "leak", "stream"]

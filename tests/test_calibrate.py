@@ -176,9 +176,16 @@ def test_a_method_with_a_packing_setting_is_calibrated_in_both_modes_through_its
     opts = CalibrateOptions(config="x", modes=["padding", "packing"])
     assert modes_of(cfg, opts) == ["padding", "packing"]
     packed = mode_config(cfg, "packing")
-    # the method's own packing, not prompt TAPT's key
-    assert packed.settings_of(packed.adaptation()).packing and not cfg.packing
+    # the method's own packing, under its method_settings, as every method's
+    assert packed.method_settings == {"self-training": {"packing": True}}
+    assert packed.settings_of(packed.adaptation()).packing
     assert not mode_config(cfg, "padding").settings_of(cfg.adaptation()).packing
+    prompt = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "cal2"))
+    assert mode_config(prompt, "packing").method_settings["prompt-tapt"] == {
+        "lr": 0.01,
+        "batch_size": 4,
+        "packing": True,
+    }
 
 
 @pytest.mark.slow

@@ -476,20 +476,18 @@ def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per
     # the rows that name the study's configs hold because those configs set these keys
     import yaml
 
-    from harness.grid.config import config_path
+    from harness.grid.config import config_path, read
 
-    study_keys = {
-        "optim": "paged_adamw_8bit",
-        "gradient_checkpointing": True,
-        "accuracy": "mean_token",
-        "prompt_format": "chat",
-    }
+    def resolved(name):  # the config's keys and its prompt TAPT's settings, as a run reads them
+        cfg = read(yaml.safe_load(config_path(name).read_text()), name)
+        own = cfg.settings_of(cfg.adaptation())
+        return (cfg.accuracy, cfg.prompt_format, own.max_length, own.optim, own.gradient_checkpointing), own
+
+    study = ("mean_token", "chat")
     for name, length in (("zero_shot", 512), ("zero_shot_epochs_2", 512), ("zero_shot_packing", 8192)):
-        keys = yaml.safe_load(config_path(name).read_text())
-        assert {k: keys.get(k) for k in study_keys} == study_keys and keys["max_length"] == length, name
-    assert yaml.safe_load(config_path("zero_shot_packing").read_text())["batch_size"] == 1
-    demo = yaml.safe_load(config_path("demo").read_text())
-    assert (demo["accuracy"], demo["prompt_format"], demo["max_length"]) == ("mean_token", "chat", 512)
+        assert resolved(name)[0] == (*study, length, "paged_adamw_8bit", True), name
+    assert resolved("zero_shot_packing")[1].batch_size == 1
+    assert resolved("demo")[0][:3] == (*study, 512)
 
 
 def test_tlms_recipe_cites_the_authors_code_per_row_and_its_same_rows_are_the_settings_that_run():

@@ -92,25 +92,33 @@ def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_
         load_config(write_config(folder, data_dir="nowhere"))
 
 
-def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, monkeypatch):
+def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, monkeypatch, capsys):
     from harness.grid import run as grid_run
 
     seen = {}
     monkeypatch.setattr(grid_run, "run", lambda cfg, *a: seen.setdefault("cfg", cfg))
-    path = write_config(tmp_path, data_dir=str(data_dir), epochs=1, out=str(tmp_path / "out"))
-    main(["run", "--config", str(path), "--epochs", "2", "--no-summary"])
+    own = {"prompt-tapt": {"epochs": 1, "lr": 0.01}}
+    path = write_config(tmp_path, data_dir=str(data_dir), m=4, method_settings=own, out=str(tmp_path / "out"))
+    given = '{"prompt-tapt": {"epochs": 2}}'  # a method's settings: key by key over the file's
+    main(["run", "--config", str(path), "--m", "8", "--method-settings", given, "--no-summary"])
     cfg = seen["cfg"]
-    assert cfg.epochs == 2.0 and cfg.m == 8 and cfg.tasks == ["trec"] and cfg.quantize == "4bit"
-    with pytest.raises(SystemExit, match="--lr must be at least 0.0, got -1.0"):
-        main(["run", "--config", str(path), "--lr", "-1"])
+    assert cfg.m == 8 and cfg.tasks == ["trec"] and cfg.quantize == "4bit"
+    assert cfg.method_settings == {"prompt-tapt": {"epochs": 2, "lr": 0.01}}
+    with pytest.raises(SystemExit, match="--eval-batch-size must be at least 1, got 0"):
+        main(["run", "--config", str(path), "--eval-batch-size", "0"])
+    with pytest.raises(SystemExit):  # one spelling: method_settings
+        main(["run", "--config", str(path), "--epochs", "2"])
+    assert "unrecognized arguments: --epochs 2" in capsys.readouterr().err
 
 
 def test_python_callers_get_the_same_checks():
     with pytest.raises(SettingsError, match="eval_batch_size must be at least 1, got 0"):
         GridConfig(eval_batch_size=0)
-    with pytest.raises(SettingsError, match="epochs must be a number, got '3'"):
-        GridConfig(epochs="3")
-    assert GridConfig(epochs=3).epochs == 3.0 and isinstance(GridConfig(epochs=3).epochs, float)
+    with pytest.raises(SettingsError, match="prompt-tapt: key 'epochs' must be a number, got '3'"):
+        GridConfig(method_settings={"prompt-tapt": {"epochs": "3"}})
+    cfg = GridConfig(method_settings={"prompt-tapt": {"epochs": 3}})
+    epochs = cfg.settings_of(cfg.adaptation()).epochs
+    assert epochs == 3.0 and isinstance(epochs, float)
 
 
 def test_p_value_of_a_large_t_does_not_underflow():
@@ -230,27 +238,41 @@ def test_the_shipped_configs_keep_the_settings_hash_their_results_were_made_with
     assert load_config(name, {"data_dir": str(data_dir)}).settings_hash() == settings_hash
 
 
-def test_the_default_methods_settings_in_its_own_section_make_the_same_run(data_dir, tmp_path):
+def test_the_default_methods_settings_written_at_the_top_level_read_as_its_section_with_a_note(
+    data_dir, tmp_path
+):
     import yaml
 
     from harness.grid.config import CONFIGS_DIR, load_config
+    from harness.grid.study_layout import SettingsNote
 
-    flat = yaml.safe_load((CONFIGS_DIR / "demo.yaml").read_text())
-    section = {k: flat.pop(k) for k in ("epochs", "batch_size", "lr", "quantize")}
-    path = tmp_path / "sectioned.yaml"
-    path.write_text(yaml.safe_dump(flat | {"method_settings": {"prompt-tapt": section}}))
-    sectioned = load_config(path, {"data_dir": str(data_dir)})
     shipped = load_config("demo", {"data_dir": str(data_dir)})
-    assert (sectioned.settings_hash(), sectioned.tag) == (shipped.settings_hash(), shipped.tag)
-    assert sectioned.lr == 0.002 and sectioned.method_settings == {}
-    path.write_text(yaml.safe_dump(flat | {"lr": 0.1, "method_settings": {"prompt-tapt": section}}))
+    sectioned = yaml.safe_load((CONFIGS_DIR / "demo.yaml").read_text())
+    own = sectioned.pop("method_settings")["prompt-tapt"]
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(sectioned | own))  # the older spelling: epochs, lr ... at the top level
+    with pytest.warns(
+        SettingsNote,
+        match=r"old.yaml: \['batch_size', 'epochs', 'lr', 'max_length'\] are prompt-tapt's settings; write",
+    ):
+        old = load_config(path, {"data_dir": str(data_dir)})
+    assert (old.settings_hash(), old.tag, old.method_settings) == (
+        shipped.settings_hash(),
+        shipped.tag,
+        shipped.method_settings,
+    )
+    path.write_text(yaml.safe_dump(sectioned | {"lr": 0.1, "method_settings": {"prompt-tapt": own}}))
     with pytest.raises(
-        SettingsError, match="key 'method_settings' sets prompt-tapt's lr to 0.002, and the key lr sets 0.1"
+        SettingsError,
+        match=r"\['lr'\] are written at the top level and under method_settings.prompt-tapt; keep one",
     ):
         load_config(path, {"data_dir": str(data_dir)})
-    path.write_text(yaml.safe_dump(flat | {"method_settings": {"prompt-tapt": {"threshold": 3}}}))
+    path.write_text(yaml.safe_dump(sectioned | {"method_settings": {"prompt-tapt": {"threshold": 3}}}))
+    with pytest.raises(SettingsError, match=r"prompt-tapt: unknown key\(s\) \['threshold'\]"):
+        load_config(path, {"data_dir": str(data_dir)})
+    path.write_text(yaml.safe_dump(sectioned | {"method_settings": {"prompt-tapt": {"quantize": "4bit"}}}))
     with pytest.raises(
-        SettingsError, match=r"key 'method_settings' prompt-tapt: \['threshold'\] are not its settings"
+        SettingsError, match=r"\['quantize'\] set the base's form for every method; set them at the top level"
     ):
         load_config(path, {"data_dir": str(data_dir)})
 
@@ -267,7 +289,9 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     assert [c.settings_hash() for c in narrowed.per_method()] == [hashes["test-time-rl"]]
     kept = load_config("methods_study", keys | {"methods": ["self-training"]})
     assert [c.settings_hash() for c in kept.per_method()] == [hashes["self-training"]]
-    with pytest.raises(SettingsError, match=r"names \['self-training'\], which this run does not use"):
+    with pytest.raises(
+        SettingsError, match=r"names \['prompt-tapt', 'self-training'\], which this run does not use"
+    ):
         flags = {"methods": ["test-time-rl"], "method_settings": whole.method_settings}
         load_config("methods_study", keys | flags)
 
@@ -288,6 +312,8 @@ def test_narrowing_reads_method_names_as_method_settings_does_a_plug_in_named_by
         methods=["prompt-tapt", plug_in],
         method_settings={"norm-tuning": {"steps": 2}},
     )
-    assert load_config(path, {"methods": ["prompt-tapt"]}).method_settings == {}
+    assert load_config(path, {"methods": ["prompt-tapt"]}).method_settings == {
+        "prompt-tapt": {"lr": 0.01, "batch_size": 4}
+    }
     kept = load_config(path, {"methods": [plug_in]})
     assert kept.method_settings == {"norm-tuning": {"steps": 2}}

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.core.settings import fingerprint, from_mapping
-from harness.grid.config import CONFIGS_DIR, GridConfig
+from harness.core.settings import fingerprint
+from harness.grid.config import CONFIGS_DIR, GridConfig, read
 
 HASHES = Path(__file__).parent / "data" / "settings_hashes.json"
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"  # the shipped studies: methods_study*
@@ -48,14 +48,14 @@ VARIANTS = {
         "prompt_format": "plain",
         "base": "bert-base-uncased",
         "clf_epochs": 2,
-        "pretrain_lr": 1e-4,
+        "method_settings": {"raw-text": {"pretrain_lr": 1e-4}},
     },
 }
 
 
 def rows(name: str, raw: dict) -> dict:
     """Per cell and method: the recorded settings, their hash and the base's; per task override: its hash."""
-    cfg = from_mapping(GridConfig, raw, name)
+    cfg = read(raw, name)
     out = {}
     for cell in cfg.cell_configs():
         key = f"{cell.tag} m{cell.m} n{cell.n}"
@@ -72,7 +72,16 @@ def rows(name: str, raw: dict) -> dict:
 def configs() -> dict[str, dict]:
     out = {path.stem: yaml.safe_load(path.read_text()) for path in sorted(CONFIGS_DIR.glob("*.yaml"))}
     demo = out["demo"]
-    return out | {f"demo+{name}": demo | change for name, change in VARIANTS.items()}
+    return out | {f"demo+{name}": with_change(demo, change) for name, change in VARIANTS.items()}
+
+
+def with_change(config: dict, change: dict) -> dict:
+    """A variant: `change` on top of the config, its method_settings method by method (prompt TAPT's
+    dropped in the classifier flow, which does not run it)."""
+    sections = config.get("method_settings", {}) | change.get("method_settings", {})
+    if change.get("flow") == "classifier":
+        sections.pop("prompt-tapt", None)
+    return config | change | {"method_settings": sections}
 
 
 @pytest.mark.parametrize("name", sorted(configs()))
@@ -117,17 +126,17 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
         grid = {k: v for k, v in CHANGED_GRID.items() if on[CHANGED_WHEN[k]]}
         assert all(shipped[k] == v for k, v in grid.items())
         pinned = config | grid | {"method_settings": {**config.get("method_settings", {}), **pins}}
-        assert GridConfig(**pinned).settings_hash() == manifest["settings_hash"], path
-        changed += GridConfig(**config).settings_hash() != manifest["settings_hash"]
+        assert read(pinned, str(path)).settings_hash() == manifest["settings_hash"], path
+        changed += read(config, str(path)).settings_hash() != manifest["settings_hash"]
     assert changed == len(manifests)  # every shipped run had CoDeC on
 
 
 def test_a_config_is_its_sections_side_by_side_and_reads_through_them():
-    cfg = GridConfig(m=4, lr=0.1, exposure=True)
-    assert (cfg.sample.m, cfg.adapter.lr, cfg.grid.exposure) == (4, 0.1, True)
-    assert (cfg.m, cfg.lr) == (4, 0.1) and cfg.replace(lr=0.2).lr == 0.2 and cfg.lr == 0.1
+    cfg = GridConfig(m=4, quantize="none", exposure=True)
+    assert (cfg.sample.m, cfg.form.quantize, cfg.grid.exposure) == (4, "none", True)
+    assert (cfg.m, cfg.quantize) == (4, "none") and cfg.replace(m=5).m == 5 and cfg.m == 4
     with pytest.raises(AttributeError, match="read-only: make a changed copy with replace"):
-        cfg.lr = 0.3
+        cfg.m = 3
     with pytest.raises(AttributeError, match="has no key 'learning_rate'"):
         _ = cfg.learning_rate
 

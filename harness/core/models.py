@@ -9,9 +9,10 @@ import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harness.core.errors import UserError, read_json_object
-from harness.core.settings import Settings, option
+from harness.core.settings import WHEN_SET, Settings, option
 
 CACHE_ENV = "TAPT_BENCH_CACHE"
 SMOLLM2 = "SmolLM2-135M-Instruct"
@@ -24,6 +25,29 @@ class ModelSettings(Settings):
     """The base model every stage starts from."""
 
     base: str = option(SMOLLM2, f"hub id, model dir, or an embedded default's name ({', '.join(PACKAGES)})")
+
+
+@dataclass(kw_only=True)
+class Precision(Settings):
+    """The float type the base is loaded and trained in."""
+
+    RECORD = {"bf16": WHEN_SET}  # added after the first results
+
+    bf16: bool = option(
+        False,
+        "on a CPU too, load the base in bf16 and train under bf16 autocast, as a GPU does by default "
+        "(opt-in on a CPU: it moves the numbers); recorded for every method",
+    )
+
+
+@dataclass(kw_only=True)
+class BaseForm(Precision):
+    """The form every method of a run gets the base in: 4-bit or not, and its float type."""
+
+    quantize: Literal["4bit", "none"] = option(
+        "4bit", "4bit: QLoRA (NF4, double quantisation); none: plain LoRA"
+    )
+    fallback_lora: bool = option(False, "train plain LoRA if 4-bit loading fails")
 
 
 def cache_dir() -> Path:

@@ -87,9 +87,7 @@ def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
     are read, and only the units it lacks are computed, into the same folder."""
     with_leak = [c for c in conditions.ALL if c in (*cfg.conditions, conditions.LEAK)]  # stream as given
     changes = {"conditions": with_leak, "exposure": True}
-    if mode != DEFAULT and cfg.is_study_method():
-        changes["packing"] = mode == "packing"
-    elif mode != DEFAULT:  # another method's packing is one of its method_settings
+    if mode != DEFAULT:  # packing is one of the method's settings
         name = cfg.adaptation().name
         own = cfg.method_settings.get(name, {}) | {"packing": mode == "packing"}
         changes["method_settings"] = {**cfg.method_settings, name: own}

@@ -4,7 +4,6 @@ with every key checked before anything is written."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import MISSING
 from pathlib import Path
 
 import yaml
@@ -15,40 +14,33 @@ from contamination.exposure_run import ExposureSettings
 from harness import results
 from harness.core import conditions, models, yaml_files
 from harness.core.errors import SettingsError, UserError
-from harness.core.models import SMOLLM2, ModelSettings
+from harness.core.models import SMOLLM2, BaseForm, ModelSettings
 from harness.core.sections import Sections, recorded
-from harness.core.settings import NEVER, Settings, against, field_names, fingerprint, flag, from_mapping, pick
+from harness.core.settings import NEVER, Settings, against, field_names, fingerprint, flag, from_mapping
+from harness.grid import study_layout
 from harness.grid.grid_settings import GridSettings
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.subsample import SampleSettings
 from tapt import methods
-from tapt.adapter import AdapterSettings, LoraTrainingSettings
-from tapt.raw_text import TextSettings
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
-# prompt TAPT's own training keys: another method's settings stand in for them; bf16 is not one of them
-# here, since it also sets the base's precision (harness.core.models.load_causal_lm)
-TRAINING_KEYS = tuple(k for k in field_names(LoraTrainingSettings) if k != "bf16")
-
 
 SECTIONS = {
     "grid": GridSettings,
     "sample": SampleSettings,
     "model": ModelSettings,
-    "adapter": AdapterSettings,  # prompt TAPT's: the zero_shot flow's own method
-    "pretrain": TextSettings,  # raw-text TAPT's: the classifier flow's own method
+    "form": BaseForm,  # every method's: a method's own settings are in method_settings
     "head": ClassifierSettings,
     "statistic": ExposureSettings,
 }
-FLOW_SECTIONS = {"adapter": ("zero_shot",), "pretrain": ("classifier",), "head": ("classifier",)}
+FLOW_SECTIONS = {"form": ("zero_shot",), "head": ("classifier",)}  # a classifier loads no 4-bit base
 TITLES = {
     "grid": "the grid",
     "sample": "the subsample",
     "model": "the base model",
-    "adapter": "prompt TAPT, the zero_shot flow's method",
-    "pretrain": "raw-text TAPT, the classifier flow's method",
+    "form": "the base's form, for every method",
     "head": "the classifier head",
     "statistic": "the exposure test",
 }
@@ -58,15 +50,15 @@ class GridConfig(Sections):
     """One experiment: a base model, tasks, the cell(s) (m, n), the flow and its training settings
     (see harness/grid/configs/*.yaml), held as the stages' sections side by side.
 
-    The sample, model, adapter and pretraining keys are those of `tapt-bench train` and
-    `pretrain-text`, with the same meaning and defaults. In a config file, the input paths (data_dir,
+    The sample and model keys are those of `tapt-bench train`, with the same meaning and defaults; every
+    method's own settings are under method_settings. In a config file, the input paths (data_dir,
     include_path) resolve against the file's folder; `out` against the directory the run starts from.
     """
 
     SECTIONS, TITLES = SECTIONS, TITLES
 
     def __init__(self, **keys) -> None:
-        super().__init__(**fold_default_section(keys))
+        super().__init__(**keys)
         self.sample.default_chat_model(self.model.base)
 
     def check(self) -> None:
@@ -77,7 +69,7 @@ class GridConfig(Sections):
         fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
         for slug, values in self.task_overrides.items():
             keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
-            bad = sorted(keys - set(self.owners()) | keys & fixed)
+            bad = sorted(keys - set(self.owners()) - self.method_keys() | keys & fixed)
             if bad:
                 problem = (
                     f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
@@ -143,7 +135,7 @@ class GridConfig(Sections):
             raise SettingsError.of("task_overrides", problem)
         owners, values = self.owners(), self.task_overrides[slug]
         for name, section in self.sections().items():  # each section with the task's values, checked
-            changed = {k: v for k, v in values.items() if owners[k] == name}
+            changed = {k: v for k, v in values.items() if owners.get(k) == name}
             if not changed:
                 continue
             try:
@@ -151,6 +143,14 @@ class GridConfig(Sections):
             except SettingsError as err:
                 problem = f"{slug}.{err.key}: {err.problem}" if err.key else f"{slug}: {err}"
                 raise SettingsError.of("task_overrides", problem) from None
+        if self.method or not self.methods:  # the run's method, with the task's values for its own keys
+            self.settings_of(self.adaptation(), slug)
+
+    def method_keys(self) -> set[str]:
+        """The keys a task may override beyond the grid's: the settings of the run's methods and of each
+        flow's default method (the study's per-task keys name raw-text TAPT's)."""
+        names = [methods.for_flow(flow) for flow in methods.FLOWS] + self.methods + [self.method or ""]
+        return {k for name in names if name for k in field_names(methods.find(name).settings)}
 
     def check_stream(self, n: int) -> None:
         """At least two chunks of test (the first is the base's), none empty."""
@@ -199,32 +199,49 @@ class GridConfig(Sections):
         return out
 
     def for_task(self, slug: str) -> GridConfig:
-        """These settings with the task's overrides applied (checked like any settings)."""
-        return self.replace(**self.task_overrides.get(slug, {}))
+        """These settings with the task's overrides applied (checked like any settings): the grid's keys
+        as keys, the method's own under its method_settings."""
+        values, owners, method = self.task_overrides.get(slug, {}), self.owners(), self.adaptation()
+        changes = {k: v for k, v in values.items() if k in owners}
+        if study_layout.task_keys(method.settings, values):
+            section = self.method_values(method, slug)
+            changes["method_settings"] = {**self.method_settings, method.name: section}
+        return self.replace(**changes)
 
     def adaptation(self) -> methods.Method:
         """The method this run audits (the flow's study method by default)."""
         return methods.find(self.method or methods.for_flow(self.flow))
 
-    def is_study_method(self) -> bool:
-        return self.adaptation().name == methods.for_flow(self.flow)
+    def method_values(self, method: methods.Method, slug: str | None = None) -> dict:
+        """The method's section of method_settings, with a task's overrides of its own keys."""
+        values = self.method_settings.get(method.name) or {}
+        if not isinstance(values, dict):
+            raise SettingsError.of("method_settings", f"{method.name}: {values!r} is not a mapping")
+        return values | study_layout.task_keys(method.settings, self.task_overrides.get(slug, {}))
 
     def settings_of(self, method: methods.Method, slug: str | None = None) -> Settings:
-        """The method's settings: the study method's from this config's keys (with the task's
-        overrides), another's from method_settings."""
-        if method.name == methods.for_flow(self.flow):
-            return method.settings(**pick(self.for_task(slug) if slug else self, method.settings))
+        """The method's settings: its section of method_settings (with the task's overrides of its keys), on
+        the base's form where its settings declare it (quantize, fallback_lora, bf16: top-level keys)."""
+        values = self.method_values(method, slug)
+        form = [k for k in values if k in study_layout.FORM and k != "bf16"]
+        if form:
+            problem = f"{method.name}: {form} set the base's form for every method; set them at the top level"
+            raise SettingsError.of("method_settings", problem)
+        own = field_names(method.settings)
+        base = {k: v for k, v in dataclasses.asdict(self.form).items() if k in own}
         try:
-            return method.configured(self.method_settings.get(method.name), method.name)
+            return method.configured(base | values, method.name)
         except SettingsError as err:
+            if slug and err.key in study_layout.task_keys(method.settings, self.task_overrides.get(slug, {})):
+                raise SettingsError.of("task_overrides", f"{slug}.{err.key}: {err.problem}") from None
             raise SettingsError(f"method_settings {err}", "method_settings", str(err)) from None
 
     @property
     def tag(self) -> str:
-        """The results folder of the model: the base's name, with `+method` for a method other than
-        the flow's study method (the analysis reads it as the LM type)."""
+        """The results folder of the model: the base's name, with `+method` for another method than the
+        flow's default (harness.grid.study_layout)."""
         name = self.model_tag or Path(self.base.rstrip("/")).name
-        return name if self.is_study_method() else f"{name}+{self.adaptation().name}"
+        return study_layout.tag(self.flow, self.adaptation().name, name)
 
     @property
     def slugs(self) -> list[str]:
@@ -246,17 +263,13 @@ class GridConfig(Sections):
         if self.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
             out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
             out["codec_block"] = self.codec_block  # documents that share a context
-        if not self.is_study_method():  # another method: its own settings stand where prompt TAPT's were
-            method = self.adaptation()
-            for key in TRAINING_KEYS:  # quantize and bf16 stay: the base's form
-                out.pop(key, None)
-            out["method"] = method.name
-            out["method_settings"] = recorded(self.settings_of(method))
-        return out
+        method = self.adaptation()
+        return study_layout.record(self.flow, method.name, self.settings_of(method), out)
 
     def applying(self, overrides: dict) -> dict:
-        """The per-task keys this flow reads (a zero_shot run reads no classifier key), per task."""
+        """The per-task keys this run reads (a zero_shot run reads no classifier key), per task."""
         used = {k for k, name in self.owners().items() if self.flow in FLOW_SECTIONS.get(name, (self.flow,))}
+        used |= set(field_names(self.adaptation().settings))
         kept = {slug: {k: v for k, v in values.items() if k in used} for slug, values in overrides.items()}
         return {slug: values for slug, values in kept.items() if values}
 
@@ -266,38 +279,7 @@ class GridConfig(Sections):
     def base_settings(self) -> dict:
         """The settings that can change the base's own scores in a unit: the result settings without the
         method's (methods side by side with equal base settings share the base's scores)."""
-        out = self.result_settings()
-        method_keys = ("method", "method_settings", "conditions", "stream_chunks", "stream_mode")
-        method_keys += ("stream_chunk_size",)
-        for key in (*method_keys, *TRAINING_KEYS):
-            out.pop(key, None)
-        return out
-
-
-def fold_default_section(keys: dict) -> dict:
-    """The flow's default method keeps its settings in the config's own keys (the study's layout, on
-    which every settings hash and results folder rests); its section of method_settings, when given, is
-    read into them, so that both spellings make the same run."""
-    flow, sections = keys.get("flow", "zero_shot"), keys.get("method_settings")
-    if not isinstance(sections, dict) or flow not in methods.FLOWS:
-        return keys  # the sections' type checks name the problem
-    default = methods.find(methods.for_flow(flow))
-    section = sections.get(default.name)
-    if section is None:
-        return keys
-    own = field_names(default.settings)
-    if not isinstance(section, dict) or set(section) - set(own):
-        unknown = sorted(set(section) - set(own)) if isinstance(section, dict) else section
-        problem = f"{default.name}: {unknown!r} are not its settings; its keys are {own}"
-        raise SettingsError.of("method_settings", problem)
-    defaults = {f.name: f.default for f in dataclasses.fields(default.settings) if f.default is not MISSING}
-    for name, value in section.items():
-        flat = keys.get(name, defaults.get(name))
-        if name in defaults and flat != defaults[name] and flat != value:
-            problem = f"sets {default.name}'s {name} to {value!r}, and the key {name} sets {flat!r}; "
-            raise SettingsError.of("method_settings", problem + "set it once")
-    others = {k: v for k, v in sections.items() if k != default.name}
-    return keys | section | {"method_settings": others}
+        return study_layout.base_record(self.result_settings())
 
 
 def config_path(name: str | Path) -> Path:
@@ -325,9 +307,10 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err
     overrides = overrides or {}
     if isinstance(raw, dict):
+        raw = study_layout.read_old_keys(raw, set(field_names(GridConfig)), str(path))
         raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
     try:
-        cfg = from_mapping(GridConfig, raw, str(path))
+        cfg = read(raw, str(path))
     except SettingsError as err:
         if err.key not in overrides:
             raise
@@ -358,16 +341,29 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
     return cfg
 
 
+def read(raw: dict, source: str) -> GridConfig:
+    """A config from its keys, the older spelling of a method's settings read as the new (with a note)."""
+    if isinstance(raw, dict):
+        raw = study_layout.read_old_keys(raw, set(field_names(GridConfig)), source)
+    return from_mapping(GridConfig, raw, source)
+
+
 def narrowed(raw: dict, overrides: dict) -> dict:
-    """`overrides` on top of the file's keys; the file's method_settings of its own methods that the
-    flags' methods leave out are dropped, so that one config serves a run of some of its methods."""
-    settings, own = raw.get("method_settings"), raw.get("methods")
-    if "methods" in overrides and isinstance(settings, dict) and isinstance(own, list):
+    """`overrides` on top of the file's keys, a method's section of method_settings key by key; where the
+    flags name the methods, the file's sections of its own methods that they leave out are dropped, so
+    that one config serves a run of some of its methods (or of another)."""
+    settings, given = raw.get("method_settings") or {}, overrides.get("method_settings")
+    if isinstance(settings, dict) and isinstance(given, dict):
+        both = {k: {**settings[k], **v} for k, v in given.items() if isinstance(settings.get(k), dict)}
+        raw, overrides = raw | {"method_settings": {**settings, **given, **both}}, dict(overrides)
+        del overrides["method_settings"]
+    settings = raw.get("method_settings")
+    if ("methods" in overrides or "method" in overrides) and isinstance(settings, dict):
         try:  # by the names method_settings uses: a method may be named by its file or entry point
-            run = {methods.find(n).name for n in overrides["methods"] or []}
-            own = {methods.find(n).name for n in own}
-        except (SettingsError, TypeError):
-            return raw | overrides  # the config's own check names the method
+            run = {methods.find(n).name for n in study_layout.run_methods(raw | overrides)}
+            own = {methods.find(n).name for n in study_layout.run_methods(raw)} - set(given or {})
+        except (SettingsError, TypeError, StopIteration):
+            return raw | overrides  # the config's own check names the method or the flow
         raw = raw | {"method_settings": {k: v for k, v in settings.items() if k in run or k not in own}}
     return raw | overrides
 
