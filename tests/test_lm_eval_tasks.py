@@ -94,7 +94,7 @@ def test_a_grid_scores_exactly_the_test_docs_as_lm_eval_does(plain, tiny_llama, 
         "subsamples": 1,
         "conditions": ["base", "extra", "test", "leak"],
         "quantize": "none",
-        "batch_size": 4,
+        "method_settings": {"prompt-tapt": {"batch_size": 4}},
     }
     grid_run.run(load_config(write_grid_config(tmp_path, out, cfg)))
     acc = (out / "m8/n6/tiny/my_questions/accuracies.csv").read_text().splitlines()

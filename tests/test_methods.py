@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid import units
+from harness.grid import plan, units
 from harness.grid.config import load_config
 from tapt import methods
 from tapt.methods.tlm import weights
@@ -91,7 +91,8 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
 
         monkeypatch.setattr(units, "subsample_docs", subsample_docs)
         unit = units.compute_unit(
-            cfg.replace(out=str(tmp_path / f"out{shuffled}")), "ag_news", 0, keep_adapters=True
+            plan.cell(cfg.replace(out=str(tmp_path / f"out{shuffled}"))).unit("ag_news", 0),
+            keep_adapters=True,
         )
         # the pseudo-labels on test are the base's zero-shot answers: their accuracy is the base's on test
         # (within one document: a near-tie of a random tiny model may break the other way in one pass)
@@ -256,7 +257,7 @@ def test_tlm_learns_from_the_inputs_its_threshold_selects(
         method_settings={"test-time-learning": {"threshold": threshold}},
         exposure=False,
     )
-    unit = units.compute_unit(load_config(config), "ag_news", 0)
+    unit = units.compute_unit(plan.cell(load_config(config)).unit("ag_news", 0))
     test = unit.record["training"]["test"]
     assert (test["selected"], test["seen"], test["threshold"]) == (selected, 6, threshold)
 
@@ -384,7 +385,7 @@ def test_tlm_weights_are_the_frozen_bases_log_perplexities(tmp_path, tiny_llama,
         exposure=False,
     )
     cfg = load_config(config)
-    unit = units.compute_unit(cfg, "ag_news", 0)
+    unit = units.compute_unit(plan.cell(cfg).unit("ag_news", 0))
     offline = [w for step in unit.record["training"]["test"]["weights"] for w in step]
     docs = subsample_docs(find_spec("ag_news"), cfg, 0)["test"]
     tok, base = AutoTokenizer.from_pretrained(tiny_llama), AutoModelForCausalLM.from_pretrained(tiny_llama)

@@ -13,7 +13,7 @@ from helpers import tiny_grid_config
 from harness import results
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid import lock
+from harness.grid import lock, plan
 from harness.grid.config import load_config
 from harness.grid.run import model_dir, run, task_dir, write_unit
 from harness.grid.units import Unit
@@ -57,7 +57,7 @@ def test_a_unit_is_not_written_beside_units_of_other_settings(tmp_path, tiny_lla
     results.write_unit(tdir, 1, {"base": 0.5}, pd.DataFrame({"row": [0]}), other)
     unit = Unit("ag_news", 0, {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": cfg.result_settings()})
     with pytest.raises(SettingsError, match="unit\\(s\\) \\[1\\] were written with other settings"):
-        write_unit(cfg, unit)
+        write_unit(plan.cell(cfg), unit)
     assert not results.is_done(tdir, 0)
 
 
@@ -93,11 +93,11 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
 ):
     """The tapt_* task's data hook draws the subsample again from its metadata: the unit checks that lm-eval
     scored its own test documents, row by row, and stops where a drift would score others."""
-    from harness.grid import units
+    from harness.grid import plan, units
     from harness.tasks.protocol import find_spec, subsample_docs
 
     cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))
-    unit = units.compute_unit(cfg, "ag_news", 0)
+    unit = units.compute_unit(plan.cell(cfg).unit("ag_news", 0))
     test = subsample_docs(find_spec("ag_news"), cfg.sample, 0)["test"]
     scored = unit.probs[unit.probs["condition"] == "base"]
     assert sorted(scored["row"]) == sorted(test["row"])
@@ -111,4 +111,4 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
     with pytest.raises(
         UserError, match="lm-eval's doc 0 is pool row [0-9]+, and the unit's test document there is row"
     ):
-        units.compute_unit(cfg.replace(out=str(tmp_path / "other")), "ag_news", 0)
+        units.compute_unit(plan.cell(cfg.replace(out=str(tmp_path / "other"))).unit("ag_news", 0))

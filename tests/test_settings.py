@@ -114,8 +114,10 @@ def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, mo
 def test_python_callers_get_the_same_checks():
     with pytest.raises(SettingsError, match="eval_batch_size must be at least 1, got 0"):
         GridConfig(eval_batch_size=0)
+    from harness.grid import plan
+
     with pytest.raises(SettingsError, match="prompt-tapt: key 'epochs' must be a number, got '3'"):
-        GridConfig(method_settings={"prompt-tapt": {"epochs": "3"}})
+        plan.cells(GridConfig(method_settings={"prompt-tapt": {"epochs": "3"}}))  # the run's checks, once
     cfg = GridConfig(method_settings={"prompt-tapt": {"epochs": 3}})
     epochs = cfg.settings_of(cfg.adaptation()).epochs
     assert epochs == 3.0 and isinstance(epochs, float)

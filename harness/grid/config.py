@@ -9,15 +9,13 @@ from pathlib import Path
 import yaml
 
 from contamination import codec
-from contamination.exposure import check_sizes
 from contamination.exposure_run import ExposureSettings
-from harness import results
-from harness.core import conditions, models, yaml_files
+from harness.core import models, yaml_files
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, BaseForm, ModelSettings
 from harness.core.sections import Sections, recorded
-from harness.core.settings import NEVER, Settings, against, field_names, fingerprint, flag, from_mapping
-from harness.grid import study_layout
+from harness.core.settings import Settings, against, field_names, fingerprint, flag, from_mapping
+from harness.grid import run_checks, study_layout
 from harness.grid.grid_settings import GridSettings
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
@@ -62,104 +60,16 @@ class GridConfig(Sections):
         self.sample.default_chat_model(self.model.base)
 
     def check(self) -> None:
-        problem = results.folder_problem(self.out)
-        if problem:
-            raise SettingsError.of("out", problem)
-        fixed = {f.name for f in self.fields() if f.metadata.get("record") == NEVER}
-        fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
-        for slug, values in self.task_overrides.items():
-            keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
-            bad = sorted(keys - set(self.owners()) - self.method_keys() | keys & fixed)
-            if bad:
-                problem = (
-                    f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
-                    "such as clf_epochs"
-                )
-                raise SettingsError.of("task_overrides", problem)
-            self.check_task_override(slug)
+        """The keys' values against each other, with no I/O: a config is a value. What needs the disk or a
+        plug-in (the out folder, each method, each cell) is checked once for a run, by `check_run`."""
         if self.sample.prompt_format != "plain" and self.flow != "zero_shot":
             problem = "renders the zero_shot flow's prompts; a classifier reads the raw text: remove it"
             raise SettingsError.of("prompt_format", problem)
-        key = "methods" if self.methods else "method"
         if self.model_tag is not None and not methods.NAME.fullmatch(self.model_tag):
             problem = (
                 f"{self.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no paths)"
             )
             raise SettingsError.of("model_tag", problem)
-        used = set()
-        for config in self.per_method():
-            method = config.adaptation()
-            if method.name in used:
-                problem = f"names {method.name} twice ({self.methods}); name each method once"
-                raise SettingsError.of(key, problem)
-            if self.flow not in method.flows:
-                problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {self.flow!r}"
-                raise SettingsError.of(key, problem)
-            config.settings_of(method)  # checks them
-            if conditions.STREAM in self.conditions and self.stream_mode == "carry" and not method.carries:
-                problem = (
-                    f"is carry, and {method.name} cannot carry an adapter on from chunk to chunk (its "
-                    "Method has carries False): set stream_mode: restart"
-                )
-                raise SettingsError.of("stream_mode", problem)
-            used.add(method.name)
-        unused = sorted(set(self.method_settings) - used)
-        if unused:
-            problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
-            raise SettingsError.of("method_settings", problem)
-        self.loaded_scores()  # each one importable, a Score, its settings a mapping
-        for cell in self.cell_configs():  # checks the form of each cell
-            if self.codec_context > cell.n - 1:
-                problem = (
-                    f"is {self.codec_context}, and a document of a cell with n {cell.n} has {cell.n - 1} "
-                    f"others in its split to stand before it; set at most {cell.n - 1} (the authors use 1)"
-                )
-                raise SettingsError.of("codec_context", problem)
-            if conditions.STREAM in self.conditions:
-                self.check_stream(cell.n)
-            if self.exposure:
-                try:
-                    check_sizes(cell.n, cell.n)
-                except UserError as err:
-                    raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
-
-    def check_task_override(self, slug: str) -> None:
-        """A task the run holds (the study's default also names tasks a run may leave out), and values
-        that are valid settings, named by their path, before anything is written."""
-        import difflib
-
-        if slug not in self.slugs and slug not in STUDY_TASK_OVERRIDES:
-            near = difflib.get_close_matches(slug, self.slugs, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            problem = f"names {slug!r}, which is not a task of this run ({hint}tasks: {self.slugs})"
-            raise SettingsError.of("task_overrides", problem)
-        owners, values = self.owners(), self.task_overrides[slug]
-        for name, section in self.sections().items():  # each section with the task's values, checked
-            changed = {k: v for k, v in values.items() if owners.get(k) == name}
-            if not changed:
-                continue
-            try:
-                type(section)(**{**dataclasses.asdict(section), **changed})
-            except SettingsError as err:
-                problem = f"{slug}.{err.key}: {err.problem}" if err.key else f"{slug}: {err}"
-                raise SettingsError.of("task_overrides", problem) from None
-        if self.method or not self.methods:  # the run's method, with the task's values for its own keys
-            self.settings_of(self.adaptation(), slug)
-
-    def method_keys(self) -> set[str]:
-        """The keys a task may override beyond the grid's: the settings of the run's methods and of each
-        flow's default method (the study's per-task keys name raw-text TAPT's)."""
-        names = [methods.for_flow(flow) for flow in methods.FLOWS] + self.methods + [self.method or ""]
-        return {k for name in names if name for k in field_names(methods.find(name).settings)}
-
-    def check_stream(self, n: int) -> None:
-        """At least two chunks of test (the first is the base's), none empty."""
-        if self.stream_mode == "carry" and self.stream_chunk_size >= n:
-            problem = f"is {self.stream_chunk_size}, and a cell has {n} test documents: at most {n - 1}"
-            raise SettingsError.of("stream_chunk_size", problem)
-        if self.stream_mode == "restart" and self.stream_chunks > n:
-            problem = f"is {self.stream_chunks}, more than a cell's {n} test documents; lower it"
-            raise SettingsError.of("stream_chunks", problem)
 
     def loaded_scores(self) -> list[tuple]:
         """(Score, its settings) for each plug-in score of `scores`, each detector registered."""
@@ -315,6 +225,13 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         if err.key not in overrides:
             raise
         raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
+    try:
+        cells = run_checks.check_run(cfg)
+    except SettingsError as err:
+        if err.key not in overrides:
+            where = f"key {err.key!r} {err.problem}" if err.key else str(err)
+            raise SettingsError(f"{path}: {where}", err.key, err.problem) from None
+        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
     where = flag("base") if "base" in overrides else f"{path}: key 'base'"  # as the user named it
     try:
         models.check_base(models.resolve(cfg.base))
@@ -333,7 +250,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
                     "flow classifier trains a head over fixed classes, and this task's choices differ "
                     "from doc to doc; run it with flow: zero_shot"
                 )
-            for cell in cfg.cell_configs():
+            for cell in cells:
                 draw_rows(spec, cell, 0)
         except UserError as err:
             named = slug in str(err)  # most task errors name their task already

@@ -9,8 +9,8 @@ from contamination.exposure import condition_tests
 from harness import results
 from harness.core.conditions import BASE, NULL
 from harness.core.errors import UserError, read_json_object
+from harness.grid import plan, units
 from harness.grid import run as grid_run
-from harness.grid import units
 from harness.grid.config import GridConfig
 
 
@@ -35,7 +35,7 @@ def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, path) ->
         return null
     if not train:
         return None
-    step = units.null_model(cfg, slug, k)
+    step = units.null_model(plan.cell(cfg).unit(slug, k))
     null = {
         "settings_hash": unit["settings_hash"],
         "scores": step.exposed.to_dict("list"),

@@ -16,6 +16,7 @@ import os
 import sys
 
 from harness.core.errors import UserError
+from harness.grid import plan
 from harness.grid.config import GridConfig
 from harness.grid.units import Unit, compute_unit, log
 
@@ -43,7 +44,9 @@ def unit_task(cfg: GridConfig, slug: str, k: int, keep_adapters: bool, threads: 
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     log.info("%s subsample %d: start in worker pid %d", slug, k, os.getpid())
-    return compute_unit(cfg, slug, k, keep_adapters)
+    return compute_unit(
+        plan.cell(cfg).unit(slug, k), keep_adapters
+    )  # the cell's keys travel, not its plug-ins
 
 
 def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float):
@@ -53,7 +56,7 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float)
     already started, else starts a local one on this machine's CPUs and GPUs."""
     ray = ray_module()
 
-    def execute(cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool):
+    def execute(cell: plan.Cell, pending: list[plan.Planned], keep_adapters: bool):
         if not pending:
             return
         os.environ.setdefault(
@@ -65,7 +68,9 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float)
             unit_task
         )
         threads = max(1, int(cpus_per_unit))
-        running = {task.remote(cfg, slug, k, keep_adapters, threads): (slug, k) for slug, k in pending}
+        running = {
+            task.remote(cell.config, u.slug, u.k, keep_adapters, threads): (u.slug, u.k) for u in pending
+        }
         try:
             while running:
                 done, _ = ray.wait(list(running), num_returns=1)

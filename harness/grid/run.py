@@ -17,12 +17,13 @@ from harness.core import threads as thread_count
 from harness.core.errors import SettingsError
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
-from harness.grid import lock
+from harness.grid import lock, plan
 from harness.grid.config import GridConfig
+from harness.grid.plan import Cell, Planned
 from harness.grid.units import Unit, compute_unit, log
 from harness.tasks.lm_eval_spec import folder_name
 
-Executor = Callable[[GridConfig, list[tuple[str, int]], bool], Iterator[Unit]]
+Executor = Callable[[Cell, list[Planned], bool], Iterator[Unit]]
 
 
 def units(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, int]]:
@@ -91,10 +92,11 @@ def start_log(cfg: GridConfig, shard: tuple[int, int]) -> logging.FileHandler:
     return handler
 
 
-def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, finished: list) -> None:
+def write_manifest(cell: Cell, shard: tuple[int, int], started: float, finished: list) -> None:
+    cfg = cell.config
     manifest = {
         "config": cfg.keys(),
-        "settings_hash": cfg.settings_hash(),
+        "settings_hash": cell.settings_hash,
         "shard": list(shard),
         "versions": library_versions(),
         "seed": cfg.seed,
@@ -102,7 +104,7 @@ def write_manifest(cfg: GridConfig, shard: tuple[int, int], started: float, fini
         "seconds": time.time() - started,
         "finished_units": finished,
     }
-    results.write_json(results.manifest_path(model_dir(cfg), shard), manifest)
+    results.write_json(results.manifest_path(cell.folder, shard), manifest)
 
 
 @contextlib.contextmanager
@@ -131,13 +133,12 @@ def output_to(path: Path):
             terminal.close()
 
 
-def write_unit(cfg: GridConfig, unit: Unit) -> Path:
+def write_unit(cell: Cell, unit: Unit) -> Path:
     """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables;
     only where the task's finished units still hold this run's settings (another shard's run, say, with
     other settings wrote none since this one started)."""
-    tdir = task_dir(cfg, unit.slug)
-    want = cfg.result_settings()
-    mixed = sorted(k for k, u in results.finished(tdir).items() if u.get("settings") != want)
+    tdir = results.task_dir(cell.config.out, cell.config.m, cell.config.n, cell.tag, folder_name(unit.slug))
+    mixed = sorted(k for k, u in results.finished(tdir).items() if u.get("settings") != cell.recorded)
     if mixed:
         raise SettingsError(
             f"{tdir}: unit(s) {mixed} were written with other settings while this run ran (another run "
@@ -157,18 +158,26 @@ def run(
     execute: Executor | None = None,
     threads: int = 0,
 ) -> list[Path]:
-    """Run the shard's unfinished units; returns the task dirs it wrote. Safe to kill and rerun.
+    """Run the shard's unfinished units of a config of one cell and one method (`cfg.cell_configs()` gives
+    them); returns the task dirs it wrote. Safe to kill and rerun. The run is planned once (harness/grid/
+    plan.py): each unit reads its settings, folder and hash from its plan.
 
-    `execute(cfg, units, keep_adapters)` yields finished Units in any order (default: one by one in this
+    `execute(cell, units, keep_adapters)` yields finished Units in any order (default: one by one in this
     process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
     harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
     the run's log file."""
-    with lock.held(model_dir(cfg), shard):  # one writer per folder and shard
-        return locked_run(cfg, shard, keep_adapters, overwrite, execute, threads)
+    cells = plan.cells(cfg)
+    if len(cells) != 1:
+        raise SettingsError(
+            f"run takes one cell and one method, and this config has {len(cells)}: run each of its "
+            "cell_configs()"
+        )
+    with lock.held(cells[0].folder, shard):  # one writer per folder and shard
+        return locked_run(cells[0], shard, keep_adapters, overwrite, execute, threads)
 
 
 def locked_run(
-    cfg: GridConfig,
+    cell: Cell,
     shard: tuple[int, int],
     keep_adapters: bool,
     overwrite: bool,
@@ -177,22 +186,22 @@ def locked_run(
 ) -> list[Path]:
     from tqdm import tqdm
 
+    cfg = cell.config
     check_settings(cfg, overwrite)  # before anything is written
-    pending = todo(cfg, shard)
+    planned = cell.units(shard)
+    pending = [u for u in planned if not results.is_done(u.folder, u.k)]
     handler = start_log(cfg, shard)
     started, finished, touched, stages = time.time(), [], [], []
-    log.info(
-        "shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(units(cfg, shard)), cfg.base
-    )
-    write_manifest(cfg, shard, started, finished)
+    log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(planned), cfg.base)
+    write_manifest(cell, shard, started, finished)
     execute = execute or functools.partial(in_process, threads=threads)
     try:
         with (
             output_to(Path(handler.baseFilename)) as terminal,
             tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar,
         ):
-            for unit in execute(cfg, pending, keep_adapters):
-                touched.append(write_unit(cfg, unit))
+            for unit in execute(cell, pending, keep_adapters):
+                touched.append(write_unit(cell, unit))
                 accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.conditions)
                 log.info(
                     "%s subsample %d: %s (%.0f s)",
@@ -203,7 +212,7 @@ def locked_run(
                 )
                 finished.append([unit.slug, unit.k])
                 stages.append(unit.record["seconds"])
-                write_manifest(cfg, shard, started, finished)
+                write_manifest(cell, shard, started, finished)
                 bar.update()
     finally:
         log.removeHandler(handler)
@@ -235,10 +244,10 @@ def stage_line(unit_seconds: list[dict[str, float]], wall: float) -> str:
     return f"seconds by stage over {len(unit_seconds)} unit(s), {wall:.0f} s in all: " + " · ".join(parts)
 
 
-def in_process(
-    cfg: GridConfig, pending: list[tuple[str, int]], keep_adapters: bool, threads: int = 0
-) -> Iterator[Unit]:
+def in_process(cell: Cell, pending: list[Planned], keep_adapters: bool, threads: int = 0) -> Iterator[Unit]:
     """The units one after another in this process, each with the torch threads `threads.use` gives."""
-    for slug, k in pending:
-        log.info("%s subsample %d: start with %d torch thread(s)", slug, k, thread_count.use(threads))
-        yield compute_unit(cfg, slug, k, keep_adapters)
+    for unit in pending:
+        log.info(
+            "%s subsample %d: start with %d torch thread(s)", unit.slug, unit.k, thread_count.use(threads)
+        )
+        yield compute_unit(unit, keep_adapters)

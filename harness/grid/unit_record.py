@@ -12,7 +12,7 @@ import pandas as pd
 from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions
-from harness.grid.config import GridConfig
+from harness.grid.plan import Planned
 from harness.scoring import zero_shot
 from harness.tasks.protocol import Spec
 from tapt import methods
@@ -68,9 +68,8 @@ def majority(docs: dict[str, pd.DataFrame]) -> dict[str, float]:
 
 
 def unit_of(
-    cfg: GridConfig,
+    unit: Planned,
     spec: Spec,
-    k: int,
     docs: dict,
     scored: dict,
     seconds: dict,
@@ -83,8 +82,8 @@ def unit_of(
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs)
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     record = {
-        "settings": cfg.result_settings(),
-        "settings_hash": cfg.settings_hash(),
+        "settings": unit.recorded,
+        "settings_hash": unit.settings_hash,
         "seconds": seconds,
         "training": training,
     }
@@ -98,5 +97,7 @@ def unit_of(
             for rule in zero_shot.RULES
         }
     if exposed:
-        record["exposure"] = condition_tests(exposed, conditions.BASE, cfg.text_score, cfg.seed)
-    return Unit(spec.slug, k, accs, probs, record)
+        record["exposure"] = condition_tests(
+            exposed, conditions.BASE, unit.config.text_score, unit.config.seed
+        )
+    return Unit(spec.slug, unit.k, accs, probs, record)

@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 
 from contamination import doc_scores
-from harness import results
 from harness.core import conditions, models, weights
 from harness.core.errors import UserError
-from harness.core.settings import Settings, fingerprint
+from harness.core.settings import Settings
 from harness.grid import stream
 from harness.grid.base_model import BASE_SCORES, LOADED, Base, loaded_base
 from harness.grid.config import GridConfig
+from harness.grid.plan import Planned
 from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
 from harness.scoring import classifier, zero_shot
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
@@ -31,32 +31,33 @@ from tapt import methods, output
 log = logging.getLogger("tapt_bench.grid")
 
 
-def compute_unit(cfg: GridConfig, slug: str, k: int, keep_adapters: bool = False) -> Unit:
-    """Compute one unit of either flow; nothing is written but kept adapters."""
-    spec = find_spec(slug, cfg.include_path)
-    docs = subsample_docs(spec, cfg.sample, k)
-    if cfg.flow == "classifier":
-        return classifier_unit(cfg, spec, k, docs)
+def compute_unit(unit: Planned, keep_adapters: bool = False) -> Unit:
+    """Compute one unit of the plan, of either flow; nothing is written but kept adapters."""
+    spec = find_spec(unit.slug, unit.config.include_path)
+    docs = subsample_docs(spec, unit.config.sample, unit.k)
+    if unit.config.flow == "classifier":
+        return classifier_unit(unit, spec, docs)
     try:
-        return zero_shot_unit(cfg, spec, k, docs, keep_adapters)
+        return zero_shot_unit(unit, spec, docs, keep_adapters)
     except BaseException:
         LOADED.forget()  # a unit that failed mid-way may leave its adapter in the base: never reuse that
         raise
 
 
-def null_model(cfg: GridConfig, slug: str, k: int) -> Step:
-    """The config's method adapted on the subsample's third draw (neither test nor extra) and scored as
+def null_model(unit: Planned) -> Step:
+    """The unit's method adapted on the subsample's third draw (neither test nor extra) and scored as
     every condition is: the model on which `contamination calibrate` reads each detector's false positives
     (zero-shot flow)."""
-    spec = find_spec(slug, cfg.include_path)
-    docs = subsample_docs(spec, cfg.sample, k)
+    cfg = unit.config
+    spec = find_spec(unit.slug, cfg.include_path)
+    docs = subsample_docs(spec, cfg.sample, unit.k)
     if len(docs[conditions.NULL]) < cfg.n:
         raise UserError(
             f"{spec.slug}: the null model needs a third draw of n = {cfg.n} documents beside train, extra "
             f"and test, and the pool leaves {len(docs[conditions.NULL])}: lower n, or pass --no-null-model"
         )
     try:
-        u = unit_inputs(cfg, spec, k, docs, keep_adapters=False)
+        u = unit_inputs(unit, spec, docs, keep_adapters=False)
         return condition_step(u, conditions.NULL, base_step(u)[0])
     except BaseException:
         LOADED.forget()
@@ -65,17 +66,31 @@ def null_model(cfg: GridConfig, slug: str, k: int) -> Step:
 
 @dataclass(frozen=True)
 class ZeroShot:
-    """What every step of one zero-shot unit reads, fixed for the unit."""
+    """What every step of one zero-shot unit reads, fixed for the unit: its plan, its documents, the
+    loaded base and its lm-eval task."""
 
-    cfg: GridConfig
+    unit: Planned
     spec: Spec
-    k: int
     docs: dict
     base: Base
-    method: methods.Method
-    settings: Settings
     task: zero_shot.EvalTask
     keep_adapters: bool
+
+    @property
+    def cfg(self) -> GridConfig:  # the unit's keys (the task's overrides applied): values only
+        return self.unit.config
+
+    @property
+    def k(self) -> int:
+        return self.unit.k
+
+    @property
+    def method(self) -> methods.Method:
+        return self.unit.cell.method
+
+    @property
+    def settings(self) -> Settings:
+        return self.unit.settings
 
 
 @dataclass
@@ -90,18 +105,18 @@ class Step:
     seconds: dict = field(default_factory=dict)
 
 
-def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> Unit:
-    """Score base, then adapt (the config's method) and score once per condition, restoring the base
+def zero_shot_unit(unit: Planned, spec: Spec, docs: dict, keep_adapters: bool) -> Unit:
+    """Score base, then adapt (the unit's method) and score once per condition, restoring the base
     after each: a step per condition, each returning its outcome."""
-    u = unit_inputs(cfg, spec, k, docs, keep_adapters)
+    u = unit_inputs(unit, spec, docs, keep_adapters)
+    cfg = unit.config
     base, base_from = base_step(u)
     steps = {conditions.BASE: base}
     for cond in cfg.conditions[1:]:  # extra, test (and leak, stream): each adapts on its split's documents
         steps[cond] = (stream_step if cond == conditions.STREAM else condition_step)(u, cond, base)
-    unit = unit_of(
-        cfg,
+    done = unit_of(
+        unit,
         spec,
-        k,
         docs,
         {c: s.scored for c, s in steps.items()},
         {name: t for s in steps.values() for name, t in s.seconds.items()},
@@ -110,17 +125,16 @@ def zero_shot_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapter
         {c: s.skipped for c, s in steps.items() if c != conditions.BASE},
     )
     if base_from:
-        unit.record["base_from"] = base_from
-    return unit
+        done.record["base_from"] = base_from
+    return done
 
 
-def unit_inputs(cfg: GridConfig, spec: Spec, k: int, docs: dict, keep_adapters: bool) -> ZeroShot:
-    """What every step of the unit reads: its lm-eval task of test, the loaded base, the method's settings."""
-    metadata = {**dataclasses.asdict(cfg.sample), "subsample": k, "split": conditions.TEST}
+def unit_inputs(unit: Planned, spec: Spec, docs: dict, keep_adapters: bool) -> ZeroShot:
+    """What every step of the unit reads: its plan, its lm-eval task of test, the loaded base."""
+    cfg = unit.config
+    metadata = {**dataclasses.asdict(cfg.sample), "subsample": unit.k, "split": conditions.TEST}
     task = zero_shot.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
-    method = cfg.adaptation()
-    settings = cfg.settings_of(method, spec.slug)
-    return ZeroShot(cfg, spec, k, docs, loaded_base(cfg), method, settings, task, keep_adapters)
+    return ZeroShot(unit, spec, docs, loaded_base(cfg), task, keep_adapters)
 
 
 def timed(u: ZeroShot, name: str, work):
@@ -152,7 +166,7 @@ def score(u: ZeroShot, cond: str, model) -> Step:
             codec_context=u.cfg.codec_context,
             codec_block=u.cfg.codec_block,
             seed=u.cfg.seed,
-            extra=u.cfg.loaded_scores(),
+            extra=list(u.unit.cell.scores),
         ),
     )
     return Step(scored, exposed, seconds=seconds | more)
@@ -161,14 +175,14 @@ def score(u: ZeroShot, cond: str, model) -> Step:
 def base_step(u: ZeroShot) -> tuple[Step, str | None]:
     """The base's scores, and the model folder that computed them where another method's unit of the same
     documents and base settings did (scoring is deterministic: the same numbers)."""
-    key = (u.cfg.out, fingerprint(u.cfg.base_settings()), u.spec.slug, u.k)
-    found = BASE_SCORES.of_another(key, u.cfg.tag)
+    key = (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
+    found = BASE_SCORES.of_another(key, u.unit.cell.tag)
     if found is not None:
         tag, scored, exposed = found
         return Step(scored[conditions.BASE], exposed.get(conditions.BASE)), tag
     step = score(u, conditions.BASE, u.base.model)
     exposed = {} if step.exposed is None else {conditions.BASE: step.exposed}
-    BASE_SCORES.keep(key, u.cfg.tag, {conditions.BASE: step.scored}, exposed)
+    BASE_SCORES.keep(key, u.unit.cell.tag, {conditions.BASE: step.scored}, exposed)
     return step, None
 
 
@@ -195,8 +209,7 @@ def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
         )  # which adapter scored it (None: no PEFT)
         rec |= methods.vote_agreement(adapted.record, u.docs[split])  # made-up labels against the gold ones
         if u.keep_adapters and hasattr(adapted.model, "save_pretrained"):
-            tdir = results.task_dir(u.cfg.out, u.cfg.m, u.cfg.n, u.cfg.tag, u.spec.slug)
-            with output.staged(tdir / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
+            with output.staged(u.unit.folder / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
                 adapted.model.save_pretrained(tmp)
                 output.write_record(tmp, {"kind": "adapter", "task": u.spec.slug, "subsample": u.k, **rec})
         return adapted, {key: v for key, v in rec.items() if key != "rows"}
@@ -235,12 +248,11 @@ def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
     return Step(scored, training=record, skipped=not_adapted(record, scored, base.scored), seconds=seconds)
 
 
-def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
+def classifier_unit(unit: Planned, spec: Spec, docs: dict) -> Unit:
     """Fine-tune a classifier on train from the base LM, then from the LM the method adapted on extra's
     texts, then on test's (then, for leak, on test's texts with their class names)."""
-    settings = cfg.for_task(spec.slug)
-    method = cfg.adaptation()
-    method_settings = cfg.settings_of(method, spec.slug)
+    cfg, k, method, method_settings = unit.config, unit.k, unit.cell.method, unit.settings
+    settings = cfg  # the head's settings, with the task's overrides
     unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
     seconds, training, scored, exposed, skipped = {}, {}, {}, {}, {}
     for cond in cfg.conditions:
@@ -274,4 +286,4 @@ def classifier_unit(cfg: GridConfig, spec: Spec, k: int, docs: dict) -> Unit:
             skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
-    return unit_of(cfg, spec, k, docs, scored, seconds, training, exposed, skipped)
+    return unit_of(unit, spec, docs, scored, seconds, training, exposed, skipped)

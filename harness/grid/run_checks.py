@@ -1,0 +1,118 @@
+"""What a run checks once, before anything is written, beyond a config's own values: the out folder, the
+task overrides, each method and each cell (a config does no I/O; these load plug-ins and probe the disk)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from contamination.exposure import check_sizes
+from harness import results
+from harness.core import conditions
+from harness.core.errors import SettingsError, UserError
+from harness.core.settings import NEVER, field_names
+from harness.scoring.classifier import STUDY_TASK_OVERRIDES
+from tapt import methods
+
+if TYPE_CHECKING:
+    from harness.grid.config import GridConfig
+
+
+def check_run(cfg: GridConfig) -> list[GridConfig]:
+    """Everything a run checks once, before anything is written: the out folder, the task overrides, each
+    method (its flow, its settings, the stream), the plug-in scores and each cell. The config of each cell
+    and method, checked."""
+    problem = results.folder_problem(cfg.out)
+    if problem:
+        raise SettingsError.of("out", problem)
+    fixed = {f.name for f in cfg.fields() if f.metadata.get("record") == NEVER}
+    fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
+    for slug, values in cfg.task_overrides.items():
+        keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
+        bad = sorted(keys - set(cfg.owners()) - method_keys(cfg) | keys & fixed)
+        if bad:
+            problem = (
+                f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
+                "such as clf_epochs"
+            )
+            raise SettingsError.of("task_overrides", problem)
+        check_task_override(cfg, slug)
+    key = "methods" if cfg.methods else "method"
+    cells = cfg.cell_configs()  # per cell, per method
+    used = set()
+    for config in cells[: len(cfg.methods) or 1]:  # the first cell's: each method once
+        method = config.adaptation()
+        if method.name in used:
+            problem = f"names {method.name} twice ({cfg.methods}); name each method once"
+            raise SettingsError.of(key, problem)
+        if cfg.flow not in method.flows:
+            problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {cfg.flow!r}"
+            raise SettingsError.of(key, problem)
+        for slug in [None, *cfg.task_overrides]:  # checks them, and each task's values of its keys
+            config.settings_of(method, slug)
+        if conditions.STREAM in cfg.conditions and cfg.stream_mode == "carry" and not method.carries:
+            problem = (
+                f"is carry, and {method.name} cannot carry an adapter on from chunk to chunk (its "
+                "Method has carries False): set stream_mode: restart"
+            )
+            raise SettingsError.of("stream_mode", problem)
+        used.add(method.name)
+    unused = sorted(set(cfg.method_settings) - used)
+    if unused:
+        problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
+        raise SettingsError.of("method_settings", problem)
+    cfg.loaded_scores()  # each one importable, a Score, its settings a mapping
+    for cell in cells:  # checks the form of each cell
+        if cfg.codec_context > cell.n - 1:
+            problem = (
+                f"is {cfg.codec_context}, and a document of a cell with n {cell.n} has {cell.n - 1} "
+                f"others in its split to stand before it; set at most {cell.n - 1} (the authors use 1)"
+            )
+            raise SettingsError.of("codec_context", problem)
+        if conditions.STREAM in cfg.conditions:
+            check_stream(cfg, cell.n)
+        if cfg.exposure:
+            try:
+                check_sizes(cell.n, cell.n)
+            except UserError as err:
+                raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
+    return cells
+
+
+def check_task_override(cfg: GridConfig, slug: str) -> None:
+    """A task the run holds (the study's default also names tasks a run may leave out), and values
+    that are valid settings, named by their path, before anything is written."""
+    import difflib
+
+    if slug not in cfg.slugs and slug not in STUDY_TASK_OVERRIDES:
+        near = difflib.get_close_matches(slug, cfg.slugs, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        problem = f"names {slug!r}, which is not a task of this run ({hint}tasks: {cfg.slugs})"
+        raise SettingsError.of("task_overrides", problem)
+    owners, values = cfg.owners(), cfg.task_overrides[slug]
+    for name, section in cfg.sections().items():  # each section with the task's values, checked
+        changed = {k: v for k, v in values.items() if owners.get(k) == name}
+        if not changed:
+            continue
+        try:
+            type(section)(**{**dataclasses.asdict(section), **changed})
+        except SettingsError as err:
+            problem = f"{slug}.{err.key}: {err.problem}" if err.key else f"{slug}: {err}"
+            raise SettingsError.of("task_overrides", problem) from None
+
+
+def method_keys(cfg: GridConfig) -> set[str]:
+    """The keys a task may override beyond the grid's: the settings of the run's methods and of each
+    flow's default method (the study's per-task keys name raw-text TAPT's)."""
+    names = [methods.for_flow(flow) for flow in methods.FLOWS] + cfg.methods + [cfg.method or ""]
+    return {k for name in names if name for k in field_names(methods.find(name).settings)}
+
+
+def check_stream(cfg: GridConfig, n: int) -> None:
+    """At least two chunks of test (the first is the base's), none empty."""
+    if cfg.stream_mode == "carry" and cfg.stream_chunk_size >= n:
+        problem = f"is {cfg.stream_chunk_size}, and a cell has {n} test documents: at most {n - 1}"
+        raise SettingsError.of("stream_chunk_size", problem)
+    if cfg.stream_mode == "restart" and cfg.stream_chunks > n:
+        problem = f"is {cfg.stream_chunks}, more than a cell's {n} test documents; lower it"
+        raise SettingsError.of("stream_chunks", problem)

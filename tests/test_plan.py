@@ -1,0 +1,74 @@
+"""A run is planned once: a config is a value (no I/O), the plan resolves each cell, method and unit once,
+and a unit reads its settings from its plan, never from the config again."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import tiny_grid_config
+
+from harness.core.errors import SettingsError
+from harness.grid import config as grid_config
+from harness.grid import plan, units
+from harness.grid.config import GridConfig, load_config
+
+CONFIG_PY = str(Path(grid_config.__file__))
+
+
+def calls_into_config(work) -> dict[str, int]:
+    """The functions of harness/grid/config.py that `work()` calls, and how often."""
+    calls: dict[str, int] = {}
+
+    def seen(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == CONFIG_PY:
+            calls[frame.f_code.co_name] = calls.get(frame.f_code.co_name, 0) + 1
+
+    sys.setprofile(seen)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_config_is_a_value_and_the_run_checks_what_needs_the_disk_or_a_plug_in_once(tmp_path):
+    missing = str(tmp_path / "nowhere.py") + ":METHOD"
+    cfg = GridConfig(out="/proc/x", method=missing)  # built: a config probes no folder, loads no file
+    with pytest.raises(SettingsError, match="out .*cannot"):
+        plan.cells(cfg)
+    with pytest.raises(SettingsError, match="nowhere.py"):
+        plan.cells(cfg.replace(out=str(tmp_path / "out")))
+
+
+def test_a_config_of_two_cells_and_three_methods_is_resolved_into_six_cells_building_each_config_once():
+    cfg = GridConfig(cells=["4/6/1", "4/8/1"], methods=["prompt-tapt", "self-training", "test-time-rl"])
+    built = calls_into_config(lambda: plan.cells(cfg))["__init__"]
+    cells = plan.cells(cfg)
+    assert [(c.config.n, c.method.name) for c in cells] == [
+        (n, m) for n in (6, 8) for m in ("prompt-tapt", "self-training", "test-time-rl")
+    ]
+    assert built == 2 + 2 * 3  # a config per cell, then one per cell and method: no config re-expanded
+    assert {c.tag for c in cells} == {
+        "SmolLM2-135M-Instruct",
+        *(f"SmolLM2-135M-Instruct+{m}" for m in ("self-training", "test-time-rl")),
+    }
+
+
+def test_a_unit_reads_its_settings_from_its_plan_and_never_from_the_config(tmp_path, tiny_llama, data_dir):
+    cfg = load_config(
+        tiny_grid_config(
+            tmp_path,
+            tiny_llama,
+            data_dir,
+            tmp_path / "out",
+            subsamples=1,
+            conditions=["base", "extra", "test"],
+        )
+    )
+    unit = plan.cells(cfg)[0].unit("ag_news", 0)
+    assert (unit.slug, unit.k, unit.settings.lr, unit.settings.batch_size) == ("ag_news", 0, 0.01, 4)
+    assert unit.folder == tmp_path / "out/m4/n6/tiny/ag_news" and unit.settings_hash == cfg.settings_hash()
+    done = {}
+    calls = calls_into_config(lambda: done.setdefault("unit", units.compute_unit(unit)))
+    assert calls == {}  # no settings read back from config.py while the unit computes
+    assert done["unit"].record["settings_hash"] == cfg.settings_hash()
