@@ -171,7 +171,9 @@ def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path,
     assert (manifest.read_bytes(), unit.read_bytes()) == before  # nothing rewritten by the refused start
     main(["run", "--config", str(changed), "--no-summary", "--overwrite"])
     assert json.loads(unit.read_text())["settings"]["epochs"] == 2.0
-    assert json.loads(manifest.read_text())["config"]["epochs"] == 2.0
+    assert json.loads(manifest.read_text())["config"]["method_settings"] == {
+        "prompt-tapt": {"lr": 0.01, "batch_size": 4, "epochs": 2}
+    }
     main(["run", "--config", str(changed), "--no-summary"])  # same settings now: nothing to redo
     assert any("0 units to run of 1" in p.read_text() for p in (out / MODEL_DIR / "logs").glob("*.log"))
     from harness.grid.workers import run_workers  # workers check the settings once, before any starts
