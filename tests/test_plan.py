@@ -72,3 +72,27 @@ def test_a_unit_reads_its_settings_from_its_plan_and_never_from_the_config(tmp_p
     calls = calls_into_config(lambda: done.setdefault("unit", units.compute_unit(unit)))
     assert calls == {}  # no settings read back from config.py while the unit computes
     assert done["unit"].record["settings_hash"] == cfg.settings_hash()
+
+
+def test_tapt_bench_run_checks_the_run_once_and_plans_each_cell_once(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    from harness.cli.main import main
+    from harness.grid import run as grid_run
+    from harness.grid import run_checks
+
+    checked, planned = [], []
+    check_run, cell = run_checks.check_run, plan.cell
+    monkeypatch.setattr(run_checks, "check_run", lambda cfg: checked.append(cfg) or check_run(cfg))
+    monkeypatch.setattr(plan, "cell", lambda cfg: planned.append(cfg) or cell(cfg))
+    monkeypatch.setattr(grid_run, "in_process", lambda *a, **k: iter(()))  # no unit computed
+    path = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        tmp_path / "out",
+        methods=["prompt-tapt", "self-training"],
+        subsamples=1,
+    )
+    main(["run", "--config", str(path), "--no-summary"])
+    assert (len(checked), len(planned)) == (1, 2)

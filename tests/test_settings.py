@@ -101,7 +101,7 @@ def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, mo
     path = write_config(tmp_path, data_dir=str(data_dir), m=4, method_settings=own, out=str(tmp_path / "out"))
     given = '{"prompt-tapt": {"epochs": 2}}'  # a method's settings: key by key over the file's
     main(["run", "--config", str(path), "--m", "8", "--method-settings", given, "--no-summary"])
-    cfg = seen["cfg"]
+    cfg = seen["cfg"].config  # the planned cell's keys
     assert cfg.m == 8 and cfg.tasks == ["trec"] and cfg.quantize == "4bit"
     assert cfg.method_settings == {"prompt-tapt": {"epochs": 2, "lr": 0.01}}
     with pytest.raises(SystemExit, match="--eval-batch-size must be at least 1, got 0"):

@@ -97,7 +97,7 @@ CONFIG_KEYS = (
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from harness.grid import run
+    from harness.grid import plan, run
     from harness.grid.workers import run_workers
 
     opts = from_namespace(RunOptions, args)
@@ -114,8 +114,8 @@ def cmd_run(args: argparse.Namespace) -> None:
                 address=opts.address, cpus_per_unit=opts.cpus_per_unit, gpus_per_unit=opts.gpus_per_unit
             )
 
-        def run_one(cell) -> None:
-            run.run(cell, shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
+        def run_one(cell) -> None:  # planned here, not checked again: load_config checked the whole run
+            run.run(plan.cell(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
 
         if opts.until_mde:
             from harness.cli.rounds import run_rounds

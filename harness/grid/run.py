@@ -151,7 +151,7 @@ def write_unit(cell: Cell, unit: Unit) -> Path:
 
 
 def run(
-    cfg: GridConfig,
+    cfg: GridConfig | Cell,
     shard: tuple[int, int] = (0, 1),
     keep_adapters: bool = False,
     overwrite: bool = False,
@@ -166,7 +166,7 @@ def run(
     process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
     harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
     the run's log file."""
-    cells = plan.cells(cfg)
+    cells = (cfg,) if isinstance(cfg, Cell) else plan.cells(cfg)  # a Cell: planned (and checked) already
     if len(cells) != 1:
         raise SettingsError(
             f"run takes one cell and one method, and this config has {len(cells)}: run each of its "
