@@ -27,17 +27,23 @@ class Cell:
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     scores: tuple  # (Score, settings) of each plug-in score, loaded once
 
+    def task_dir(self, slug: str) -> Path:
+        return self.folder / folder_name(slug)
+
     def unit(self, slug: str, k: int) -> Planned:
         """Subsample k of task `slug`, with the task's overrides applied to its settings."""
         task = self.config.for_task(slug) if slug in self.config.task_overrides else self.config
-        folder = results.task_dir(self.config.out, task.m, task.n, self.tag, folder_name(slug))
-        return Planned(self, slug, k, task, task.settings_of(self.method), folder)
+        return Planned(self, slug, k, task, task.settings_of(self.method), self.task_dir(slug))
 
     def units(self, shard: tuple[int, int] = (0, 1)) -> tuple[Planned, ...]:
-        """The shard's units: every N-th of a fixed order (task, then subsample), from the i-th."""
-        i, count = shard
-        every = [(slug, k) for slug in self.config.slugs for k in range(self.config.subsamples)]
-        return tuple(self.unit(slug, k) for slug, k in every[i::count])
+        return tuple(self.unit(slug, k) for slug, k in shard_units(self.config, shard))
+
+
+def shard_units(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, int]]:
+    """The (task, subsample) units of this shard: every N-th unit of a fixed order, from the i-th."""
+    i, count = shard
+    everything = [(slug, k) for slug in cfg.slugs for k in range(cfg.subsamples)]
+    return everything[i::count]
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,7 @@ from harness.tasks.lm_eval_spec import folder_name
 Executor = Callable[[Cell, list[Planned], bool], Iterator[Unit]]
 
 
-def units(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, int]]:
-    """The (task, subsample) units of this shard: every N-th unit of a fixed order, from the i-th."""
-    i, count = shard
-    everything = [(slug, k) for slug in cfg.slugs for k in range(cfg.subsamples)]
-    return everything[i::count]
+units = plan.shard_units  # the shard's (task, subsample) pairs, by the plan's one rule
 
 
 def task_dir(cfg: GridConfig, slug: str) -> Path:
@@ -137,7 +133,7 @@ def write_unit(cell: Cell, unit: Unit) -> Path:
     """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables;
     only where the task's finished units still hold this run's settings (another shard's run, say, with
     other settings wrote none since this one started)."""
-    tdir = results.task_dir(cell.config.out, cell.config.m, cell.config.n, cell.tag, folder_name(unit.slug))
+    tdir = cell.task_dir(unit.slug)
     mixed = sorted(k for k, u in results.finished(tdir).items() if u.get("settings") != cell.recorded)
     if mixed:
         raise SettingsError(

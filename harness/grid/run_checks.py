@@ -27,9 +27,10 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
         raise SettingsError.of("out", problem)
     fixed = {f.name for f in cfg.fields() if f.metadata.get("record") == NEVER}
     fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
+    allowed = set(cfg.owners()) | method_keys(cfg)
     for slug, values in cfg.task_overrides.items():
         keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
-        bad = sorted(keys - set(cfg.owners()) - method_keys(cfg) | keys & fixed)
+        bad = sorted(keys - allowed | keys & fixed)
         if bad:
             problem = (
                 f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
