@@ -132,6 +132,11 @@ def test_the_calibrate_command_trains_every_model_and_tabulates_every_detector(
     fewer = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
     assert fewer["loss (uncalibrated)"]["false_positive"]["models"] == 2  # subsample 0's base and extra
     assert fewer["loss (uncalibrated)"]["null"]["models"] == 1
+    nulls[0].write_text(json.dumps(null | {"not_adapted": "no weight moved"}))  # the base again: left out
+    main(again.split())
+    unmoved = json.loads((out / "calibration.json").read_text())
+    assert {r["detector"]: r for r in unmoved["rates"]}["loss (uncalibrated)"].get("null") is None
+    assert any("a null model in 0 of 1 units; 1 more not adapted" in n for n in unmoved["notes"])
     nulls[0].write_text(json.dumps(null | {"settings_hash": "0" * 16}))  # a unit's settings changed since
     with pytest.raises(SystemExit, match=r"null/0.json: a null model of other settings than unit 0 .*delete"):
         main(again.split())

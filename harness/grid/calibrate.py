@@ -110,16 +110,21 @@ def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
     return {k: u for k, u in sorted(results.finished(tdir).items()) if k < cfg.subsamples}
 
 
-def unit_rows(cfg: GridConfig, mode: str, with_nulls: bool = False, train: bool = False) -> list[dict]:
+def unit_rows(
+    cfg: GridConfig, mode: str, with_nulls: bool = False, train: bool = False, unadapted: dict | None = None
+) -> list[dict]:
     """Every detector's p-value for every finished unit and condition of one mode's grid, with the null
-    model's where `with_nulls` (trained where missing and `train`)."""
+    model's where `with_nulls` (trained where missing and `train`); a null model that was not adapted is
+    left out, and why is put in `unadapted` by (task, subsample)."""
     rows, method = [], cfg.adaptation().name
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
         for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
             record = unit["exposure"]
             if with_nulls:
-                record = null_models.added(cfg, spec.slug, k, unit, train)
+                record, why = null_models.added(cfg, spec.slug, k, unit, train)
+                if why and unadapted is not None:
+                    unadapted[(spec.slug, k)] = why
             docs = subsample_docs(spec, cfg, k)
             text = {
                 (s, r): t
@@ -220,7 +225,8 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
             if opts.train:
                 grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
             with_nulls = opts.null_model and grid.flow == "zero_shot"
-            read = unit_rows(grid, mode, with_nulls, opts.train)
+            unadapted = {}
+            read = unit_rows(grid, mode, with_nulls, opts.train, unadapted)
             rows += read
             if opts.null_model and not with_nulls:
                 notes.append(f"{cell.adaptation().name} ({mode}): no null model in the {grid.flow} flow")
@@ -228,7 +234,14 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
                 units = {(r["task"], r["subsample"]) for r in read}
                 nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == conditions.NULL}
                 name = cell.adaptation().name
-                notes.append(f"{name} ({mode}): a null model in {len(nulls)} of {len(units)} units")
+                note = f"{name} ({mode}): a null model in {len(nulls)} of {len(units)} units"
+                if unadapted:
+                    (task, k), why = next(iter(unadapted.items()))
+                    note += (
+                        f"; {len(unadapted)} more not adapted, left out of the null column ({task} unit {k}: "
+                        f"{why})"
+                    )
+                notes.append(note)
             if not opts.train:
                 units = len({(r["task"], r["subsample"]) for r in read})
                 notes.append(

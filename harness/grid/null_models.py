@@ -14,12 +14,17 @@ from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
 
 
-def added(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> dict:
+def added(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> tuple[dict, str | None]:
     """The unit's exposure record with its null model's beside the other conditions' (as it was where
-    there is none and train is false)."""
+    there is none and train is false, or where the null model was not adapted), and why it was not
+    adapted (None where it was, or where there is none)."""
     path = results.null_model_path(grid_run.task_dir(cfg, slug), k)
     null = record(cfg, slug, k, unit, train, path)
-    return unit["exposure"] if null is None else with_null(unit["exposure"], null, cfg.seed, str(path))
+    if null is None:
+        return unit["exposure"], None
+    if null.get("not_adapted"):  # the base again, not a model adapted on other text: left out
+        return unit["exposure"], null["not_adapted"]
+    return with_null(unit["exposure"], null, cfg.seed, str(path)), None
 
 
 def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, path) -> dict | None:
