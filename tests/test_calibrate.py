@@ -215,6 +215,31 @@ def test_calibrate_reads_a_study_grid_where_it_ran_and_trains_nothing(
 
 
 @pytest.mark.slow
+def test_calibrate_until_mde_trains_no_unit_a_study_stopped_at_its_mde_and_only_its_null_models(
+    tiny_grid, tmp_path, tiny_llama, data_dir, capsys, monkeypatch
+):
+    """A study run with --until-mde stopped short of its subsamples; calibrate with the same target reads
+    its 3 units, trains none of the 2 it did not run, and adds a null model to each of the 3. (The tiny
+    grid's 3 units of n 6 have no finite MDE: its pooled MDE is set at 4 points, as a study's that
+    stopped at a target of 5; the rounds' own rule is tested with `run --until-mde`.)"""
+    import shutil
+
+    from harness.cli import rounds
+
+    monkeypatch.setattr(rounds, "pooled", lambda cfg: (4.0, 3))
+    out = tmp_path / "study"
+    shutil.copytree(tiny_grid, out)
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
+    units = {p: p.stat().st_mtime_ns for p in out.rglob("units/*")}
+    main(f"contamination calibrate --config {config} --modes padding --subsamples 5 --until-mde 5".split())
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("units/*")} == units  # none trained, none rewritten
+    assert sorted(p.name for p in out.rglob("null/*.json")) == ["0.json", "1.json", "2.json"]
+    assert "stops at MDE" in capsys.readouterr().out
+    rates = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
+    assert rates["exposure text"]["null"]["models"] == 3
+
+
+@pytest.mark.slow
 def test_calibrate_with_train_false_reads_the_finished_units_of_a_study_short_of_its_subsamples(
     tiny_grid, tmp_path, tiny_llama, data_dir, capsys
 ):

@@ -75,7 +75,18 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     opts = from_namespace(CalibrateOptions, args)
     args.exposure = True  # every grid calibrate runs has the exposure test on (and so CoDeC may be asked for)
     cfg = grid_config(opts.config, args)
-    result = calibrate(cfg, opts)
+    run_grid = None
+    if opts.until_mde:  # a mode's grid in rounds, as `run --until-mde` runs it
+        from harness.cli.rounds import run_rounds
+        from harness.grid import plan
+        from harness.grid import run as grid_run
+
+        keep = opts.exchangeability or opts.keep_adapters
+
+        def run_grid(grid) -> None:
+            run_rounds(grid, opts.until_mde, lambda c: grid_run.run(plan.cell(c), keep_adapters=keep))
+
+    result = calibrate(cfg, opts, run_grid)
     for note in result["notes"]:
         print(f"note: {note}")
     print(format_rates(result["rates"]))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,7 @@ DEFAULT = "default"  # the one mode of a method that has no `packing` setting
 class CalibrateOptions(Settings):
     """How `contamination calibrate` runs (what it trains is the grid config's)."""
 
-    MINIMUM = {"shards": 2, "permutations": 1}
+    MINIMUM = {"shards": 2, "permutations": 1, "until_mde": 0.0}
 
     config: str = option(help="grid config YAML, or a shipped config's name (calibrate, demo, ...)")
     modes: list[str] = option(list(MODES), f"the TAPT modes to calibrate, of {list(MODES)}")
@@ -60,6 +61,12 @@ class CalibrateOptions(Settings):
     )
     detectors: list[str] = option(
         [], "your detectors: files or modules that register them (my_check.py), read beside the built-ins"
+    )
+    until_mde: float = option(
+        0.0,
+        "train a method's missing units as `run --until-mde` does: in rounds, stopped once its pooled MDE is "
+        "at most this many points; on a study run so, no unit it did not run, only the null models. 0: "
+        "every subsample of the config",
     )
     null_model: bool = option(
         True,
@@ -208,8 +215,15 @@ def load_detectors(targets: list[str]) -> None:
     load_registering(targets, "detectors", lambda: len(detectors.DETECTORS), "detector", fix)
 
 
-def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
-    """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json."""
+def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None = None) -> dict:
+    """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json.
+    `run_grid(grid)` trains a mode's grid where train is on (default: every unit it lacks; the command
+    passes the rounds of --until-mde, which read the summary, a layer above the grid)."""
+    if run_grid is None:
+
+        def run_grid(grid: GridConfig) -> None:
+            grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
+
     started = time.perf_counter()
     load_detectors(opts.detectors)
     rows, notes = [], []
@@ -223,7 +237,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
         for mode in modes_of(cell, opts):
             grid = mode_config(cell, mode)
             if opts.train:
-                grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
+                run_grid(grid)
             with_nulls = opts.null_model and grid.flow == "zero_shot"
             unadapted = {}
             read = unit_rows(grid, mode, with_nulls, opts.train, unadapted)
