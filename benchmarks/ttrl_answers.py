@@ -6,7 +6,8 @@ temperature 1.0, twice: as free text of the longest choice's tokens plus one (`a
 among the prompt's choices, each then ended (`answers: choices`, the default, as its trainer samples).
 Each completion is read as the first choice it names. Prints the share of samples naming no choice, the
 share of prompt groups whose samples earn different rewards against their vote (the groups GRPO can
-learn from), and the votes' class balance beside the gold labels'. Usage:
+learn from), the share of free-text groups that the authors' vote (no answer counted as one:
+`non_answers_vote`) gives to "no answer", and the votes' class balance beside the gold labels'. Usage:
     python benchmarks/ttrl_answers.py --data-dir ../shared/data [--tasks ag_news rotten_tomatoes trec]
 """
 
@@ -87,7 +88,7 @@ def main() -> None:
     print(f"base {a.base}, n {a.n}, {a.samples} samples a prompt, subsample {a.subsample}, seed {a.seed}")
     print(
         f"{'task':16} {'unmatched free':>14} {'choices':>8} {'groups that teach free':>22} {'choices':>8} "
-        f"{'votes free':>16} {'choices':>16} {'gold':>16}"
+        f"{'no answer wins (free)':>21} {'votes free':>16} {'choices':>16} {'gold':>16}"
     )
     for task in a.tasks:
         spec = find_spec(task)
@@ -106,9 +107,11 @@ def main() -> None:
         unmatched = {m: 100 * sum(g.count(None) for g in r) / total for m, r in read.items()}
         teach = {m: 100 * teaching(r) for m, r in read.items()}
         votes = {m: balance([vote(g) for g in r], k) for m, r in read.items()}
+        silent = [vote(g, non_answers_vote=True) is None for g in read["free"]]  # the authors' vote
         print(
             f"{task:16} {unmatched['free']:13.1f}% {unmatched['choices']:7.1f}% {teach['free']:21.1f}% "
-            f"{teach['choices']:7.1f}% {votes['free']:>16} {votes['choices']:>16} "
+            f"{teach['choices']:7.1f}% {f'{sum(silent)} of {len(silent)}':>21} {votes['free']:>16} "
+            f"{votes['choices']:>16} "
             f"{balance(list(docs['label'].astype(int)), k):>16}",
             flush=True,
         )

@@ -8,30 +8,32 @@ import re
 from collections import Counter
 
 
-def answer(completion: str, choices: list[str]) -> int | None:
-    """The first choice a completion names, as a whole word anywhere in it (case ignored; where two start
-    at the same place, the longer); None where it names none. TTRL reads its answer from the whole
-    completion too."""
+def answer(completion: str, choices: list[str], last: bool = False) -> int | None:
+    """The first choice a completion names (the last, where `last`: TTRL's rule), as a whole word anywhere
+    in it (case ignored; where two start, or for the last end, at the same place: the longer); None where
+    it names none. TTRL reads its answer from the whole completion too."""
     found = []
     for i, choice in enumerate(choices):
         word = choice.strip()
         if word:
-            hit = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", completion, flags=re.IGNORECASE)
-            if hit:
-                found.append((hit.start(), -len(word), i))
+            hits = list(re.finditer(rf"(?<!\w){re.escape(word)}(?!\w)", completion, flags=re.IGNORECASE))
+            if hits:
+                at = -hits[-1].end() if last else hits[0].start()  # the last: the latest to end
+                found.append((at, -len(word), i))
     return min(found)[2] if found else None
 
 
-def vote(answers: list[int | None]) -> int | None:
+def vote(answers: list[int | None], non_answers_vote: bool = False) -> int | None:
     """The most common answer; a tie goes to the answer sampled first (TTRL's `Counter.most_common`), so
-    no class is favoured; None where no sample named a choice."""
-    counts = Counter(a for a in answers if a is not None)
+    no class is favoured; None where no sample named a choice (with `non_answers_vote`, as TTRL counts
+    them: None also where 'no answer' is the most common)."""
+    counts = Counter(a for a in answers if non_answers_vote or a is not None)
     return counts.most_common(1)[0][0] if counts else None
 
 
-def tied(answers: list[int | None]) -> bool:
+def tied(answers: list[int | None], non_answers_vote: bool = False) -> bool:
     """Whether the vote was a tie between two or more answers."""
-    top = Counter(a for a in answers if a is not None).most_common(2)
+    top = Counter(a for a in answers if non_answers_vote or a is not None).most_common(2)
     return len(top) == 2 and top[0][1] == top[1][1]
 
 
@@ -41,8 +43,15 @@ class Rewards:
 
     __name__ = "majority_vote"  # TRL names a reward function's metrics after it
 
-    def __init__(self, choices: dict[int, list[str]], gold: dict[int, int] | None):
+    def __init__(
+        self,
+        choices: dict[int, list[str]],
+        gold: dict[int, int] | None,
+        last: bool = False,
+        non_answers_vote: bool = False,
+    ):
         self.choices, self.gold = choices, gold
+        self.last, self.non_answers_vote = last, non_answers_vote  # TTRL's two rules (free text)
         self.votes: dict[int, int | None] = {}
         self.samples = self.unmatched = self.groups = self.flat_groups = self.ties = 0
         self.learned: set[int] = set()  # rows whose group ever had rewards to tell apart
@@ -55,13 +64,14 @@ class Rewards:
             while end < len(row) and row[end] == row[start]:
                 end += 1
             r = row[start]
-            answers = [answer(c, self.choices[r]) for c in completions[start:end]]
-            self.votes[r] = vote(answers)
+            answers = [answer(c, self.choices[r], self.last) for c in completions[start:end]]
+            self.votes[r] = vote(answers, self.non_answers_vote)
             target = self.gold[r] if self.gold is not None else self.votes[r]
-            group = [1.0 if a is not None and a == target else 0.0 for a in answers]
+            counts = self.non_answers_vote and self.gold is None  # 'no answer' won: those samples agree
+            group = [1.0 if (a is not None or counts) and a == target else 0.0 for a in answers]
             self.samples, self.unmatched = self.samples + len(answers), self.unmatched + answers.count(None)
             self.groups, self.flat_groups = self.groups + 1, self.flat_groups + (len(set(group)) == 1)
-            self.ties += tied(answers)
+            self.ties += tied(answers, self.non_answers_vote)
             if len(set(group)) > 1:
                 self.learned.add(int(r))
             rewards += group

@@ -32,6 +32,68 @@ def test_a_tied_vote_goes_to_the_answer_sampled_first_not_to_the_lowest_class():
     assert tied([3, 1]) and tied([2, 0, 0, 2]) and not tied([1, 2, 2]) and not tied([None, 1])
 
 
+def test_the_authors_rules_read_the_last_choice_named_and_count_no_answer_as_a_vote():
+    """TTRL's two rules for free text, as settings: the last answer named (free_answer: last), and ''
+    voted like any answer (non_answers_vote), so that where non-answers win they are the ones rewarded."""
+    assert answer(" It is about Business, not Sports", CHOICES, last=True) == 1
+    assert answer(" Sports, Sports and then Business", CHOICES, last=True) == 2
+    assert answer(" very positive", ["positive", "very positive"], last=True) == 1  # one place: the longer
+    assert vote([None, 2, None]) == 2 and vote([None, 2, None], non_answers_vote=True) is None
+    assert tied([None, 1], non_answers_vote=True) and not tied([None, 1])
+    rows, samples = [7, 7, 7, 7], [" the", " Sports", " a", " Business, no: Sports"]
+    first = Rewards({7: CHOICES}, gold=None)
+    assert first(["p"] * 4, samples, row=rows) == [0.0, 1.0, 0.0, 0.0] and first.votes == {7: 1}  # a tie
+    theirs = Rewards({7: CHOICES}, gold=None, last=True, non_answers_vote=True)
+    assert theirs(["p"] * 4, samples, row=rows) == [1.0, 0.0, 1.0, 0.0] and theirs.votes == {7: None}
+    leak = Rewards({7: CHOICES}, gold={7: 1}, last=True, non_answers_vote=True)  # gold: '' never right
+    assert leak(["p"] * 4, samples, row=rows) == [0.0, 1.0, 0.0, 1.0]
+
+
+def test_the_authors_training_rules_reach_trls_config_and_the_defaults_keep_the_records_hash(
+    tmp_path, tiny_llama, data_dir
+):
+    """weight decay, the dual clip (TRL's delta) and the KL estimator as set are what GRPOTrainer is given;
+    at their defaults they are not recorded (the study's hashes), and set they are."""
+    from harness.core import models
+    from harness.core.sections import recorded
+    from harness.tasks.protocol import find_spec, subsample_docs
+    from harness.tasks.subsample import SampleSettings
+    from tapt.grpo_groups import GroupedGRPOTrainer
+    from tapt.methods import Inputs
+    from tapt.methods.test_time_rl import adapt
+
+    given = []
+
+    class Capture(GroupedGRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            given.append(kwargs["args"])
+            raise KeyboardInterrupt  # no training: the config is what this test reads
+
+    spec = find_spec("ag_news")
+    docs = subsample_docs(spec, SampleSettings(data_dir=str(data_dir), n=4, m=4), 0)["test"]
+    model, tok = models.load_causal_lm(str(tiny_llama)), models.tokenizer(str(tiny_llama))
+    for settings in (
+        TtrlSettings(samples=2, prompts_per_rollout=4),
+        TtrlSettings(samples=2, prompts_per_rollout=4, weight_decay=0.01, dual_clip=3, kl_ratio_weighted=False),
+    ):
+        with pytest.raises(KeyboardInterrupt):
+            adapt(Inputs(model, tok, spec, docs, settings, 0, tmp_path), Capture)
+        model = model.unload() if hasattr(model, "unload") else model
+    ours, theirs = given
+    assert (ours.weight_decay, ours.delta, ours.use_bias_correction_kl, ours.epsilon) == (0.0, None, True, 0.2)
+    assert (theirs.weight_decay, theirs.delta, theirs.use_bias_correction_kl) == (0.01, 3, False)
+    keys = ("weight_decay", "dual_clip", "kl_ratio_weighted", "free_answer", "non_answers_vote")
+    assert not set(keys) & set(recorded(TtrlSettings())), "the defaults would change the study's hashes"
+    set_ = TtrlSettings(weight_decay=0.01, dual_clip=3, kl_ratio_weighted=False, free_answer="last")
+    assert set(keys[:4]) <= set(recorded(set_))
+    with pytest.raises(UserError, match=r"dual_clip 1.1 caps a loss the clipped ratio .* above 1.2"):
+        TtrlSettings(dual_clip=1.1)
+    theirs = TtrlSettings(samples=2, prompts_per_rollout=4, lr=0.05, weight_decay=0.01, dual_clip=3)
+    theirs.kl_ratio_weighted = False  # and it trains: the adapter moved
+    adapted = methods.find("test-time-rl").run(Inputs(model, tok, spec, docs, theirs, 0, tmp_path))
+    assert adapted.record["moved"]["norm"] > 0 and adapted.record["steps"] == 4
+
+
 def test_rollouts_that_would_leave_prompts_out_are_refused_naming_the_setting():
     s = TtrlSettings()
     assert (rollout_size(s, 32), rollout_size(s, 8), rollout_size(s, 5)) == (8, 8, 5)

@@ -33,6 +33,8 @@ from harness.core.settings import Settings, option, since
 from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 from tapt.ttrl_votes import Rewards, choice_tokens
 
+CLIP = 0.2  # GRPO's ratio clip, TRL's epsilon and the authors' clip_ratio
+
 
 @dataclass(kw_only=True)
 class TtrlSettings(Settings):
@@ -46,12 +48,21 @@ class TtrlSettings(Settings):
         "prompts_per_update": 1,
         "warmup_ratio": 0.0,
         "completion_tokens": 0,
+        "weight_decay": 0.0,
+        "dual_clip": 0.0,
         "lora_r": 1,
         "lora_alpha": 1,
     }
     ABOVE = {"temperature": 0.0, "lr": 0.0}
     BELOW = {"warmup_ratio": 1.0}
-    RECORD = {"answers": since("free")}  # the first results sampled free text
+    RECORD = {  # the first results sampled free text, and ran without the authors' three training rules
+        "answers": since("free"),
+        "free_answer": since("first"),
+        "non_answers_vote": since(False),
+        "weight_decay": since(0.0),
+        "dual_clip": since(0.0),
+        "kl_ratio_weighted": since(True),
+    }
 
     answers: Literal["choices", "free"] = option(
         "choices",
@@ -59,6 +70,14 @@ class TtrlSettings(Settings):
         "tokens that stay on one, then ended; free: free text, read for the first choice it names",
     )
 
+    free_answer: Literal["first", "last"] = option(
+        "first", "free: which choice a completion names counts, the first or the last (the authors': last)"
+    )
+    non_answers_vote: bool = option(
+        False,
+        "free: a sample that names no choice votes for 'no answer', and where that wins, the samples that "
+        "name none are rewarded (the authors'); off: no vote, reward 0",
+    )
     samples: int = option(
         8, "completions sampled per prompt, voted on and trained on (TTRL: 64 voted, 32 trained)"
     )
@@ -70,11 +89,27 @@ class TtrlSettings(Settings):
     prompts_per_update: int = option(1, "prompts' completions per optimizer step (TTRL's mini-batch: 1)")
     warmup_ratio: float = option(0.03, "linear warm-up share of the steps, then cosine decay (TTRL's)")
     completion_tokens: int = option(0, "tokens sampled per completion (0: the longest choice's, plus one)")
+    weight_decay: float = option(0.0, "AdamW's weight decay (TRL's 0; the authors': 0.01)")
+    dual_clip: float = option(
+        0.0,
+        "a negative advantage's loss capped at this many times it (verl's clip_ratio_c, through TRL's "
+        "two-sided clipping `delta`; the authors': 3); 0: no cap, TRL's GRPO",
+    )
+    kl_ratio_weighted: bool = option(
+        True,
+        "TRL's KL term: the k3 estimate times the policy's ratio to the sampling policy "
+        "(use_bias_correction_kl); false: k3 alone, as the authors' low_var_kl (which also clamps it)",
+    )
     lora_r: int = option(16, "LoRA rank (prompt TAPT's)")
     lora_alpha: int = option(32, "LoRA alpha (prompt TAPT's)")
 
     def check(self) -> None:
         super().check()
+        if 0 < self.dual_clip <= 1 + CLIP:
+            raise UserError(
+                f"test-time-rl: dual_clip {self.dual_clip} caps a loss the clipped ratio (at most "
+                f"{1 + CLIP}) already bounds; set it above {1 + CLIP} (the authors': 3), or 0 for none"
+            )
         if self.prompts_per_rollout % self.prompts_per_update:
             raise UserError(
                 f"test-time-rl: prompts_per_rollout ({self.prompts_per_rollout}) must be a multiple of "
@@ -122,7 +157,7 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     rollout = rollout_size(s, len(rows))
     choices = {r: list(c) for r, c in zip(rows, x.docs["choices"])}
     gold = {r: int(g) for r, g in zip(rows, x.docs["label"])} if x.labeled else None
-    rewards = Rewards(choices, gold)
+    rewards = Rewards(choices, gold, last=s.free_answer == "last", non_answers_vote=s.non_answers_vote)
     longest = max(
         len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
     )
@@ -142,6 +177,10 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         lr_scheduler_type="cosine",
         warmup_steps=s.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
         log_completions=False,
+        epsilon=CLIP,
+        weight_decay=s.weight_decay,
+        delta=s.dual_clip or None,
+        use_bias_correction_kl=s.kl_ratio_weighted,
     )
     model = x.lora(
         LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
@@ -205,15 +244,16 @@ RECIPE = recipe_table(
         (
             "answer",
             "the last \\boxed{} of the completion, else its last number (qwen_math_parser.py:485-525)",
-            "the choice sampled; free: the first choice named, as a whole word",
-            "an answer is a task's choice; free: not yet the last one",
+            "the choice sampled; free: the first choice named, as a whole word (free_answer: last, theirs)",
+            "an answer is a task's choice; free: the first, as the study's free-text records ran",
         ),
         ("tie", "the answer counted first (Counter.most_common, ttt_metrics.py:19-21)", "the same", ""),
         (
             "no answer",
             "'' is a vote like any other: where it wins, non-answers are rewarded (ttt_metrics.py:18-27)",
-            "answers choices: every sample answers; free: no vote, reward 0",
-            "free: not yet the authors'",
+            "answers choices: every sample answers; free: no vote, reward 0 (non_answers_vote: true, theirs)",
+            "free: 'no answer' would win 26, 7 and 31 of 32 of the base's groups on ag_news, rotten_tomatoes "
+            "and trec, and teach not to answer (benchmarks/ttrl_answers.py)",
         ),
         (
             "ground truth",
@@ -237,16 +277,21 @@ RECIPE = recipe_table(
         (
             "KL",
             "a KL loss, coefficient 0.001, low_var_kl: k3 clamped to [-10, 10] (core_algos.py:484-489)",
-            "TRL's beta 0.001 against the base (also on a carried stream's later chunks); TRL 1.16 "
-            "multiplies k3 by the ratio (use_bias_correction_kl), no clamp",
-            "not yet the authors'",
+            "TRL's beta 0.001 against the base (also on a carried stream's later chunks); k3 times the "
+            "ratio (kl_ratio_weighted; false: k3 alone, theirs), never clamped",
+            "TRL 1.16's default, as the study's records ran; TRL has no clamp",
         ),
-        ("weight decay", "0.01 (ppo_trainer.yaml:64)", "0 (TRL's default)", "not yet the authors'"),
+        (
+            "weight decay",
+            "0.01 (ppo_trainer.yaml:64)",
+            "0 (weight_decay: 0.01, theirs)",
+            "TRL's default, as the study's records ran",
+        ),
         (
             "dual clip",
             "clip_ratio_c 3 (ppo_trainer.yaml:45)",
-            "none (TRL's GRPO has no dual clip)",
-            "not yet the authors'",
+            "none (dual_clip: 3, theirs, through TRL's two-sided clip delta: the same cap)",
+            "TRL's default, as the study's records ran",
         ),
         ("rollout", "8 prompts (aime.sh:25)", "the same", ""),
         ("updates", "one clipped step per prompt: 8 per rollout (aime.sh:28, 57)", "the same", ""),
