@@ -2,6 +2,7 @@
 from grids it trains (tiny Llama), and the error-rate arithmetic on planted p-values."""
 
 import json
+import logging
 
 import numpy as np
 import pandas as pd
@@ -216,10 +217,11 @@ def test_calibrate_reads_a_study_grid_where_it_ran_and_trains_nothing(
 
 @pytest.mark.slow
 def test_calibrate_until_mde_trains_no_unit_a_study_stopped_at_its_mde_and_only_its_null_models(
-    tiny_grid, tmp_path, tiny_llama, data_dir, capsys, monkeypatch
+    tiny_grid, tmp_path, tiny_llama, data_dir, capsys, monkeypatch, caplog
 ):
     """A study run with --until-mde stopped short of its subsamples; calibrate with the same target reads
-    its 3 units, trains none of the 2 it did not run, and adds a null model to each of the 3. (The tiny
+    its 3 units, trains none of the 2 it did not run, and adds a null model to each of the 3, reading the
+    base's scores from the units rather than scoring the base again. (The tiny
     grid's 3 units of n 6 have no finite MDE: its pooled MDE is set at 4 points, as a study's that
     stopped at a target of 5; the rounds' own rule is tested with `run --until-mde`.)"""
     import shutil
@@ -227,6 +229,7 @@ def test_calibrate_until_mde_trains_no_unit_a_study_stopped_at_its_mde_and_only_
     from harness.cli import rounds
 
     monkeypatch.setattr(rounds, "pooled", lambda cfg: (4.0, 3))
+    caplog.set_level(logging.INFO, logger="tapt_bench.grid")
     out = tmp_path / "study"
     shutil.copytree(tiny_grid, out)
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
@@ -235,6 +238,7 @@ def test_calibrate_until_mde_trains_no_unit_a_study_stopped_at_its_mde_and_only_
     assert {p: p.stat().st_mtime_ns for p in out.rglob("units/*")} == units  # none trained, none rewritten
     assert sorted(p.name for p in out.rglob("null/*.json")) == ["0.json", "1.json", "2.json"]
     assert "stops at MDE" in capsys.readouterr().out
+    assert caplog.text.count("train_null done") == 3 and "score_base" not in caplog.text
     rates = {r["detector"]: r for r in json.loads((out / "calibration.json").read_text())["rates"]}
     assert rates["exposure text"]["null"]["models"] == 3
 

@@ -40,7 +40,8 @@ def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, path) ->
         return null
     if not train:
         return None
-    step = units.null_model(plan.cell(cfg).unit(slug, k))
+    table = pd.read_parquet(results.unit_paths(path.parent.parent, k)[1])
+    step = units.null_model(plan.cell(cfg).unit(slug, k), table[table["condition"] == BASE])
     null = {
         "settings_hash": unit["settings_hash"],
         "scores": step.exposed.to_dict("list"),

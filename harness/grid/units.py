@@ -44,10 +44,11 @@ def compute_unit(unit: Planned, keep_adapters: bool = False) -> Unit:
         raise
 
 
-def null_model(unit: Planned) -> Step:
+def null_model(unit: Planned, base_scored: pd.DataFrame) -> Step:
     """The unit's method adapted on the subsample's third draw (neither test nor extra) and scored as
     every condition is: the model on which `contamination calibrate` reads each detector's false positives
-    (zero-shot flow)."""
+    (zero-shot flow). `base_scored`: the base's lm-eval scores of test, as the unit recorded them (read,
+    not computed again: scoring is deterministic), against which a model that did not move is told."""
     cfg = unit.config
     spec = find_spec(unit.slug, cfg.include_path)
     docs = subsample_docs(spec, cfg.sample, unit.k)
@@ -58,7 +59,8 @@ def null_model(unit: Planned) -> Step:
         )
     try:
         u = unit_inputs(unit, spec, docs, keep_adapters=False)
-        return condition_step(u, conditions.NULL, base_step(u)[0])
+        order = base_scored.set_index("row").loc[docs[conditions.TEST]["row"]].reset_index()
+        return condition_step(u, conditions.NULL, Step(order))
     except BaseException:
         LOADED.forget()
         raise
