@@ -116,35 +116,21 @@ def causal_scores(
     choices: list[list[str]],
     batch_size: int,
     max_tokens: int | None = None,
-    known: dict | None = None,
     codec_context: int = 0,
     seed: int = 0,
     extra: list[tuple[Score, dict]] = (),
     codec_block: int = codec.BLOCK,
 ) -> pd.DataFrame:
     """Scores of each doc's context (its first `max_tokens`) and its continuations (one list per doc)
-    under a causal LM. `known`: contexts this model already scored with their token statistics (a
-    `hf-prompt-once` scoring pass's `stats`, keyed by token ids); only the others are run here.
-    `codec_context` > 0: also CoDeC's drop with that many documents of the same split before each,
-    drawn once per `codec_block` documents. `extra`: plug-in scores with their settings, each a column
-    of its name."""
+    under a causal LM, every document in one pass, whatever its split (so that test's and extra's are
+    scored alike: the exposure test compares them). `codec_context` > 0: also CoDeC's drop with that
+    many documents of the same split before each, drawn once per `codec_block` documents. `extra`:
+    plug-in scores with their settings, each a column of its name."""
     pairs = [[loglik.encode_pair(tokenizer, c, x) for x in conts] for c, conts in zip(contexts, choices)]
     ctx = [p[0][0][:max_tokens] for p in pairs]
     conts = [[tuple(q[1]) for q in p] for p in pairs]
-    known, keys = known or {}, [tuple(c) for c in ctx]
-    reused = [key in known and all(x in known[key][1] for x in xs) for key, xs in zip(keys, conts)]
-    todo = [i for i, r in enumerate(reused) if not r]
-    run = loglik.score(model, [ctx[i] for i in todo], [conts[i] for i in todo], batch_size, token_stats=True)
-    fresh = dict(zip(todo, run))
-    scored, ll = [], []
-    for i, (key, xs) in enumerate(zip(keys, conts)):
-        if reused[i]:
-            s, answers = known[key]
-            scored.append(s)
-            ll.append([answers[x][0] for x in xs])
-        else:
-            scored.append(fresh[i])
-            ll.append([a[0] for a in fresh[i].choices])
+    scored = loglik.score(model, ctx, conts, batch_size, token_stats=True)
+    ll = [[a[0] for a in s.choices] for s in scored]
     start = max(loglik.shared_prefix(ctx) - 1, 0)  # token_logprobs[t - 1] is token t's
     text = [float(s.token_logprobs[start:].mean()) for s in scored]
     mink = [
@@ -173,13 +159,12 @@ def prompt_scores(
     spec: Spec,
     docs: pd.DataFrame,
     batch_size: int = 8,
-    known: dict | None = None,
     codec_context: int = 0,
     seed: int = 0,
     extra: list[tuple[Score, dict]] = (),
     codec_block: int = codec.BLOCK,
 ) -> pd.DataFrame:
-    """`docs` (columns split, row, label, prompt, choices) in the prompt format; `known`, `codec_context`,
+    """`docs` (columns split, row, label, prompt, choices) in the prompt format; `codec_context`,
     `codec_block` and `extra` as in `causal_scores`."""
     choices = [[spec.target_delimiter + c for c in cs] for cs in docs["choices"]]
     prompts = list(docs["prompt"])
@@ -190,7 +175,6 @@ def prompt_scores(
         prompts,
         choices,
         batch_size,
-        known=known,
         codec_context=codec_context,
         seed=seed,
         extra=extra,

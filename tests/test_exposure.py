@@ -184,32 +184,24 @@ def test_an_encoders_raw_text_scores_under_a_fixed_mask(tiny_bert, docs):
     assert np.isfinite(first[["text", "mink", "margin"]].to_numpy()).all()
 
 
-def test_the_scoring_pass_gives_the_test_documents_exposure_scores_and_only_extra_is_run_again(
-    tiny_llama, data_dir, docs, scored, monkeypatch
+def test_a_grid_unit_scores_test_and_extra_for_the_exposure_test_in_one_pass_of_their_own(
+    tiny_llama, data_dir, tmp_path, monkeypatch
 ):
-    """The grid keeps the statistics of the pass that scores test for lm-eval: the exposure scores from
-    them equal a separate pass's to 1e-5 (Min-K%++ to 1e-4: the passes share different prefixes, so
-    their float32 sums run in another order), and the exposure pass then reads only extra's prompts."""
-    from harness.core.settings import pick
-    from harness.scoring import zero_shot
-    from harness.tasks.subsample import SampleSettings
+    """The exposure test compares test's documents with extra's, so one code path scores both: each
+    condition's exposure pass runs all 12 (6 a split) together, none read from lm-eval's scoring pass."""
+    from helpers import one_unit
 
-    spec, d = docs
-    args = ExposureArgs(task="rotten_tomatoes", n=N, m=4, data_dir=str(data_dir))
-    test = d[d["split"] == "test"].drop(columns="split")
-    task = zero_shot.lm_eval_task(spec, {**pick(args, SampleSettings), "split": "test"}, [], test)
-    tokenizer = models.tokenizer(str(tiny_llama))
-    lm = zero_shot.scorer(LlamaForCausalLM.from_pretrained(tiny_llama).eval(), tokenizer, 4, keep_stats=True)
-    accuracy = zero_shot.score(lm, task)["correct"].mean()
-    run = loglik.score
-    ran = []
-    monkeypatch.setattr(loglik, "score", lambda m, ctx, *a, **k: ran.append(len(ctx)) or run(m, ctx, *a, **k))
-    merged = doc_scores.prompt_scores(lm.model, tokenizer, spec, d, 4, known=lm.stats)
-    assert ran == [N] and len(lm.stats) == N  # extra's 10 prompts; test's came from the scoring pass
-    for column in ("text", "mink", "margin"):
-        bound = 1e-4 if column == "mink" else 1e-5  # Min-K%++ divides float32 noise by each spread
-        assert np.abs(merged[column] - scored["base"][column]).max() < bound, column
-    assert 0 < accuracy < 1
+    run, passes = loglik.score, []
+
+    def counted(model, contexts, *args, **kw):
+        if kw.get("token_stats"):  # the exposure pass's call (lm-eval's and CoDeC's keep no statistics)
+            passes.append(len(contexts))
+        return run(model, contexts, *args, **kw)
+
+    monkeypatch.setattr(loglik, "score", counted)
+    unit = one_unit(tmp_path, tiny_llama, data_dir, "prompt-tapt", {}, conditions=["base", "extra", "test"])
+    assert passes == [12, 12, 12]  # base, extra and test: the 6 test and 6 extra documents each time
+    assert sorted(set(unit["exposure"]["docs"]["split"])) == ["extra", "test"]
 
 
 def test_the_command_scores_chat_prompts_through_the_bases_template(tiny_llama, data_dir, tmp_path):

@@ -149,9 +149,9 @@ def timed(u: ZeroShot, name: str, work):
 
 
 def score(u: ZeroShot, cond: str, model) -> Step:
-    """lm-eval's scores of test under `model`; with the exposure test, its scores of test and extra (test's
-    prompts from the scoring pass's statistics: only extra's are run again)."""
-    lm = zero_shot.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size, keep_stats=u.cfg.exposure)
+    """lm-eval's scores of test under `model`; with the exposure test, its scores of test and extra, both
+    splits in one pass of their own (one code path for the two sides the test compares)."""
+    lm = zero_shot.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
     scored, seconds = timed(u, f"score_{cond}", lambda: zero_shot.score(lm, u.task, u.cfg.accuracy))
     if not u.cfg.exposure:
         return Step(scored, seconds=seconds)
@@ -164,7 +164,6 @@ def score(u: ZeroShot, cond: str, model) -> Step:
             u.spec,
             exposure_docs(u.docs),
             u.cfg.eval_batch_size,
-            known=lm.stats,
             codec_context=u.cfg.codec_context,
             codec_block=u.cfg.codec_block,
             seed=u.cfg.seed,

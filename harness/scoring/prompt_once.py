@@ -27,9 +27,6 @@ log = logging.getLogger(__name__)
 
 @register_model(NAME)
 class PromptOnceLM(HFLM):
-    # set to {} to keep every scored context's token log-probs and statistics, keyed by its token ids,
-    # with its continuations' answers keyed by theirs: the exposure test reads them (doc_scores.known)
-    stats: dict | None = None
     # False: every context runs whole, the tokens all contexts of a batch start with included
     share_prefix: bool = True
     # set to {} to keep each (context, continuation) request's continuation length in tokens, as scored:
@@ -81,7 +78,6 @@ class PromptOnceLM(HFLM):
         contexts = sorted(groups, key=len, reverse=True)
         batch_size = self._batch_size_for(requests, override_bs)
         pbar = tqdm(total=len(requests) - len(skip), disable=disable_tqdm or self.rank != 0, desc=NAME)
-        keep = self.stats is not None
         for start in range(0, len(contexts), batch_size):
             batch = contexts[start : start + batch_size]
             conts = [list(groups[c]) for c in batch]
@@ -95,14 +91,11 @@ class PromptOnceLM(HFLM):
                     batch,
                     conts,
                     len(batch),
-                    context_logprobs=keep,
-                    token_stats=keep,
+                    context_logprobs=False,  # only each class's tokens: the context's last position
                     softmax_dtype=self.softmax_dtype,
                     share_prefix=self.share_prefix,
                 )
             for context, cs, s in zip(batch, conts, scored):
-                if keep:
-                    self.stats[context] = (s, dict(zip(cs, s.choices)))
                 for continuation, answer in zip(cs, s.choices):
                     for i in groups[context][continuation]:
                         answers[i] = answer

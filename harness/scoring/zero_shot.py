@@ -31,15 +31,13 @@ def lm_eval_task(
     return EvalTask(*spec.eval_tasks(metadata, include_path, test))
 
 
-def scorer(model, tokenizer, batch_size: int, keep_stats: bool = False):
+def scorer(model, tokenizer, batch_size: int):
     """lm-eval's HF model around an already loaded model (a PEFT-wrapped one included), as `hf-prompt-once`:
-    each test prompt read once, every class scored from its cache. With `keep_stats` it also keeps each
-    prompt's token log-probs (its `stats`), so that the exposure test needs no second pass over them."""
+    each test prompt read once, every class scored from its cache."""
     from harness.scoring.prompt_once import PromptOnceLM
 
     logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)  # the model-object warning
     lm = PromptOnceLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
-    lm.stats = {} if keep_stats else None
     lm.continuation_tokens = {}
     return lm
 
