@@ -58,11 +58,11 @@ def test_every_documented_command_parses(command):
     argv = with_subcommand(argv_of(command))
     if "--help" in argv or "-h" in argv:
         with pytest.raises(SystemExit) as done:
-            parser().parse_args(argv)
+            parser(argv).parse_args(argv)
         assert done.value.code == 0, command
         return
     try:
-        args = parser().parse_args(argv)
+        args = parser(argv).parse_args(argv)
     except SystemExit:
         pytest.fail(f"the documented command does not parse: {command}")
     config = getattr(args, "config", None)

@@ -101,25 +101,17 @@ def test_an_output_file_is_checked_before_any_work_and_leaves_no_temporary_file(
         main(["summarize", __file__])
 
 
-def test_train_takes_method_settings_in_the_shape_run_takes_and_names_the_flag_to_change(
+def test_train_that_learns_nothing_writes_nothing_and_names_the_help_that_lists_the_settings(
     tmp_path, tiny_llama, data_dir
 ):
     argv = ["train", "--task", "ag_news", "--n", "6", "--m", "4", "--quantize", "none"]
     argv += ["--base", str(tiny_llama), "--data-dir", str(data_dir)]
-    nested = '{"test-time-learning": {"threshold": 100}}'  # selects nothing: said before any step
-    with pytest.raises(SystemExit, match="test-time-learning learned from 0 documents .*--method-settings"):
-        main(
-            [
-                *argv,
-                "--method",
-                "test-time-learning",
-                "--method-settings",
-                nested,
-                "--out",
-                str(tmp_path / "a"),
-            ]
-        )
-    with pytest.raises(SystemExit, match="prompt-tapt took 0 optimizer steps .*\\(--epochs, --lr"):
+    nothing = "test-time-learning learned from 0 documents .*train --method test-time-learning --help"
+    with pytest.raises(SystemExit, match=nothing):  # a threshold that selects nothing: said before any step
+        main([*argv, "--method", "test-time-learning", "--threshold", "100", "--out", str(tmp_path / "a")])
+    with pytest.raises(
+        SystemExit, match="prompt-tapt took 0 optimizer steps .*train --method prompt-tapt --help"
+    ):
         main([*argv, "--epochs", "0", "--out", str(tmp_path / "b")])
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 

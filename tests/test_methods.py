@@ -280,7 +280,7 @@ def test_train_with_a_method_saves_its_adapter_and_prints_the_lm_eval_command(
         str(tiny_llama),
     ]
     argv += ["--data-dir", str(data_dir), "--quantize", "none", "--out", str(out)]
-    main([*argv, "--method", "test-time-learning", "--method-settings", '{"threshold": 0}'])
+    main([*argv, "--method", "test-time-learning", "--threshold", "0"])  # its settings are train's flags
     shown = capsys.readouterr().out
     assert f"peft={out}" in shown and "lm_eval --model hf" in shown
     record = json.loads((out / "tapt.json").read_text())
@@ -289,8 +289,18 @@ def test_train_with_a_method_saves_its_adapter_and_prints_the_lm_eval_command(
         6,
         0,
     )
-    with pytest.raises(SystemExit, match="--method-settings: key 'lamb' must be at least 0.0, got -1"):
-        main([*argv, "--overwrite", "--method", "test-time-learning", "--method-settings", '{"lamb": -1}'])
+    with pytest.raises(SystemExit, match="--lamb must be at least 0.0, got -1"):
+        main([*argv, "--overwrite", "--method", "test-time-learning", "--lamb", "-1"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # not prompt TAPT's
+        main([*argv, "--overwrite", "--threshold", "0"])
+    assert "unrecognized arguments: --threshold" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--method", "test-time-learning", "--help"])
+    shown = capsys.readouterr().out
+    assert "test-time-learning's settings:" in shown and "--threshold" in shown and "--packing" not in shown
+    with pytest.raises(SystemExit, match="--method-settings: train takes a method's settings as its flags"):
+        main([*argv, "--overwrite", "--method", "test-time-learning", "--method-settings", "{threshold: 0}"])
 
 
 def test_a_bad_method_setting_is_named_with_the_method_before_anything_is_written(

@@ -17,14 +17,17 @@ ABOUT = (
 EPILOG = "`tapt-bench COMMAND --help` shows what a command does and its options."
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; `argv`, the command line it will read, names the method whose
+    settings are `train`'s flags."""
     from harness.cli import analyze, contamination, methods, report, run, tasks, train
     from harness.core.flags import FlagParser
 
     top = FlagParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
     sub = top.add_subparsers(dest="command", required=True, parser_class=FlagParser)
-    for group in (tasks, train, run, methods, analyze, contamination, report):
+    for group in (tasks, run, methods, analyze, contamination, report):
         group.register(sub)
+    train.register(sub, train.method_named(argv))
     return top
 
 
@@ -52,6 +55,6 @@ def _run(argv: list[str]) -> None:
     from harness.cli.analyze import with_subcommand
 
     argv = with_subcommand(argv)
-    args = parser().parse_args(argv)
+    args = parser(argv).parse_args(argv)
     args.argv = argv
     args.func(args)

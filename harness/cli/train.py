@@ -7,18 +7,25 @@ import shlex
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.flags import mapping
+from harness.core.errors import UserError
 from harness.core.settings import from_namespace
 
 
 def cmd_train(args: argparse.Namespace) -> None:
     from harness.core.models import resolve
-    from tapt.adapter import AdapterArgs
+    from tapt import methods
+    from tapt.methods.single import TrainArgs
     from tapt.methods.single import train as adapt
 
-    train = from_namespace(AdapterArgs, args)
+    if args.method_settings is not None:
+        raise UserError(
+            "--method-settings: train takes a method's settings as its flags (--epochs 2); `tapt-bench train "
+            f"--method {args.method or 'NAME'} --help` lists them"
+        )
+    train = from_namespace(TrainArgs, args)
     train.base = resolve(train.base)
-    rec = adapt(train, args.method, args.method_settings)
+    method = methods.find(args.method or methods.for_flow("zero_shot"))
+    rec = adapt(train, method, from_namespace(method.settings, args))
     shown = ("sequences", "tokens", "learned_from", "steps", "final_loss", "seconds_per_step")
     print(
         f"{rec['method']}: {train.out}  "
@@ -31,6 +38,19 @@ def cmd_train(args: argparse.Namespace) -> None:
         "evaluate it on the test split of the same subsample with:\n  "
         + lm_eval_command(train, f"peft={out}" if rec["kind"] == "adapter" else f"pretrained={out}")
     )
+
+
+def method_named(argv: list[str] | None) -> str | None:
+    """The method a `train` command line names (`--method NAME`): its settings are that command's flags."""
+    argv = list(argv or [])
+    if not argv or argv[0] != "train":
+        return None
+    for i, word in enumerate(argv):
+        if word == "--method" and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith("--method="):
+            return word.split("=", 1)[1]
+    return None
 
 
 def lm_eval_command(train, model_args: str) -> str:
@@ -57,31 +77,31 @@ def cmd_pretrain_text(args: argparse.Namespace) -> None:
     )
 
 
-def register(sub) -> None:
-    from tapt.adapter import AdapterArgs
+def register(sub, method: str | None = None) -> None:
+    """The commands; `train`'s flags hold `method`'s settings (default: the study's prompt TAPT)."""
+    from harness.core.flags import add_settings
+    from tapt import methods
+    from tapt.methods.single import TrainArgs
     from tapt.raw_text import TextArgs
 
+    chosen = methods.find(method or methods.for_flow("zero_shot"))
     p = command(
         sub,
         "train",
         cmd_train,
         "adapt a base on one subsample split, by default with the study's prompt TAPT (a (Q)LoRA adapter on "
         "the split's unlabeled prompts), and print the lm_eval command that scores it",
-        AdapterArgs,
+        TrainArgs,
     )
     p.add_argument(
         "--method",
         default=None,
-        help="the adaptation method (`tapt-bench methods list`; default: the study's prompt TAPT, whose "
-        "settings are the flags above); another reads its settings from --method-settings, and of the "
-        "flags above only the split's, the base's and quantize",
+        help="the adaptation method (`tapt-bench methods list`; default: the study's prompt TAPT); its "
+        "settings are the flags below (`tapt-bench train --method NAME --help` lists another's)",
     )
-    p.add_argument(
-        "--method-settings",
-        type=mapping,
-        default={},
-        help="its settings: a mapping as JSON or YAML, or a file of one (default: its own defaults)",
-    )
+    p.add_argument("--method-settings", default=None, help=argparse.SUPPRESS)  # refused: the flags are
+    group = p.add_argument_group(f"{chosen.name}'s settings")
+    p.flags |= add_settings(group, chosen.settings, skip=set(p.flags))
     command(
         sub,
         "pretrain-text",

@@ -139,8 +139,9 @@ def add_field(where, field: dataclasses.Field, tp: Any, from_file: bool = False)
     return where.add_argument(flag(field.name), **kw)
 
 
-def add_settings(where, cls: type, from_file: bool = False) -> dict[str, argparse.Action]:
-    """Every field of a settings dataclass as a flag of `where` (a parser or a group of one); the actions
-    by field name."""
+def add_settings(where, cls: type, from_file: bool = False, skip=()) -> dict[str, argparse.Action]:
+    """Every field of a settings dataclass (but those in `skip`: flags already there) as a flag of `where`
+    (a parser or a group of one); the actions by field name."""
     hints = typing.get_type_hints(cls)
-    return {f.name: add_field(where, f, hints[f.name], from_file) for f in dataclasses.fields(cls)}
+    fields = [f for f in dataclasses.fields(cls) if f.name not in skip]
+    return {f.name: add_field(where, f, hints[f.name], from_file) for f in fields}
