@@ -218,7 +218,7 @@ def test_every_sample_names_a_choice_by_default_and_free_text_need_not(
 
 
 def test_the_recipe_rows_that_say_the_same_are_the_settings_that_run_and_cite_their_line():
-    from tapt.methods.test_time_rl import RECIPE
+    from tapt.ttrl_recipe import RECIPE
 
     rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
     same = {"temperature": "1.0 (aime.sh:69)", "rollout": "8 prompts (aime.sh:25)"}
