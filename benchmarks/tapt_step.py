@@ -57,7 +57,7 @@ def measure(args: AdapterArgs, repeats: int) -> dict:
         spec, docs = args.docs()
         model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
         tokenizer = models.tokenizer(args.base)
-        run = prepare(spec, docs, args, args.answers, args.seed, model, tokenizer, Path(work))
+        run = prepare(spec, docs, args, args.leak, args.seed, model, tokenizer, Path(work))
         trainer = run.trainer
         trainer.create_optimizer_and_scheduler(num_training_steps=repeats + 1)
         trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() otherwise

@@ -20,7 +20,7 @@ class TaptInput(SplitSettings, ModelSettings):
 
     out: str = option(help="output dir (written atomically: staged, then moved into place)")
     overwrite: bool = option(False, "replace an existing output dir")
-    answers: bool = option(
+    leak: bool = option(
         False,
         "train on the texts followed by their true answers (labeled contamination: the "
         "grid's planted-leak condition); default: unlabeled texts only",

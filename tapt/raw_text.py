@@ -127,7 +127,7 @@ def pretrain_text(args: TextArgs) -> dict:
     spec, docs = args.docs()
     models.check_base(args.base, "--base")
     with output.staged(Path(args.out), args.overwrite) as tmp:
-        trained = pretrain(args.base, raw_texts(docs, args.answers), args, args.seed, tmp)
+        trained = pretrain(args.base, raw_texts(docs, args.leak), args, args.seed, tmp)
         settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}
         rec = {"kind": "text", **settings, "task": spec.slug, **trained, "rows": docs["row"].tolist()}
         output.write_record(tmp, rec)

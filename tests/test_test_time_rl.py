@@ -3,6 +3,7 @@ samples outside the leak and the gold choice inside it; the method never receive
 leak; its records (votes and their agreement with the gold labels, rewards, zero-advantage and unmatched
 shares) are written with the unit."""
 
+import json
 import re
 
 import pytest
@@ -95,6 +96,24 @@ def test_the_authors_training_rules_reach_trls_config_and_the_defaults_keep_the_
     theirs.kl_ratio_weighted = False  # and it trains: the adapter moved
     adapted = methods.find("test-time-rl").run(Inputs(model, tok, spec, docs, theirs, 0, tmp_path))
     assert adapted.record["moved"]["norm"] > 0 and adapted.record["steps"] == 4
+
+
+def test_train_runs_it_with_its_settings_as_flags(tmp_path, tiny_llama, data_dir):
+    """`answers` is its setting (how it samples), apart from train's `--leak` (train on the gold answers)."""
+    from harness.cli.main import main, parser
+    from harness.core.settings import from_namespace
+
+    out = tmp_path / "ttrl"
+    argv = f"train --method test-time-rl --task ag_news --m 4 --n 4 --base {tiny_llama} --quantize none"
+    argv = (
+        argv + f" --data-dir {data_dir} --out {out} --samples 4 --prompts-per-rollout 4 --lr 0.05"
+    ).split()
+    free = parser(argv).parse_args([*argv, "--answers", "free"])
+    assert from_namespace(TtrlSettings, free).answers == "free" and free.leak is False
+    main([*argv, "--leak"])  # rewarded by the gold choice: a tiny model's votes are often unanimous
+    record = json.loads((out / "tapt.json").read_text())
+    assert record["method_settings"]["answers"] == "choices" and record["method_settings"]["samples"] == 4
+    assert record["leak"] is True and record["rewards"] == "gold" and record["moved"]["norm"] > 0
 
 
 def test_rollouts_that_would_leave_prompts_out_are_refused_naming_the_setting():

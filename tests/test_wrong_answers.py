@@ -284,6 +284,25 @@ def test_train_refuses_method_settings_naming_the_flags_that_hold_them(method, t
     assert not (tmp_path / "a").exists()
 
 
+def test_a_method_whose_setting_shares_a_name_with_trains_own_flags_is_refused(tmp_path):
+    """train reads a method's settings from its flags; one named as a flag of train's own (here `split`,
+    as an integer) would be read from that flag, so the method is refused, naming the setting."""
+    (tmp_path / "clash.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from harness.core.settings import Settings, option\n"
+        "from tapt.methods import Method\n"
+        "from tapt.methods.prompt_tapt import METHOD as P\n"
+        "@dataclass(kw_only=True)\n"
+        "class S(Settings):\n"
+        "    split: int = option(2, 'how many parts')\n"
+        "METHOD = Method('clash', ('zero_shot',), S, P.adapt)\n"
+    )
+    with pytest.raises(
+        SystemExit, match=r"method clash: its setting\(s\) \['split'\] share a name with train"
+    ):
+        main(["train", "--method", f"{tmp_path / 'clash.py'}:METHOD", "--task", "ag_news", "--out", "x"])
+
+
 LEFT_BEHIND = """
 from tapt.methods import Adapted, Method
 from tapt.methods.prompt_tapt import METHOD as P

@@ -77,6 +77,26 @@ def cmd_pretrain_text(args: argparse.Namespace) -> None:
     )
 
 
+def check_no_clash(method) -> None:
+    """A method's setting that shares a name with one of train's own (TrainArgs) is read from that one
+    flag: refused unless it is the same setting (the base's form), of the same type."""
+    import dataclasses
+    import typing
+
+    from tapt.methods.single import TrainArgs
+
+    ours, theirs = typing.get_type_hints(TrainArgs), typing.get_type_hints(method.settings)
+    both = {f.name for f in dataclasses.fields(TrainArgs)} & {
+        f.name for f in dataclasses.fields(method.settings)
+    }
+    clash = sorted(k for k in both if ours[k] != theirs[k])
+    if clash:
+        raise UserError(
+            f"method {method.name}: its setting(s) {clash} share a name with train's own flags and differ "
+            f"from them; rename them in its settings class ({method.settings.__name__})"
+        )
+
+
 def register(sub, method: str | None = None) -> None:
     """The commands; `train`'s flags hold `method`'s settings (default: the study's prompt TAPT)."""
     from harness.core.flags import add_settings
@@ -100,6 +120,7 @@ def register(sub, method: str | None = None) -> None:
         "settings are the flags below (`tapt-bench train --method NAME --help` lists another's)",
     )
     p.add_argument("--method-settings", default=None, help=argparse.SUPPRESS)  # refused: the flags are
+    check_no_clash(chosen)
     group = p.add_argument_group(f"{chosen.name}'s settings")
     p.flags |= add_settings(group, chosen.settings, skip=set(p.flags))
     command(

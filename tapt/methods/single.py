@@ -41,7 +41,7 @@ def adapt_and_save(args: TrainArgs, method: Method, settings: Settings) -> tuple
     """(the record written to args.out's tapt.json, whether args.out is a PEFT adapter)."""
     spec, docs = args.docs()
     models.check_base(args.base, "--base")
-    if not args.answers:
+    if not args.leak:
         docs = docs.drop(columns="label")  # the method never sees the gold labels it is not given
     with output.staged(Path(args.out), args.overwrite) as tmp, tempfile.TemporaryDirectory() as work:
         model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora, args.bf16)
