@@ -57,19 +57,20 @@ RECIPE = recipe_table(
             "a KL loss, coefficient 0.001, low_var_kl: k3 clamped to [-10, 10] (core_algos.py:484-489)",
             "TRL's beta 0.001 against the base (also on a carried stream's later chunks); k3 times the "
             "ratio (kl_ratio_weighted; false: k3 alone, theirs), never clamped",
-            "TRL 1.16's default, as the study's records ran; TRL has no clamp",
+            "TRL 1.16's default, as the study's records ran (the three training rows set the authors' way "
+            "moved an adapter 0.1%, docs/measurements/methods.md); TRL has no clamp",
         ),
         (
             "weight decay",
             "0.01 (ppo_trainer.yaml:64)",
             "0 (weight_decay: 0.01, theirs)",
-            "TRL's default, as the study's records ran",
+            "TRL's default, as the study's records ran (see KL)",
         ),
         (
             "dual clip",
             "clip_ratio_c 3 (ppo_trainer.yaml:45)",
             "none (dual_clip: 3, theirs, through TRL's two-sided clip delta: the same cap)",
-            "TRL's default, as the study's records ran",
+            "TRL's default, as the study's records ran (see KL)",
         ),
         ("rollout", "8 prompts (aime.sh:25)", "the same", ""),
         ("updates", "one clipped step per prompt: 8 per rollout (aime.sh:28, 57)", "the same", ""),
