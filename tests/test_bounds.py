@@ -37,12 +37,15 @@ def test_codec_context_is_bounded_by_the_documents_a_split_holds(tmp_path, tiny_
         load_config(config, {"codec_context": 6})
 
 
-def test_train_refuses_prompt_tapts_flags_beside_another_method(tmp_path, data_dir):
-    argv = f"train --task rotten_tomatoes --m 2 --n 6 --data-dir {data_dir} --out {tmp_path / 'a'}"
-    with pytest.raises(
-        SystemExit, match="--epochs, --lr: prompt-tapt's flags, which test-time-rl does not read"
-    ):
-        main([*argv.split(), "--method", "test-time-rl", "--epochs", "0", "--lr", "5"])
+def test_train_reads_another_methods_flags_and_refuses_prompt_tapts(tmp_path, data_dir, capsys):
+    """With --method, train's flags are that method's settings: prompt TAPT's --packing is not one of
+    test-time RL's, and test-time RL's own --lr is held to its own bounds."""
+    argv = f"train --task rotten_tomatoes --m 2 --n 6 --data-dir {data_dir} --out {tmp_path / 'a'}".split()
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--method", "test-time-rl", "--packing"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --packing" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--lr must be above 0.0, got 0"):
+        main([*argv, "--method", "test-time-rl", "--lr", "0"])
     assert not (tmp_path / "a").exists()
 
 
