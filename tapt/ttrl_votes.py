@@ -23,17 +23,23 @@ def answer(completion: str, choices: list[str], last: bool = False) -> int | Non
     return min(found)[2] if found else None
 
 
+def counted(answers: list[int | None], non_answers_vote: bool = False) -> Counter:
+    """The votes: each answer's count, in the order first sampled; 'no answer' (None) among them only with
+    `non_answers_vote`, as TTRL counts it."""
+    return Counter(a for a in answers if non_answers_vote or a is not None)
+
+
 def vote(answers: list[int | None], non_answers_vote: bool = False) -> int | None:
     """The most common answer; a tie goes to the answer sampled first (TTRL's `Counter.most_common`), so
-    no class is favoured; None where no sample named a choice (with `non_answers_vote`, as TTRL counts
-    them: None also where 'no answer' is the most common)."""
-    counts = Counter(a for a in answers if non_answers_vote or a is not None)
+    no class is favoured; None where no sample named a choice (with `non_answers_vote`: None also where
+    'no answer' is the most common)."""
+    counts = counted(answers, non_answers_vote)
     return counts.most_common(1)[0][0] if counts else None
 
 
 def tied(answers: list[int | None], non_answers_vote: bool = False) -> bool:
     """Whether the vote was a tie between two or more answers."""
-    top = Counter(a for a in answers if non_answers_vote or a is not None).most_common(2)
+    top = counted(answers, non_answers_vote).most_common(2)
     return len(top) == 2 and top[0][1] == top[1][1]
 
 

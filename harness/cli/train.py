@@ -13,7 +13,6 @@ from harness.core.settings import from_namespace
 
 def cmd_train(args: argparse.Namespace) -> None:
     from harness.core.models import resolve
-    from tapt import methods
     from tapt.methods.single import TrainArgs
     from tapt.methods.single import train as adapt
 
@@ -24,7 +23,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         )
     train = from_namespace(TrainArgs, args)
     train.base = resolve(train.base)
-    method = methods.find(args.method or methods.for_flow("zero_shot"))
+    method = args.chosen_method  # found once, when the parser took its settings as flags
     rec = adapt(train, method, from_namespace(method.settings, args))
     shown = ("sequences", "tokens", "learned_from", "steps", "final_loss", "seconds_per_step")
     print(
@@ -80,15 +79,13 @@ def cmd_pretrain_text(args: argparse.Namespace) -> None:
 def check_no_clash(method) -> None:
     """A method's setting that shares a name with one of train's own (TrainArgs) is read from that one
     flag: refused unless it is the same setting (the base's form), of the same type."""
-    import dataclasses
     import typing
 
+    from harness.core.settings import field_names
     from tapt.methods.single import TrainArgs
 
     ours, theirs = typing.get_type_hints(TrainArgs), typing.get_type_hints(method.settings)
-    both = {f.name for f in dataclasses.fields(TrainArgs)} & {
-        f.name for f in dataclasses.fields(method.settings)
-    }
+    both = set(field_names(TrainArgs)) & set(field_names(method.settings))
     clash = sorted(k for k in both if ours[k] != theirs[k])
     if clash:
         raise UserError(
@@ -120,6 +117,7 @@ def register(sub, method: str | None = None) -> None:
         "settings are the flags below (`tapt-bench train --method NAME --help` lists another's)",
     )
     p.add_argument("--method-settings", default=None, help=argparse.SUPPRESS)  # refused: the flags are
+    p.set_defaults(chosen_method=chosen)
     check_no_clash(chosen)
     group = p.add_argument_group(f"{chosen.name}'s settings")
     p.flags |= add_settings(group, chosen.settings, skip=set(p.flags))

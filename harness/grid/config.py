@@ -221,14 +221,17 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
     try:
         cfg = read(raw, str(path))
-        cells = run_checks.check_run(cfg)
-    except SettingsError as err:  # named as the user gave it: a flag, else the file's key
-        if err.key in overrides:
-            raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
-        if str(err).startswith(str(path)):  # read's errors name the file already
+    except SettingsError as err:
+        if err.key not in overrides:
             raise
-        where = f"key {err.key!r} {err.problem}" if err.key else str(err)
-        raise SettingsError(f"{path}: {where}", err.key, err.problem) from None
+        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
+    try:
+        cells = run_checks.check_run(cfg)
+    except SettingsError as err:
+        if err.key not in overrides:
+            where = f"key {err.key!r} {err.problem}" if err.key else str(err)
+            raise SettingsError(f"{path}: {where}", err.key, err.problem) from None
+        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
     where = flag("base") if "base" in overrides else f"{path}: key 'base'"  # as the user named it
     try:
         models.check_base(models.resolve(cfg.base))
