@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core import conditions
-from harness.core.errors import SettingsError, UserError, read_json_object
-from harness.core.settings import differences
+from harness.core.errors import UserError, read_json_object
 
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
 OPTIONAL = list(conditions.OPTIONAL)  # a run with the planted leak adds its column after the study's six
@@ -169,69 +168,6 @@ def rebuild(tdir: Path) -> pd.DataFrame:
             tdir / "probabilities.parquet", pd.concat(tables, ignore_index=True).to_parquet(index=False)
         )
     return acc
-
-
-def check_same_settings(sources: list[Path]) -> None:
-    """Refuse shards whose units were made with different settings (per m/n/model folder)."""
-    seen: dict[Path, tuple[str, Path, dict]] = {}
-    for src in sources:
-        for path in sorted(Path(src).glob(UNITS)):
-            folder = path.relative_to(src).parents[2]
-            unit = read_unit(path)
-            tag = unit.get("settings_hash", "not recorded")
-            first = seen.setdefault(folder, (tag, path, unit.get("settings", {})))
-            if first[0] != tag:
-                changed = "\n  ".join(differences(first[2], unit.get("settings", {})))
-                raise SettingsError(
-                    f"cannot merge {folder}: {first[1]} and {path} were made with different settings:\n  "
-                    f"{changed}\nMerge only shards of one config; rerun the odd shard with the "
-                    "others' config."
-                )
-
-
-def merge(sources: list[Path], dest: Path) -> list[Path]:
-    """Combine the finished units of several shard outputs into `dest`; returns the rebuilt task dirs."""
-    missing = [str(s) for s in sources if not Path(s).is_dir()]
-    if missing:
-        raise UserError(f"merge: no such results folder(s) {missing}; name the shards' output dirs")
-    empty = [str(s) for s in sources if not any(Path(s).glob(UNITS))]
-    if empty:
-        raise UserError(
-            f"merge: {empty} hold(s) no finished unit (expected {UNITS}); is it a shard's output dir?"
-        )
-    check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
-    chosen: dict[Path, Path] = {}  # unit (relative) -> the file it is copied from: every clash first
-    for src in [dest, *sources] if Path(dest).exists() else sources:
-        for path in sorted(Path(src).glob(UNITS)):
-            rel = path.relative_to(src)
-            first = chosen.setdefault(rel, path)
-            if not same_unit(first, path):
-                raise UserError(
-                    f"merge: unit {rel} differs between {first} and {path} (not only in its timings): the "
-                    "shards disagree; merge shards of one run, or delete the unit you do not trust"
-                )
-    touched = set()
-    for rel, path in chosen.items():
-        target = Path(dest) / rel
-        if path.resolve() != target.resolve():
-            atomic_write(target.with_suffix(".parquet"), path.with_suffix(".parquet").read_bytes())
-            atomic_write(target, path.read_bytes())
-        touched.add(target.parent.parent)
-    for tdir in sorted(touched):
-        rebuild(tdir)
-    return sorted(touched)
-
-
-def same_unit(a: Path, b: Path) -> bool:
-    """Two records of one unit agree: the same numbers and settings (timings may differ), and the same
-    per-example probabilities."""
-    if a.read_bytes() == b.read_bytes():
-        return True
-    ja, jb = ({k: v for k, v in read_unit(p).items() if k not in PROVENANCE} for p in (a, b))
-    if ja != jb:
-        return False
-    pa, pb = (pd.read_parquet(p.with_suffix(".parquet")) for p in (a, b))
-    return pa.equals(pb)
 
 
 # ---- reading -----------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError
 from harness.grid import run as grid_run
 from harness.grid.config import load_config
-from harness.results import merge
+from harness.grid.merge import merge
 
 MODEL_DIR = "m4/n6/tiny"
 

@@ -159,7 +159,7 @@ def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
-    from harness.results import merge
+    from harness.grid.merge import merge
 
     for tdir in merge([Path(s) for s in args.sources], Path(args.out)):
         print(f"merged {tdir}")
