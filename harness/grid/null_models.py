@@ -3,6 +3,8 @@ test nor extra), kept beside the unit as <task dir>/null/<k>.json and read into 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from contamination.exposure import condition_tests
@@ -18,18 +20,19 @@ def added(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> tuple[
     """The unit's exposure record with its null model's beside the other conditions' (as it was where
     there is none and train is false, or where the null model was not adapted), and why it was not
     adapted (None where it was, or where there is none)."""
-    path = results.null_model_path(grid_run.task_dir(cfg, slug), k)
-    null = record(cfg, slug, k, unit, train, path)
+    tdir = grid_run.task_dir(cfg, slug)
+    null = record(cfg, slug, k, unit, train, tdir)
     if null is None:
         return unit["exposure"], None
     if null.get("not_adapted"):  # the base again, not a model adapted on other text: left out
         return unit["exposure"], null["not_adapted"]
-    return with_null(unit["exposure"], null, cfg.seed, str(path)), None
+    return with_null(unit["exposure"], null, cfg.seed, str(results.null_model_path(tdir, k))), None
 
 
-def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, path) -> dict | None:
+def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, tdir: Path) -> dict | None:
     """The unit's null model (units.null_model) as its exposure scores and training record: read from
-    `path` (<task dir>/null/<k>.json), else trained and written there (None where train is false)."""
+    its file in the unit's task folder `tdir`, else trained and written there (None where train is false)."""
+    path = results.null_model_path(tdir, k)
     if path.is_file():
         null = read_json_object(path, str(path), "delete it to train the null model again")
         if null.get("settings_hash") != unit["settings_hash"]:
@@ -40,7 +43,7 @@ def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, path) ->
         return null
     if not train:
         return None
-    table = pd.read_parquet(results.unit_paths(path.parent.parent, k)[1])
+    table = pd.read_parquet(results.unit_paths(tdir, k)[1])
     step = units.null_model(plan.cell(cfg).unit(slug, k), table[table["condition"] == BASE])
     null = {
         "settings_hash": unit["settings_hash"],
