@@ -221,17 +221,9 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
     try:
         cfg = read(raw, str(path))
-    except SettingsError as err:
-        if err.key not in overrides:
-            raise
-        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
-    try:
         cells = run_checks.check_run(cfg)
     except SettingsError as err:
-        if err.key not in overrides:
-            where = f"key {err.key!r} {err.problem}" if err.key else str(err)
-            raise SettingsError(f"{path}: {where}", err.key, err.problem) from None
-        raise SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem) from None
+        raise as_set(err, path, overrides) from None
     where = flag("base") if "base" in overrides else f"{path}: key 'base'"  # as the user named it
     try:
         models.check_base(models.resolve(cfg.base))
@@ -256,6 +248,16 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
             named = slug in str(err)  # most task errors name their task already
             raise type(err)(f"{path}: {err}" if named else f"{path}: task {slug!r}: {err}") from err
     return cfg
+
+
+def as_set(err: SettingsError, path: Path, overrides: dict) -> SettingsError:
+    """The error named as the user set its key: the flag where one set it, else the config file's key."""
+    if err.key in overrides:
+        return SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem)
+    if str(err).startswith(f"{path}: "):
+        return err
+    where = f"key {err.key!r} {err.problem}" if err.key else str(err)
+    return SettingsError(f"{path}: {where}", err.key, err.problem)
 
 
 def read(raw: dict, source: str) -> GridConfig:
