@@ -284,13 +284,14 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
 
     keys = {"data_dir": str(data_dir)}
     whole = load_config("methods_study", keys)
-    narrowed = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
-    assert narrowed.methods == ["test-time-rl"]  # self-training's settings dropped, its own kept
-    assert narrowed.method_settings == {"test-time-rl": {"answers": "free"}}
+    narrowed = load_config("methods_study", keys | {"methods": ["self-training"]})
+    assert narrowed.methods == ["self-training"]  # prompt TAPT's settings dropped, its own kept
+    assert narrowed.method_settings == {"self-training": {"epochs": 2, "batch_size": 4, "lr": 0.002}}
     hashes = {c.method: c.settings_hash() for c in whole.per_method()}
-    assert [c.settings_hash() for c in narrowed.per_method()] == [hashes["test-time-rl"]]
-    kept = load_config("methods_study", keys | {"methods": ["self-training"]})
-    assert [c.settings_hash() for c in kept.per_method()] == [hashes["self-training"]]
+    assert [c.settings_hash() for c in narrowed.per_method()] == [hashes["self-training"]]
+    kept = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
+    assert kept.method_settings == {}
+    assert [c.settings_hash() for c in kept.per_method()] == [hashes["test-time-rl"]]
     with pytest.raises(
         SettingsError, match=r"names \['prompt-tapt', 'self-training'\], which this run does not use"
     ):
