@@ -37,6 +37,11 @@ class SettingsError(UserError):
         """`KEY PROBLEM`, with the key and the problem kept apart for each entry point to name its way."""
         return cls(f"{key} {problem}", key, problem)
 
+    def at(self, source: str) -> SettingsError:
+        """This error named in `source` (a config file): by its key where one is at fault."""
+        where = f"key {self.key!r} {self.problem}" if self.key else str(self)
+        return SettingsError(f"{source}: {where}", self.key, self.problem)
+
 
 def read_json_object(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     """A JSON file that must hold an object: a UserError naming it (`what`) and `fix` where it does not."""

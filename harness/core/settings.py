@@ -196,8 +196,7 @@ def from_mapping(cls: type[S], raw: Any, source: str) -> S:
     try:
         return cls(**raw)
     except SettingsError as err:
-        where = f"key {err.key!r} {err.problem}" if err.key else str(err)
-        raise SettingsError(f"{source}: {where}", err.key, err.problem) from None
+        raise err.at(source) from None
 
 
 def against(folder: Path, value: Any) -> Any:
