@@ -38,7 +38,10 @@ class SettingsError(UserError):
         return cls(f"{key} {problem}", key, problem)
 
     def at(self, source: str) -> SettingsError:
-        """This error named in `source` (a config file): by its key where one is at fault."""
+        """This error named in `source` (a config file): by its key where one is at fault. One already named
+        there is itself."""
+        if str(self).startswith(f"{source}: "):
+            return self
         where = f"key {self.key!r} {self.problem}" if self.key else str(self)
         return SettingsError(f"{source}: {where}", self.key, self.problem)
 

@@ -254,7 +254,7 @@ def as_set(err: SettingsError, path: Path, overrides: dict) -> SettingsError:
     """The error named as the user set its key: the flag where one set it, else the config file's key."""
     if err.key in overrides:
         return SettingsError(f"{flag(err.key)} {err.problem}", err.key, err.problem)
-    return err if str(err).startswith(f"{path}: ") else err.at(str(path))
+    return err.at(str(path))
 
 
 def read(raw: dict, source: str) -> GridConfig:
