@@ -77,25 +77,40 @@ def random_model(source: str, dest: Path, shape: dict | None = None, mistral: bo
 
 
 class GpuSampler:
-    """nvidia-smi's utilisation and memory, every half second, while a step runs (empty without a GPU)."""
+    """nvidia-smi's utilisation and memory every `every` seconds while a step runs, each sample with its
+    time, and each process's largest memory (empty without a GPU)."""
 
-    def __init__(self) -> None:
+    def __init__(self, every: float = 0.5) -> None:
+        self.every = every
+        self.times: list[float] = []
         self.util: list[float] = []
         self.memory: list[float] = []
+        self.processes: dict[str, float] = {}  # pid: its largest GiB
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
         query = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
-        while not self._stop.wait(0.5):
+        apps = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
+        while not self._stop.wait(self.every):
             try:
                 util, mem = (
                     subprocess.run(query, capture_output=True, text=True).stdout.split("\n")[0].split(",")
                 )
+                listed = subprocess.run(apps, capture_output=True, text=True).stdout.splitlines()
             except (OSError, ValueError):
                 return
+            self.times.append(time.time())
             self.util.append(float(util))
             self.memory.append(float(mem) / 1024)
+            for line in listed:
+                pid, _, used = line.partition(",")
+                if used.strip().isdigit():
+                    self.processes[pid] = max(self.processes.get(pid, 0.0), float(used) / 1024)
+
+    def between(self, start: float, end: float) -> list[float]:
+        """The utilisation samples taken from `start` to `end` (times from time.time())."""
+        return [u for t, u in zip(self.times, self.util) if start <= t <= end]
 
     def __enter__(self):
         if shutil.which("nvidia-smi"):

@@ -58,6 +58,11 @@ def lock_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / f".lock-shard{shard[0]}of{shard[1]}"
 
 
+def shard_locks(mdir: Path) -> list[Path]:
+    """Every shard's lock file in a model folder (lock_path)."""
+    return sorted(mdir.glob(".lock-shard*of*"))
+
+
 def new_log_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / "logs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-shard{shard[0]}of{shard[1]}.log"
 

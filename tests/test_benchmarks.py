@@ -2,6 +2,7 @@
 cannot break one silently. The figures they print mean nothing at this size; only that they print."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ def test_every_benchmark_script_is_covered_here():
         "contamination_control.py",
         "contamination_speed.py",
         "gpu_check.py",
+        "grid_throughput.py",
         "grpo_step.py",
         "prompt_once_speed.py",
         "ray_workers.py",
@@ -83,6 +85,17 @@ def test_the_gpu_checks_cpu_part_passes_every_step_on_a_tiny_model(tmp_path, dat
     )
     assert "5 of 5 steps passed" in shown
     assert "four methods: leak, stream, exposure, CoDeC k 1        0" in shown
+
+
+def test_the_throughput_benchmarks_cpu_part_runs_two_legs_that_predict_alike(tmp_path, data_dir):
+    shown = script(
+        "grid_throughput.py", "--tiny", "--units", "4", "--data-dir", str(data_dir), "--out", str(tmp_path)
+    )
+    assert "steady throughput, chosen over one worker" in shown
+    same = re.search(
+        r"units in both legs: 2, .*: the same prediction on ([\d.]+)%, .* gap ([\d.e+-]+)", shown
+    )
+    assert float(same.group(1)) > 99 and float(same.group(2)) < 1e-4  # threads differ between the legs
 
 
 def test_the_ray_benchmark_runs_a_tiny_config(tmp_path, tiny_llama, data_dir):

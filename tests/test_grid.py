@@ -177,12 +177,18 @@ def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path,
     }
     main(["run", "--config", str(changed), "--no-summary"])  # same settings now: nothing to redo
     assert any("0 units to run of 1" in p.read_text() for p in (out / MODEL_DIR / "logs").glob("*.log"))
-    from harness.grid.workers import run_workers  # workers check the settings once, before any starts
-
-    with pytest.raises(SettingsError, match="made with other settings"):
-        run_workers(
-            ["run"], load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=1)), (0, 1), 2, False
+    before = manifest.read_bytes(), unit.read_bytes()
+    with pytest.raises(SystemExit, match="made with other settings"):  # workers: the same check, once
+        main(
+            [
+                "run",
+                "--config",
+                str(config(tmp_path, tiny_llama, data_dir, out, subsamples=1)),
+                "--workers",
+                "2",
+            ]
         )
+    assert (manifest.read_bytes(), unit.read_bytes()) == before
 
 
 @pytest.mark.xdist_group("lm_eval_index")  # lm-eval's own task index: built once, in one worker

@@ -29,8 +29,12 @@ def test_a_second_run_into_a_folder_and_shard_is_refused_naming_the_first(tmp_pa
         ):
             run(cfg)
         assert not list((tmp_path / "out").rglob("manifest*"))  # refused before anything is written
-        with lock.held(model_dir(cfg), (1, 2)):  # another shard of the same folder runs beside it
+        overlap = pytest.raises(UserError, match="in 1 shard\\(s\\), and this run's shards are 2: the two")
+        with overlap, lock.held(model_dir(cfg), (1, 2)):  # shards of another count overlap this run's units
             pass
+    deletes = pytest.raises(UserError, match="--overwrite would delete units beside it")
+    with lock.held(model_dir(cfg), (0, 2)), lock.held(model_dir(cfg), (1, 2)), deletes:  # shards of one count
+        run(cfg, (0, 1), overwrite=True)
     assert not results.lock_path(model_dir(cfg), (0, 1)).exists()  # given back when the run ends
 
 

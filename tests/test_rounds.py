@@ -59,7 +59,7 @@ def test_a_method_that_meets_the_target_already_runs_nothing_more(monkeypatch):
     assert ran == []
 
 
-def test_rounds_read_the_summary_so_they_run_from_one_process(tmp_path):
-    with pytest.raises(SystemExit, match="--until-mde reads the summary between rounds"):
-        main(["run", "--config", "demo", "--until-mde", "5", "--workers", "2", "--out", str(tmp_path / "o")])
+def test_rounds_read_the_summary_of_every_unit_so_they_take_no_shard(tmp_path):
+    with pytest.raises(SystemExit, match="--until-mde reads the summary of every unit between rounds"):
+        main(["run", "--config", "demo", "--until-mde", "5", "--shard", "0/2", "--out", str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()

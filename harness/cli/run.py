@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -23,8 +24,11 @@ class RunOptions(Settings):
     keep_adapters: bool = option(False, "keep each unit's adapters beside its results")
     overwrite: bool = option(False, "delete finished units made with other settings and recompute them")
     summary: bool = option(True, "print the summary table at the end (--no-summary: skip it)")
-    workers: int = option(
-        1, "processes on this machine, each a shard of this run's units (a small model leaves a GPU idle)"
+    workers: str = option(
+        "auto",
+        "worker processes on this machine, each loading the base once for all its units; auto: on a GPU, "
+        "the first unit runs alone and as many units as its measured memory allows then run side by side "
+        "(at most half the cores), on a CPU one unit at a time in this process",
     )
     threads: int = option(
         0,
@@ -46,30 +50,52 @@ class RunOptions(Settings):
         "0: every unit at once",
     )
     cpus_per_unit: float = option(1.0, "with --ray: CPUs per unit (also its torch threads)")
-    gpus_per_unit: float = option(0.0, "with --ray: GPUs per unit (a fraction shares one GPU among units)")
+    gpus_per_unit: str = option(
+        "0",
+        "with --ray: GPUs per unit (a fraction shares one GPU among units); auto: the first unit takes a "
+        "whole GPU, the rest the fraction its measured peak memory needs",
+    )
 
-    MINIMUM = {"workers": 1, "threads": 0, "cpus_per_unit": 0.0, "gpus_per_unit": 0.0, "until_mde": 0.0}
+    MINIMUM = {"threads": 0, "cpus_per_unit": 0.0, "until_mde": 0.0}
     RAY_ONLY = ("address", "cpus_per_unit", "gpus_per_unit")
 
     def check(self) -> None:
         super().check()
         self.shard_pair()
+        self.worker_count()
+        self.gpu_share()
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         ray_only = ["--" + k.replace("_", "-") for k in self.RAY_ONLY if getattr(self, k) != defaults[k]]
         if ray_only and not self.ray:
             raise SettingsError(f"{', '.join(ray_only)}: used only with --ray; add --ray or drop them")
-        if self.ray and self.workers > 1:
+        if self.ray and self.worker_count() not in (None, 1):
             raise SettingsError("--workers and --ray are two ways to run units side by side; use one")
-        if self.until_mde and (self.workers > 1 or self.shard_pair()[1] > 1):
+        if self.until_mde and self.shard_pair()[1] > 1:
             raise SettingsError(
-                "--until-mde reads the summary between rounds, so it runs every unit from one process: drop "
-                "--workers and --shard (--ray still runs a round's units side by side)"
+                "--until-mde reads the summary of every unit between rounds, so one run holds them all: drop "
+                "--shard (--workers and --ray still run a round's units side by side)"
             )
         if self.ray and self.threads:
             raise SettingsError(
                 "--threads is for runs on this machine; under --ray each unit's torch threads are its "
                 "--cpus-per-unit: set that instead"
             )
+
+    def worker_count(self) -> int | None:
+        """The workers asked for; None: auto."""
+        return None if self.workers == "auto" else whole(self.workers, "--workers")
+
+    def gpu_share(self) -> float | None:
+        """The GPUs a Ray unit asks for; None: auto."""
+        if self.gpus_per_unit == "auto":
+            return None
+        try:
+            share = float(self.gpus_per_unit)
+        except ValueError:
+            share = -1.0
+        if not 0 <= share < float("inf"):
+            raise SettingsError(f"--gpus-per-unit must be auto or a number >= 0, got {self.gpus_per_unit!r}")
+        return share
 
     def shard_pair(self) -> tuple[int, int]:
         try:
@@ -79,6 +105,12 @@ class RunOptions(Settings):
         if not 0 <= i < count:
             raise SettingsError(f"--shard {self.shard}: need 0 <= i < N")
         return i, count
+
+
+def whole(text: str, name: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise SettingsError(f"{name} must be auto or a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def grid_config(config_path: str, args: argparse.Namespace):
@@ -98,21 +130,11 @@ CONFIG_KEYS = (
 
 def cmd_run(args: argparse.Namespace) -> None:
     from harness.grid import plan, run
-    from harness.grid.workers import run_workers
 
     opts = from_namespace(RunOptions, args)
     cfg = grid_config(opts.config, args)
     shard = opts.shard_pair()
-    if opts.workers > 1:
-        run_workers(args.argv, cfg, shard, opts.workers, opts.overwrite)
-    else:
-        execute = None
-        if opts.ray:
-            from harness.grid.on_ray import executor
-
-            execute = executor(
-                address=opts.address, cpus_per_unit=opts.cpus_per_unit, gpus_per_unit=opts.gpus_per_unit
-            )
+    with executor(opts) as execute:
 
         def run_one(cell) -> None:  # planned here, not checked again: load_config checked the whole run
             run.run(plan.cell(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
@@ -127,6 +149,27 @@ def cmd_run(args: argparse.Namespace) -> None:
     if shard[1] == 1 and opts.summary:
         for cell in cfg.cell_configs():
             print_summary(run.model_dir(cell))
+
+
+@contextlib.contextmanager
+def executor(opts: RunOptions):
+    """Where the units run: Ray tasks, worker processes on this machine (their pool lives as long as the
+    command: every cell and round reuses its loaded bases), or one by one in this process (None)."""
+    if opts.ray:
+        from harness.grid.on_ray import executor as on_ray
+
+        yield on_ray(address=opts.address, cpus_per_unit=opts.cpus_per_unit, gpus_per_unit=opts.gpu_share())
+        return
+    import torch
+
+    workers, gpus = opts.worker_count(), torch.cuda.device_count()
+    if workers == 1 or (workers is None and not gpus):
+        yield None
+        return
+    from harness.grid.pool import Pool
+
+    with Pool(workers, opts.threads, gpus) as pool:
+        yield pool.execute
 
 
 def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:

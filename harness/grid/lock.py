@@ -1,6 +1,8 @@
 """One writer per results folder and shard: a run holds a lock file naming its PID, host and start while it
-writes; a second run into the same folder and shard is refused, naming the holder. A lock whose process
-is gone (killed, or the machine restarted) is taken over with a note. Written here because a lock file is
+writes; a second run into the same folder and shard is refused, naming the holder. Runs of one folder
+must also share their shard count (shards of two counts overlap: both would compute the same units), and
+a run that deletes (`--overwrite`) must be the folder's only run. A lock whose process is gone (killed, or
+the machine restarted) is taken over with a note. Written here because a lock file is
 the one kind that works on a cluster's shared disk, where fcntl locks may not."""
 
 from __future__ import annotations
@@ -36,9 +38,37 @@ def holder(path: Path) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def others(mdir: Path, mine: Path) -> list[tuple[Path, dict]]:
+    """The folder's other locks whose run is not known to be gone (one on another host counts)."""
+    found = []
+    for path in results.shard_locks(mdir):
+        other = holder(path)
+        pid = other.get("pid")
+        gone = isinstance(pid, int) and other.get("host") == socket.gethostname() and not alive(pid)
+        if path != mine and not gone:
+            found.append((path, other))
+    return found
+
+
+def beside(mdir: Path, shard: tuple[int, int], mine: Path, alone: bool) -> str:
+    """Why this run cannot write beside the folder's other runs ('' where it can)."""
+    for path, other in others(mdir, mine):
+        who = f"PID {other.get('pid')} on {other.get('host')}, started {other.get('started')} ({path.name})"
+        if alone:
+            return f"another run ({who}) is writing {mdir}, and --overwrite would delete units beside it"
+        count = path.name.rsplit("of", 1)[-1]
+        if count != str(shard[1]):
+            return (
+                f"another run ({who}) is writing {mdir} in {count} shard(s), and this run's shards are "
+                f"{shard[1]}: the two would compute the same units"
+            )
+    return ""
+
+
 @contextlib.contextmanager
-def held(mdir: Path, shard: tuple[int, int]) -> Iterator[Path]:
-    """Hold the lock of `mdir`'s `shard` while the block runs; refuse where another live run holds it."""
+def held(mdir: Path, shard: tuple[int, int], alone: bool = False) -> Iterator[Path]:
+    """Hold the lock of `mdir`'s `shard` while the block runs; refuse where another live run holds it, where
+    a live run of another shard count writes the folder, or (`alone`: the run deletes) where any does."""
     path = results.lock_path(mdir, shard)
     path.parent.mkdir(parents=True, exist_ok=True)
     me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -66,6 +96,10 @@ def held(mdir: Path, shard: tuple[int, int]) -> Iterator[Path]:
         break
     else:
         raise UserError(f"could not take the lock {path}; delete it if no run is writing {mdir}")
+    problem = beside(mdir, shard, path, alone)  # each run checks after taking its own: one of two sees both
+    if problem:
+        path.unlink(missing_ok=True)
+        raise UserError(f"{problem}; wait for it to end, or write to another --out")
     try:
         yield path
     finally:

@@ -18,6 +18,7 @@ import sys
 from harness.core.errors import UserError
 from harness.grid import plan
 from harness.grid.config import GridConfig
+from harness.grid.pool import Memory, fits, measure
 from harness.grid.units import Unit, compute_unit, log
 
 RETRIES = 3  # Ray reruns a unit whose worker process died this many times before the run fails
@@ -33,8 +34,11 @@ def ray_module():
     return ray
 
 
-def unit_task(cfg: GridConfig, slug: str, k: int, keep_adapters: bool, threads: int) -> Unit:
-    """One unit in a Ray worker; its log lines go to stderr, which Ray forwards to the driver's run log."""
+def unit_task(
+    cfg: GridConfig, slug: str, k: int, keep_adapters: bool, threads: int, alone: bool = False
+) -> tuple[Unit, Memory | None]:
+    """One unit in a Ray worker, and its GPU memory (harness/grid/pool.py measure; `alone`: the only unit on
+    its GPU); its log lines go to stderr, which Ray forwards to the driver's run log."""
     import torch
 
     torch.set_num_threads(threads)
@@ -44,17 +48,26 @@ def unit_task(cfg: GridConfig, slug: str, k: int, keep_adapters: bool, threads: 
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     log.info("%s subsample %d: start in worker pid %d", slug, k, os.getpid())
-    return compute_unit(
-        plan.cell(cfg).unit(slug, k), keep_adapters
-    )  # the cell's keys travel, not its plug-ins
+    unit = compute_unit(plan.cell(cfg).unit(slug, k), keep_adapters)  # the cell's keys travel, not plug-ins
+    return unit, measure(alone)
 
 
-def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float):
+def gpu_fraction(memory: Memory) -> float:
+    """The share of a GPU a unit asks for from its measured memory: 1/k, k the units that fit in one card
+    with pool.MARGIN left free (Ray packs fractions that add up to 1 best)."""
+    per_card, _, _ = fits(memory.peak + (memory.outside or 0.0), memory.total, cores=2**30)
+    return 1.0 / per_card
+
+
+def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float | None):
     """A `run.run` executor that runs the units as Ray tasks and yields each as it finishes.
 
     Connects to `address` (a running cluster, e.g. `auto`), else to the Ray instance this process
-    already started, else starts a local one on this machine's CPUs and GPUs."""
+    already started, else starts a local one on this machine's CPUs and GPUs. `gpus_per_unit` None
+    (auto): on a cluster with GPUs the first unit runs alone on a whole GPU, and every later unit asks
+    for the share of a GPU its measured memory needs (gpu_fraction); without GPUs, none."""
     ray = ray_module()
+    share = {"gpus": gpus_per_unit}
 
     def execute(cell: plan.Cell, pending: list[plan.Planned], keep_adapters: bool):
         if not pending:
@@ -64,24 +77,34 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float)
         )  # the forwarded worker lines go to the run log: no colours
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=True)
-        task = ray.remote(num_cpus=cpus_per_unit, num_gpus=gpus_per_unit, max_retries=RETRIES, max_calls=0)(
-            unit_task
-        )
-        threads = max(1, int(cpus_per_unit))
-        running = {
-            task.remote(cell.config, u.slug, u.k, keep_adapters, threads): (u.slug, u.k) for u in pending
-        }
+        if share["gpus"] is None and not ray.cluster_resources().get("GPU"):
+            share["gpus"] = 0.0
+        threads, todo = max(1, int(cpus_per_unit)), list(pending)
+
+        def submit(units, gpus: float, alone: bool = False) -> dict:
+            task = ray.remote(num_cpus=cpus_per_unit, num_gpus=gpus, max_retries=RETRIES, max_calls=0)
+            return {
+                task(unit_task).remote(cell.config, u.slug, u.k, keep_adapters, threads, alone): (u.slug, u.k)
+                for u in units
+            }
+
+        running = submit(todo[:1], 1.0, alone=True) if share["gpus"] is None else submit(todo, share["gpus"])
         try:
             while running:
                 done, _ = ray.wait(list(running), num_returns=1)
                 slug, k = running.pop(done[0])
                 try:
-                    yield ray.get(done[0])
+                    unit, memory = ray.get(done[0])
                 except ray.exceptions.RayError as err:
                     raise UserError(
                         f"unit {slug} subsample {k} failed on Ray ({type(err).__name__}): {err}\n"
                         "Finished units are kept; the same command reruns the rest."
                     ) from err
+                if share["gpus"] is None:  # the first unit, alone on its GPU: the rest ask for its share
+                    share["gpus"] = gpu_fraction(memory) if memory else 1.0
+                    log.info("--gpus-per-unit auto: each unit asks for %.3g of a GPU", share["gpus"])
+                    running |= submit(todo[1:], share["gpus"])
+                yield unit
         finally:
             for ref in running:  # stop what is still queued or running: a rerun starts it again
                 ray.cancel(ref, force=True)

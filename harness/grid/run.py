@@ -168,7 +168,7 @@ def run(
             f"run takes one cell and one method, and this config has {len(cells)}: run each of its "
             "cell_configs()"
         )
-    with lock.held(cells[0].folder, shard):  # one writer per folder and shard
+    with lock.held(cells[0].folder, shard, alone=overwrite):  # before any check or deletion
         return locked_run(cells[0], shard, keep_adapters, overwrite, execute, threads)
 
 

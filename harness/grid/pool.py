@@ -1,0 +1,312 @@
+"""`--workers`: a grid's units in worker processes on this machine. Each worker loads the base once and
+keeps it for every unit it runs. This process hands the units out one at a time and writes every result,
+under the run's one lock, while the workers compute the next units.
+
+`--workers auto` on a GPU sizes itself from measurement. The first unit runs alone; its worker reads the
+unit's peak GPU memory (the allocator's peak, plus what the process holds outside it: the CUDA context and
+the libraries' buffers). Then as many workers start as fit in the card, leaving a margin, and at most half
+the cores: a unit's host work (Python, the kernel launches) keeps a core busy. A later unit that needs more
+memory retires a worker; a unit that runs out of memory is retried on the workers left. On a CPU, auto is
+one unit at a time in this process, as a plain run is.
+
+Written here, not with concurrent.futures: its pool cannot grow after a first task, retire one worker, or
+tell which worker ran out of memory."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import multiprocessing
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from harness.core import threads as thread_count
+from harness.core.errors import UserError
+from harness.grid import plan
+from harness.grid.base_model import LOADED, loaded_base
+from harness.grid.units import Unit, compute_unit, log
+
+MARGIN = 0.10  # the share of a GPU's memory kept free: units differ in their longest prompts
+SPAWN = multiprocessing.get_context("spawn")  # a forked child cannot use CUDA
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One unit's GPU memory as its worker measured it, in GiB: the allocator's peak over the unit, what
+    the process holds outside the allocator (only where the worker ran alone: None otherwise), the card's
+    total and its name."""
+
+    peak: float
+    outside: float | None
+    total: float
+    name: str
+
+
+def measure(alone: bool) -> Memory | None:
+    """This process's GPU memory over the unit just run (None on a CPU); resets the peak for the next."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    free, total = torch.cuda.mem_get_info()
+    outside = (total - free - torch.cuda.memory_reserved()) / GIB if alone else None
+    peak = torch.cuda.max_memory_reserved() / GIB
+    torch.cuda.reset_peak_memory_stats()
+    return Memory(peak, outside, total / GIB, torch.cuda.get_device_name())
+
+
+def fits(footprint: float, total: float, cores: int, gpus: int = 1) -> tuple[int, int, int]:
+    """(workers, how many the memory allows, how many the cores allow) for units of `footprint` GiB each on
+    `gpus` cards of `total` GiB."""
+    by_memory = max(1, math.floor(total * (1 - MARGIN) / footprint)) * gpus
+    by_cores = max(1, cores // 2)
+    return min(by_memory, by_cores), by_memory, by_cores
+
+
+def mps_note() -> str:
+    """Whether the NVIDIA multi-process service runs here, and what it changes for the workers."""
+    pipe = os.path.join(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), "control")
+    if os.path.exists(pipe):
+        return "the NVIDIA multi-process service is running: the workers' kernels share the GPU side by side"
+    return (
+        "the NVIDIA multi-process service is not running: the workers' kernels take turns on the GPU "
+        "(time slices); with it (nvidia-cuda-mps-control -d) their small kernels could run side by side"
+    )
+
+
+def is_oom(err: BaseException) -> bool:
+    return type(err).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(err)
+
+
+def orphaned_exit(parent: int) -> None:
+    """End this worker as soon as the process that started it is gone (killed, say): a unit it computes
+    then has no one to write it."""
+    while os.getppid() == parent:
+        time.sleep(2.0)
+    os._exit(1)
+
+
+def serve(index: int, jobs, done, parent: int) -> None:
+    """A worker: computes each unit it is handed, until it is handed None. Its printing goes to the log
+    file each job names (the run's)."""
+    threading.Thread(target=orphaned_exit, args=(parent,), daemon=True).start()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    into, alone = None, index == 0
+    while (job := jobs.get()) is not None:
+        cfg, slug, k, keep_adapters, threads, logfile, alone = job
+        if logfile and logfile != into:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            fd = os.open(logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            into = logfile
+        threads = thread_count.use(threads)
+        log.info(
+            "%s subsample %d: start in worker %d (pid %d), %d torch thread(s)",
+            slug,
+            k,
+            index,
+            os.getpid(),
+            threads,
+        )
+        try:
+            base_first(cfg)
+            unit = compute_unit(plan.cell(cfg).unit(slug, k), keep_adapters)
+        except BaseException as err:  # reported, not raised: this process decides what follows
+            done.put(
+                (
+                    index,
+                    slug,
+                    k,
+                    "oom" if is_oom(err) else "failed",
+                    f"{type(err).__name__}: {err}",
+                    traceback.format_exc(),
+                )
+            )
+            if isinstance(err, KeyboardInterrupt):
+                return
+            free_gpu_memory()
+            continue
+        done.put((index, slug, k, "done", unit, measure(alone)))
+
+
+def base_first(cfg) -> None:
+    """Load the zero-shot base before this worker's first unit, then forget the peak its loading passed
+    through (transformers holds a layer's full-precision weights while it quantises them): a unit's peak
+    is what the unit needs beside the loaded base."""
+    if cfg.flow != "zero_shot" or LOADED.base is not None:
+        return
+    loaded_base(cfg)
+    free_gpu_memory()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def free_gpu_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+@contextlib.contextmanager
+def visible_card(index: int, gpus: int) -> Iterator[None]:
+    """The environment a worker starts in: on a machine of several cards, worker `index` sees one of them,
+    round robin (of those CUDA_VISIBLE_DEVICES lists, where it is set)."""
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if gpus > 1:
+        cards = before.split(",") if before else [str(i) for i in range(gpus)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = cards[index % len(cards)]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+def run_log() -> str | None:
+    """The run's log file: the grid logger's file handler (harness/grid/run.py start_log)."""
+    files = [h.baseFilename for h in log.handlers if isinstance(h, logging.FileHandler)]
+    return files[-1] if files else None
+
+
+class Pool:
+    """Worker processes that outlive a run's cells and rounds: `execute` is a run.run executor. `workers`:
+    a fixed count, or None to size them on a GPU from the first unit's memory. Close it (a `with` block)."""
+
+    def __init__(self, workers: int | None, threads: int = 0, gpus: int = 1) -> None:
+        self.want, self.threads, self.gpus = workers, threads, max(1, gpus)
+        self.jobs: dict[int, object] = {}
+        self.procs: dict[int, multiprocessing.Process] = {}
+        self.done = SPAWN.Queue()
+        self.size = workers  # auto: None until the first unit's memory is read
+        self.footprint = 0.0  # the largest unit's GiB, the memory outside the allocator included
+        self.outside: float | None = None
+        self.count = 0
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(kill=exc[0] is not None)
+
+    def start(self, workers: int) -> None:
+        for _ in range(workers):
+            index, self.count = self.count, self.count + 1
+            jobs = SPAWN.Queue()
+            proc = SPAWN.Process(target=serve, args=(index, jobs, self.done, os.getpid()), daemon=True)
+            with visible_card(index, self.gpus):
+                proc.start()
+            self.jobs[index], self.procs[index] = jobs, proc
+
+    def retire(self, index: int) -> None:
+        self.jobs.pop(index).put(None)
+        self.procs.pop(index).join(timeout=60)
+
+    def close(self, kill: bool = False) -> None:
+        for index in list(self.procs):
+            if kill:
+                self.procs[index].terminate()
+                self.procs.pop(index).join(timeout=10)
+                self.jobs.pop(index)
+            else:
+                self.retire(index)
+
+    def execute(self, cell: plan.Cell, pending: list[plan.Planned], keep_adapters: bool) -> Iterator[Unit]:
+        """Each unit of `pending` on the next free worker; yields them as they finish."""
+        todo, busy = deque(pending), {}
+        self.start(min(self.size or 1, len(todo)) - len(self.procs))  # none beyond the units to run
+        try:
+            while todo or busy:
+                for index in [i for i in self.procs if i not in busy]:
+                    if todo:
+                        busy[index] = todo.popleft()
+                        self.send(index, cell, busy[index], keep_adapters)
+                index, slug, k, status, payload, extra = self.receive(busy)
+                unit = busy.pop(index)
+                if status == "done":
+                    self.account(index, extra, len(todo) + len(busy))
+                    yield payload
+                elif status == "oom" and len(self.procs) > 1:
+                    self.retire(index)
+                    todo.appendleft(unit)
+                    log.warning(
+                        "%s subsample %d ran out of GPU memory: retried with %d workers",
+                        slug,
+                        k,
+                        len(self.procs),
+                    )
+                else:
+                    print(extra, file=sys.stderr)
+                    raise UserError(
+                        f"unit {slug} subsample {k} failed in a worker: {payload}\n(its traceback is in the "
+                        "run's log) Finished units are kept; the same command reruns the rest."
+                    )
+        except BaseException:
+            self.close(kill=True)  # units in flight are lost; a rerun computes them
+            raise
+
+    def send(self, index: int, cell: plan.Cell, unit: plan.Planned, keep_adapters: bool) -> None:
+        threads = self.threads or max(1, thread_count.cores() // len(self.procs))
+        alone = len(self.procs) == 1 and self.outside is None
+        self.jobs[index].put((cell.config, unit.slug, unit.k, keep_adapters, threads, run_log(), alone))
+
+    def receive(self, busy: dict) -> tuple:
+        """The next finished unit's message; a worker that died instead stops the run, naming its unit."""
+        while True:
+            try:
+                return self.done.get(timeout=1.0)
+            except queue.Empty:
+                for index, unit in busy.items():
+                    if not self.procs[index].is_alive():
+                        code = self.procs[index].exitcode
+                        raise UserError(
+                            f"the worker computing {unit.slug} subsample {unit.k} died (exit code {code}); "
+                            "finished units are kept; the same command reruns the rest"
+                        ) from None
+
+    def account(self, index: int, memory: Memory | None, left: int) -> None:
+        """With auto, size the workers from the first unit's memory (`left`: the units still to run or
+        running), and retire one where a later unit needed more."""
+        if self.want is not None or memory is None:
+            return
+        if memory.outside is not None:
+            self.outside = memory.outside
+        self.footprint = max(self.footprint, memory.peak + (self.outside or 0.0))
+        workers, by_memory, by_cores = fits(self.footprint, memory.total, thread_count.cores(), self.gpus)
+        if self.size is None:  # the first unit, run alone
+            self.size = workers
+            log.info(
+                "workers auto: a unit's peak GPU memory %.1f GiB of %.1f (%s): %d units in flight (memory "
+                "for %d, cores for %d); %s",
+                self.footprint,
+                memory.total,
+                memory.name,
+                workers,
+                by_memory,
+                by_cores,
+                mps_note(),
+            )
+            self.start(min(workers, len(self.procs) + left) - len(self.procs))
+        elif len(self.procs) > workers:
+            self.size = workers
+            log.warning("a unit's peak GPU memory %.1f GiB: %d workers from now on", self.footprint, workers)
+            self.retire(index)
