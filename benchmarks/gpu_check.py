@@ -285,10 +285,28 @@ def stage_seconds(out: Path) -> str:
     return ", ".join(f"{k} {v:.1f}" for k, v in seconds.items())
 
 
+def checked(a: GpuCheckArgs) -> str:
+    """The model folder whose config and tokenizer the check takes, once it and the task are known to
+    exist: before any step runs, one line naming the flag."""
+    from harness.core.errors import UserError
+    from harness.tasks.protocol import find_spec
+
+    try:
+        source = models.resolve(a.config_from)
+        models.check_base(source, "--config-from")
+    except UserError as err:
+        sys.exit(f"error: {str(err).splitlines()[0]}")
+    try:
+        find_spec(a.task)
+    except UserError:
+        sys.exit(f"error: --task {a.task!r} is not a shipped task; `tapt-bench tasks list` names them")
+    return source
+
+
 def main() -> None:
     a = parse_script(GpuCheckArgs, __doc__)
     out = Path(a.out)
-    source = models.resolve(a.config_from)
+    source = checked(a)
     gpu = torch.cuda.is_available()
     print(
         f"device {models.device()}{f' ({torch.cuda.get_device_name()})' if gpu else ''}, "

@@ -34,7 +34,7 @@ import pandas as pd
 from contamination.doc_scores import Score
 from contamination.exposure import BUILT_IN_COLUMNS, two_sample
 from harness.core import conditions
-from harness.core.plugins import load_attr, load_entry_points
+from harness.core.plugins import called, load_attr, load_entry_points, real
 from harness.core.power import ALPHA, clustered_wilson, wilson
 
 TEXT, LABELS = "text", "labels"
@@ -164,9 +164,10 @@ def unit_pvalues(record: dict, texts: list[str]) -> list[dict]:
     rows = []
     for name, det in DETECTORS.items():
         for cond in record["tests"]:
-            p = det.pvalue(record, cond, texts)
+            p = called("detector", name, det.pvalue, record, cond, texts)
             if p is not None:
-                rows.append({"detector": name, "condition": cond, "p": float(p)})
+                p = real("detector", name, det.pvalue, p, 0.0, 1.0)  # a p-value
+                rows.append({"detector": name, "condition": cond, "p": p})
     return rows
 
 

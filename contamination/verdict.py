@@ -85,8 +85,9 @@ def verdict(result: dict) -> list[str]:
             lines.append(f"{what}: SEEN (p {r['p_test']:.4g} <= {a}){caveat}")
         elif r["p_extra"] <= a:
             lines.append(
-                f"{what}: not seen; the {stat.seen} of the reference {reference} WERE "
-                f"(p {r['p_extra']:.4g} <= {a}): the model saw the reference{caveat}"
+                f"{what}: not seen; the {stat.seen} of the reference {reference} read as seen (p "
+                f"{r['p_extra']:.4g} <= {a}; a reference the model never saw reads so in {a:.0%} of checks)"
+                f"{caveat}"
             )
         else:
             lines.append(

@@ -13,6 +13,7 @@ tables are rebuilt from the finished units, so a killed run loses at most the un
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -89,7 +90,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         tmp.write_bytes(data)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)  # no stray temporary file beside the output
+        with contextlib.suppress(OSError):  # a read-only folder refuses even this: the write's error counts
+            tmp.unlink(missing_ok=True)  # no stray temporary file beside the output
         raise
 
 

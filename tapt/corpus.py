@@ -18,6 +18,7 @@ from harness.tasks.protocol import Spec, SplitSettings, answered
 class TaptInput(SplitSettings, ModelSettings):
     """Which unlabeled texts a TAPT run trains on, from which base, into which output."""
 
+    HOME = ("out",)
     out: str = option(help="output dir (written atomically: staged, then moved into place)")
     overwrite: bool = option(False, "replace an existing output dir")
     leak: bool = option(

@@ -9,6 +9,7 @@ the error sees it as before.
 """
 
 import dataclasses
+import difflib
 
 import datasets
 
@@ -25,12 +26,25 @@ METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
 print_user_errors("lm_eval")
 
 
+def misspelt(kwargs: dict, task: str) -> None:
+    """Refuse a key that reads as a misspelt --metadata key (`subsampel`): lm-eval passes the model's own
+    arguments here too, so a key unknown to the task is refused only where it is near one of ours."""
+    for key in sorted(set(kwargs) - FACTS - METADATA):
+        near = difflib.get_close_matches(key, sorted(METADATA), n=1, cutoff=0.75)
+        if near:
+            raise UserError(
+                f"task {task}: unknown --metadata key {key!r}; did you mean {near[0]!r}? (the keys: "
+                f"{', '.join(sorted(METADATA))})"
+            )
+
+
 def load_docs(**kwargs) -> datasets.DatasetDict:
     """`test`: the docs of metadata `split` (default: the test subsample); `train`: the labeled
     train subsample."""
     source = kwargs.get("config_source", "task YAML")
     spec = TaskSpec.from_kwargs({k: v for k, v in kwargs.items() if k in FACTS}, source)
     given = {k: v for k, v in kwargs.items() if k in METADATA}
+    misspelt(kwargs, spec.task_name)
     try:
         sample = SplitSettings(task=spec.slug, **given)
         if sample.chat_model is None and sample.prompt_format == "chat":  # the scored model's template

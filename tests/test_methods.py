@@ -440,7 +440,8 @@ def test_tlm_online_trains_the_carried_adapter_on_weighted_by_the_current_model(
                 for i in ids
             ]
     assert min(abs(a - b) for a, b in zip(on, off)) > 1e-3  # the carried adapter moved the perplexities
-    frozen = tlm.TlmSettings(threshold=0.0, lr=0.0)  # lr 0: the model each weight is read from stays put
+    frozen = tlm.TlmSettings(threshold=0.0, lr=0.05)
+    frozen.lr = 0.0  # lr 0 (which a user's setting may not be): the model each weight is read from stays put
     two = tlm.adapt(Inputs(current, tok, spec, docs[2:], frozen, 0, tmp_path / "b", online=True))
     assert two.model is current
     got = sorted(w for step in two.record["weights"] for w in step)

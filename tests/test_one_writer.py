@@ -49,7 +49,9 @@ def test_a_lock_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
         assert json.loads(path.read_text())["pid"] == os.getpid()
     assert f"took over {path}: its run (PID {pid} on" in capsys.readouterr().err
     path.write_text(json.dumps({"pid": pid, "host": "another-machine", "started": "2026-01-01 00:00:00"}))
-    refused = pytest.raises(UserError, match="another-machine.*if that run has ended, delete the file")
+    refused = pytest.raises(
+        UserError, match="another-machine.*if no run is writing there .*delete the lock file"
+    )
     with refused, lock.held(tmp_path, (0, 1)):
         pass
 

@@ -16,10 +16,14 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     load_statistics(args.statistics)
     root = Path(args.results)
-    out = Path(args.out or root / "report.html")
+    out = Path(args.out or root / "report.html").expanduser()
     problem = file_problem(out) if args.out else None
     if problem:
         raise UserError(f"--out: {problem}")
+    if out.is_file() and report.TITLE.encode() not in out.read_bytes()[:300]:
+        raise UserError(
+            f"{out} exists and is not a tapt-bench report: name another file with --out, or remove it"
+        )
     df = collect(root)  # a clear error for a folder without results, before anything is written
     fits = None
     if args.analysis:
@@ -40,7 +44,12 @@ def cmd_report(args: argparse.Namespace) -> None:
             f"report: a value of the wrong form in {inputs} ({type(err).__name__}: {err}); write them "
             "again with the command that makes them (`tapt-bench analyze`, `contamination calibrate`)"
         ) from None
-    atomic_write(out, page)
+    try:
+        atomic_write(out, page)
+    except OSError as err:
+        raise UserError(
+            f"cannot write {out} ({err.strerror}); pass --out with a file you can write"
+        ) from None
     print(f"report: {out} ({len(page) / 1024:.0f} KiB)")
 
 

@@ -57,6 +57,11 @@ def read_json_object(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     return value
 
 
+def tracebacks() -> bool:
+    """Whether TAPT_BENCH_TRACEBACK asks for tracebacks: 1, true or yes (0, false, no or unset: one line)."""
+    return os.environ.get("TAPT_BENCH_TRACEBACK", "").strip().lower() in ("1", "true", "yes")
+
+
 def print_user_errors(program: str) -> None:
     """In a process whose own entry point is not ours (lm_eval), print an uncaught UserError as one line
     `PROGRAM: error: MESSAGE` instead of a traceback (TAPT_BENCH_TRACEBACK=1 shows it); every other
@@ -66,7 +71,7 @@ def print_user_errors(program: str) -> None:
     previous = sys.excepthook
 
     def hook(kind, error, traceback):
-        if issubclass(kind, UserError) and not os.environ.get("TAPT_BENCH_TRACEBACK"):
+        if issubclass(kind, UserError) and not tracebacks():
             print(f"{program}: error: {error}", file=sys.stderr)
         else:
             previous(kind, error, traceback)

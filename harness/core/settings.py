@@ -116,6 +116,7 @@ class Settings:
     ABOVE: ClassVar[dict[str, float]] = {}  # strict lower bounds
     BELOW: ClassVar[dict[str, float]] = {}  # strict upper bounds
     PATHS: ClassVar[tuple[str, ...]] = ()
+    HOME: ClassVar[tuple[str, ...]] = ()  # further fields that are paths: `~` expanded, as in PATHS
     RECORD: ClassVar[dict[str, Any]] = {}
     PARTS: ClassVar[dict[str, str]] = {}
 
@@ -126,8 +127,11 @@ class Settings:
             (merged(type(self), "ABOVE"), lambda v, b: v > b, "above"),
             (merged(type(self), "BELOW"), lambda v, b: v < b, "below"),
         ]
+        paths = {*merged(type(self), "PATHS"), *merged(type(self), "HOME")}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in paths:
+                value = expanded(value)
             ok, converted = conform(value, hints[f.name])
             if not ok:
                 problem = f"must be {describe(hints[f.name])}, got {value!r}"
@@ -178,14 +182,17 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def from_mapping(cls: type[S], raw: Any, source: str) -> S:
-    """Build `cls` from a config mapping (a parsed YAML file), naming `source` and the key in errors."""
+def from_mapping(cls: type[S], raw: Any, source: str, hidden: tuple[str, ...] = ()) -> S:
+    """Build `cls` from a config mapping (a parsed YAML file), naming `source` and the key in errors;
+    `hidden`: keys set elsewhere, left out of the keys an unknown one's error lists."""
     if not isinstance(raw, dict):
         raise SettingsError(f"{source}: a config is a mapping of keys to values, got {type(raw).__name__}")
     known = field_names(cls)
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise SettingsError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(known)}")
+        raise SettingsError(
+            f"{source}: unknown key(s) {unknown}; allowed: {sorted(set(known) - set(hidden))}"
+        )
     missing = [
         f.name
         for f in fields_of(cls)
@@ -199,10 +206,18 @@ def from_mapping(cls: type[S], raw: Any, source: str) -> S:
         raise err.at(source) from None
 
 
+def expanded(value: Any) -> Any:
+    """A path (or each of a list of them) with a leading `~` read as the home folder, as a shell does."""
+    if isinstance(value, list):
+        return [expanded(v) for v in value]
+    return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~") else value
+
+
 def against(folder: Path, value: Any) -> Any:
     """A relative path (or each of a list of them) resolved against `folder`; other values as given."""
     if isinstance(value, list):
         return [against(folder, v) for v in value]
+    value = expanded(value)
     if isinstance(value, str) and not Path(value).is_absolute():
         return str((folder / value).resolve())
     return value

@@ -140,7 +140,8 @@ class GridConfig(Sections):
         own = field_names(method.settings)
         base = {k: v for k, v in dataclasses.asdict(self.form).items() if k in own}
         try:
-            return method.configured(base | values, method.name)
+            hidden = tuple(k for k in study_layout.FORM if k != "bf16")  # top-level keys
+            return method.configured(base | values, method.name, hidden)
         except SettingsError as err:
             if slug and err.key in study_layout.task_keys(method.settings, self.task_overrides.get(slug, {})):
                 raise SettingsError.of("task_overrides", f"{slug}.{err.key}: {err.problem}") from None
@@ -246,8 +247,13 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
                 draw_rows(spec, cell, 0)
         except UserError as err:
             named = slug in str(err)  # most task errors name their task already
-            raise type(err)(f"{path}: {err}" if named else f"{path}: task {slug!r}: {err}") from err
+            flags = [flag(k) for k in TASK_KEYS if k in overrides]  # what the user set on the command line
+            where = f"{', '.join(flags)} (over {path})" if flags else str(path)
+            raise type(err)(f"{where}: {err}" if named else f"{where}: task {slug!r}: {err}") from err
     return cfg
+
+
+TASK_KEYS = ("tasks", "m", "n", "cells", "data_dir", "include_path", "flow")  # what a task's check reads
 
 
 def as_set(err: SettingsError, path: Path, overrides: dict) -> SettingsError:

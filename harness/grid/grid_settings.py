@@ -34,6 +34,7 @@ class GridSettings(Settings):
     RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
     # the first stream restarted from the base each chunk: its results keep their hash (since)
     RECORD |= {"stream_mode": since("restart"), "stream_chunk_size": WHEN_SET}
+    HOME = ("out",)
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
     PARTS |= {"stream_mode": STREAM, "stream_chunk_size": STREAM}
 
@@ -131,6 +132,9 @@ class GridSettings(Settings):
         self.conditions = [c for c in conditions.ALL if c in self.conditions]
         if not self.tasks:
             raise SettingsError.of("tasks", "is empty: name at least one task (see `tapt-bench tasks list`)")
+        twice = sorted({t for t in self.tasks if self.tasks.count(t) > 1})
+        if twice:
+            raise SettingsError.of("tasks", f"names {', '.join(twice)} more than once: name each task once")
         if self.methods and self.method:
             problem = (
                 f"and methods are both set ({self.method!r}, {self.methods}); name every method in methods"

@@ -86,10 +86,10 @@ def held(mdir: Path, shard: tuple[int, int], alone: bool = False) -> Iterator[Pa
             if not other:  # being written by a run starting this moment
                 time.sleep(0.2)
                 continue
-            elsewhere = "" if host == me["host"] else "; if that run has ended, delete the file"
             raise UserError(
                 f"another run ({who}) is writing {mdir} shard {shard[0]}/{shard[1]} (lock {path}); wait "
-                f"for it to end, or write to another --out{elsewhere}"
+                "for it to end, or write to another --out; if no run is writing there (the run ended on "
+                "another machine, or its PID now belongs to another program), delete the lock file"
             ) from None
         with os.fdopen(fd, "w") as f:
             json.dump(me, f)

@@ -31,7 +31,8 @@ class ClassifierSettings(Settings):
     """How the head and the LM are fine-tuned on `train` (the study: 3 epochs, batch 16, AdamW at
     transformers' default learning rate 5e-5)."""
 
-    MINIMUM = {"clf_epochs": 0.0, "clf_batch_size": 1, "clf_lr": 0.0}
+    MINIMUM = {"clf_epochs": 0.0, "clf_batch_size": 1}
+    ABOVE = {"clf_lr": 0.0}  # an lr of 0 trains nothing
 
     clf_epochs: float = option(3.0, "classifier fine-tuning epochs on train")
     clf_batch_size: int = option(16, "classifier fine-tuning batch size")

@@ -93,13 +93,34 @@ def base_of(peft) -> str:
     return adapter_base(peft)
 
 
+def weights_print(folder: str) -> tuple | None:
+    """What identifies a local model folder's weights: its config, and each weight file's name, size and the
+    SHA-256 of its first MiB (its header and first tensors); None for a hub id."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    path = Path(folder).expanduser()
+    if not (path / "config.json").is_file():
+        return None
+    files = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+    heads = []
+    for f in files:
+        with open(f, "rb") as handle:
+            heads.append((f.name, f.stat().st_size, hashlib.sha256(handle.read(2**20)).hexdigest()))
+    return json.loads((path / "config.json").read_text()), heads
+
+
 def same_base(pretrained: str, peft) -> None:
-    """An adapter given beside pretrained= must have been trained on it (the same folder or name); one of
-    another base fails deep inside PEFT."""
+    """An adapter given beside pretrained= must have been trained on it: the same folder or name, or a copy
+    of its folder (the same config and weight files); one of another base fails deep inside PEFT."""
     from pathlib import Path
 
     trained_on = base_of(peft)
     if Path(trained_on.rstrip("/")).name == Path(pretrained.rstrip("/")).name:
+        return
+    ours = weights_print(trained_on)
+    if ours is not None and ours == weights_print(pretrained):
         return
     from harness.core.errors import UserError
 

@@ -22,6 +22,8 @@ from harness.stats.sampling import FitSettings, diagnostics, refit_target_accept
 class AnalysisSettings(FitSettings):
     """`tapt-bench analyze`: which cells and effects to fit, and what to write."""
 
+    HOME = ("out",)
+
     MINIMUM = {"subsamples": 1}
 
     effect: Literal["both", "bias", "boost"] = option("both", "bias: test vs extra; boost: extra vs base")

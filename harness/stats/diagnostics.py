@@ -41,6 +41,20 @@ def number(value) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def movement(record: dict) -> dict[str, float]:
+    """How far the condition's model moved from the base (its record's `moved`): the norm of the weight
+    change its LoRA layers add and how many of them add one, or how many of the base's tensors changed."""
+    moved = record.get("moved")
+    if not isinstance(moved, dict):
+        return {}
+    if "norm" in moved:
+        return {
+            "moved (norm)": number(moved["norm"]),
+            "layers moved": number(moved["layers"] - moved["unmoved_layers"]),
+        }
+    return {"tensors changed": number(moved.get("changed_tensors"))}
+
+
 def method_records(root: str | Path) -> pd.DataFrame:
     """One row per (m, n, model, task, condition): the mean of each diagnostic over its units."""
     rows, shares = [], set()
@@ -54,7 +68,7 @@ def method_records(root: str | Path) -> pd.DataFrame:
             if cond not in conditions.ALL or not isinstance(record, dict):
                 continue
             columns = shown(record)
-            values = {col: number(record.get(k)) for k, col in columns.items()}
+            values = {col: number(record.get(k)) for k, col in columns.items()} | movement(record)
             shares |= {col for k, col in columns.items() if k.endswith("_share") or k == "label_accuracy"}
             rows.append({"m": int(m), "n": int(n), "model": model, "task": task, "condition": cond, **values})
     if not rows:

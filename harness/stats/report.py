@@ -255,6 +255,9 @@ def bayes_section(analysis: dict) -> str:
     return out
 
 
+TITLE = "tapt-bench report: "  # every page's title starts so: an --out that does not is not replaced
+
+
 def build(root: str | Path, analysis: dict | None = None, accuracies: pd.DataFrame | None = None) -> str:
     """The report of every cell and model under `root` (and the analysis records, where given);
     `accuracies`: root's, where the caller has already collected them."""
@@ -284,7 +287,6 @@ def build(root: str | Path, analysis: dict | None = None, accuracies: pd.DataFra
             "or <code>--analysis FILE</code> from <code>tapt-bench analyze RESULTS --out FILE</code>.</p>"
         )
     return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>tapt-bench '
-        f"report: {esc(root.name)}</title>"
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{TITLE}{esc(root.name)}</title>'
         f"<style>{STYLE}</style></head><body>{''.join(parts)}<script>{SORT}</script></body></html>"
     )

@@ -11,7 +11,8 @@ import numpy as np
 from scipy import stats
 
 from harness.core import conditions
-from harness.core.plugins import load_entry_points
+from harness.core.errors import UserError
+from harness.core.plugins import called, load_entry_points, real, where
 from harness.core.power import ALPHA, POWER, RESAMPLES, detectable
 
 KINDS = ("points", "p", "mde")  # how a column is shown: signed points, a p-value, unsigned points
@@ -73,6 +74,23 @@ class Statistic:
 
     def name(self, effect: str) -> str:
         return self.key.format(e=effect)
+
+    def value(self, effect: str, treatment: np.ndarray, control: np.ndarray, seed: int) -> float:
+        """`compute`'s value; a plug-in's failure, or a value that is not a finite number, named by its
+        file (harness.core.plugins.real)."""
+        value = called("statistic", self.name(effect), self.compute, treatment, control, seed)
+        return real("statistic", self.name(effect), self.compute, value)
+
+    def adjusted(self, effect: str, values: np.ndarray) -> np.ndarray:
+        """`across`'s values, one a task; a plug-in's failure, or anything else, named by its file."""
+        out = called("statistic", self.name(effect), self.across, values)
+        array = np.asarray(out) if not isinstance(out, (str, bytes)) else np.asarray([])
+        if array.shape != values.shape or not np.issubdtype(array.dtype, np.number):
+            raise UserError(
+                f"statistic {self.name(effect)!r} ({where(self.across)}) returned {out!r} for {len(values)} "
+                "tasks; it must return one number a task: fix that file"
+            )
+        return array.astype(float)
 
 
 STATISTICS: list[Statistic] = []

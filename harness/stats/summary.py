@@ -48,7 +48,7 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
             per_task.append(row)
         for st in STATISTICS:  # the statistics read across tasks (a multiple-testing correction)
             for e in [e for e in effects if st.across and st.effects(e)]:
-                values = st.across(np.array([t[st.of.format(e=e)] for t in per_task], float))
+                values = st.adjusted(e, np.array([t[st.of.format(e=e)] for t in per_task], float))
                 for t, v in zip(per_task, values):
                     t[st.name(e)] = float(v)
         tasks += per_task
@@ -78,7 +78,7 @@ def measure(rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool) -> 
         keep, control, treatment = paired(rows, e)
         for st in STATISTICS:
             if st.compute and st.effects(e) and (not pooled or st.pooled(e)):
-                out[st.name(e)] = float(st.compute(treatment, control, seed)) if keep.any() else st.empty
+                out[st.name(e)] = st.value(e, treatment, control, seed) if keep.any() else st.empty
         if not keep.all():
             out[f"{e}_not_adapted"] = int((~keep).sum())
         if e == conditions.PRIMARY:

@@ -19,10 +19,15 @@ LOCAL_FILES = ("data.parquet", "data.csv", "data.jsonl")
 
 def local_file(spec: TaskSpec, data_dir: str | Path) -> Path:
     """The task's file under `data_dir`, or a TaskError that says how to provide one."""
-    folder = Path(data_dir) / spec.slug
-    for name in LOCAL_FILES:
-        if (folder / name).is_file():
-            return folder / name
+    folder = Path(data_dir).expanduser() / spec.slug
+    found = [folder / name for name in LOCAL_FILES if (folder / name).is_file()]
+    if len(found) > 1:
+        raise TaskError(
+            f"task {spec.task_name}: {folder} holds {' and '.join(p.name for p in found)}; keep one file of "
+            "the task's data there (which one is read should not depend on an order)"
+        )
+    if found:
+        return found[0]
     raise TaskError(
         f"task {spec.task_name}: its data is not available offline: no {' / '.join(LOCAL_FILES)} "
         f"in {folder}. Provide {folder}/data.parquet (or .csv/.jsonl) with the YAML's text_field and "

@@ -208,11 +208,12 @@ class Method:
             "trains; nothing of this condition is scored or written"
         )
 
-    def configured(self, values: dict | None, where: str) -> Settings:
-        """The method's settings from a mapping (a config's `method_settings: {name: {...}}`)."""
+    def configured(self, values: dict | None, where: str, hidden: tuple[str, ...] = ()) -> Settings:
+        """The method's settings from a mapping (a config's `method_settings: {name: {...}}`; `hidden`: its
+        keys that are set elsewhere, not listed as allowed there)."""
         from harness.core.settings import from_mapping
 
-        return from_mapping(self.settings, values or {}, where)
+        return from_mapping(self.settings, values or {}, where, hidden)
 
 
 def numeric(value: Any) -> bool:

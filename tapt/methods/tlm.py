@@ -37,9 +37,9 @@ from tapt.methods import Adapted, Inputs, Method, recipe_table
 class TlmSettings(Settings):
     """TLM's settings, at the paper's values where they apply to these models."""
 
+    ABOVE = {"lr": 0.0}  # an lr of 0 trains nothing
     MINIMUM = {
         "epochs": 0.0,
-        "lr": 0.0,
         "batch_size": 1,
         "lamb": 0.0,
         "lora_r": 1,
