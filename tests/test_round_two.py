@@ -223,3 +223,15 @@ def test_the_gpu_check_names_a_missing_model_folder_or_task_before_any_step(tmp_
         )
         assert done.returncode == 1 and done.stderr.strip().startswith(said), done.stderr[-500:]
         assert "Traceback" not in done.stderr and not os.listdir(tmp_path)
+
+
+def test_a_reference_that_reads_as_seen_is_worded_with_its_error_rate():
+    from contamination.verdict import verdict
+
+    result = {"alpha": 0.05, "names": {"test": "test", "extra": "extra"}, "calibrated": True}
+    result["text"] = {"p_test": 0.6, "p_extra": 0.0477, "detectable": 0.1}
+    (line,) = verdict(result)
+    assert line == (
+        "text of test: not seen; the text of the reference extra read as seen (p 0.0477 <= 0.05; a reference "
+        "the model never saw reads so in 5% of checks)"
+    )
