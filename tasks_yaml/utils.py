@@ -10,6 +10,8 @@ the error sees it as before.
 
 import dataclasses
 import difflib
+import json
+from pathlib import Path
 
 import datasets
 
@@ -38,13 +40,33 @@ def misspelt(kwargs: dict, task: str) -> None:
             )
 
 
+def trained_prompt(peft, given: dict, task: str) -> dict:
+    """The prompt format an adapter was trained on, from the record tapt-bench wrote beside it (its
+    tapt.json), as the default of --metadata; a --metadata prompt_format that contradicts it is refused."""
+    record = Path(str(peft)).expanduser() / "tapt.json" if peft else None
+    try:
+        trained = json.loads(record.read_text()).get("prompt_format") if record and record.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        trained = None
+    if trained is None:
+        return {}
+    if given.get("prompt_format", trained) != trained:
+        raise UserError(
+            f"task {task}: --metadata prompt_format {given['prompt_format']!r}, but the adapter {peft} was "
+            f"trained on {trained!r} prompts ({record}): drop prompt_format from --metadata to score it on "
+            "its own"
+        )
+    return {"prompt_format": trained}
+
+
 def load_docs(**kwargs) -> datasets.DatasetDict:
     """`test`: the docs of metadata `split` (default: the test subsample); `train`: the labeled
-    train subsample."""
+    train subsample. An adapter tapt-bench wrote is scored on the prompt format it was trained on."""
     source = kwargs.get("config_source", "task YAML")
     spec = TaskSpec.from_kwargs({k: v for k, v in kwargs.items() if k in FACTS}, source)
     given = {k: v for k, v in kwargs.items() if k in METADATA}
     misspelt(kwargs, spec.task_name)
+    given = trained_prompt(kwargs.get("peft"), given, spec.task_name) | given
     try:
         sample = SplitSettings(task=spec.slug, **given)
         if sample.chat_model is None and sample.prompt_format == "chat":  # the scored model's template

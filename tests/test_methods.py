@@ -105,6 +105,8 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
             c: adapter_weights(next((tmp_path / f"out{shuffled}").rglob(f"0_{c}")))
             for c in ("extra", "test", "leak")
         }
+    record = json.loads(next((tmp_path / "outFalse").rglob("0_test/tapt.json")).read_text())
+    assert (record["prompt_format"], record["accuracy"]) == ("plain", "acc")  # how lm-eval reads it
     for cond in ("extra", "test"):
         assert all(torch.equal(kept[False][cond][k], kept[True][cond][k]) for k in kept[False][cond])
     assert not all(torch.equal(kept[False]["leak"][k], kept[True]["leak"][k]) for k in kept[False]["leak"])

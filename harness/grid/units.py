@@ -205,6 +205,7 @@ def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
             adapted = u.method.run(x, u.base.at_load, cond)
         u.base.check_tokenizer(u.method, cond)
         rec = {**dataclasses.asdict(u.settings), "split": split, "answers": answers, **adapted.record}
+        prompt = {"prompt_format": u.cfg.sample.prompt_format, "accuracy": u.cfg.accuracy}  # how it was read
         rec["adapter_sha256"] = weights.adapter_sha256(
             adapted.model
         )  # which adapter scored it (None: no PEFT)
@@ -212,7 +213,9 @@ def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
         if u.keep_adapters and hasattr(adapted.model, "save_pretrained"):
             with output.staged(u.unit.folder / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
                 adapted.model.save_pretrained(tmp)
-                output.write_record(tmp, {"kind": "adapter", "task": u.spec.slug, "subsample": u.k, **rec})
+                output.write_record(
+                    tmp, {"kind": "adapter", "task": u.spec.slug, "subsample": u.k, **rec, **prompt}
+                )
         return adapted, {key: v for key, v in rec.items() if key != "rows"}
 
     (adapted, training), seconds = timed(u, f"train_{cond}", adapt)
