@@ -143,6 +143,8 @@ def causal_scores(
             model, tokenizer, ctx, alone, groups, rows, codec_context, seed, batch_size, codec_block
         )
     out = frame(docs, text, mink, ll, drops)
+    if drops is not None and codec_block > 1:  # drops that shared a context: their test moves them together
+        out[codec.BLOCK_COLUMN] = codec.block_ids(groups, rows, codec_context, codec_block)
     for score, settings in extra:
         x = ScoreInputs(model, tokenizer, docs, ctx, alone, start + 1, settings, seed, batch_size)
         values = np.asarray(score.compute(x), float)

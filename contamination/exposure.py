@@ -35,7 +35,9 @@ TEXT_SCORES = {"loss": "text", "mink++": "mink"}  # --text-score -> the doc_scor
 TEXT_UNITS = {"loss": "nats/token", "mink++": "Min-K%++ units"}
 SCORE_COLUMNS = ("text", "mink", "margin", "confidence")  # doc_scores' per-document scores, base-calibrated
 CODEC = "codec"  # CoDeC's per-document drop (contamination.codec): the model's own, never calibrated
-BUILT_IN_COLUMNS = {"split", "row", "label", CODEC, *SCORE_COLUMNS}  # a plug-in score takes another name
+CODEC_BLOCK = codec.BLOCK_COLUMN
+# the columns a score table holds of its own: a plug-in score takes another name
+BUILT_IN_COLUMNS = {"split", "row", "label", CODEC, CODEC_BLOCK, *SCORE_COLUMNS}
 
 
 @dataclass(frozen=True)
@@ -237,15 +239,23 @@ def plugged(df: pd.DataFrame) -> list[str]:
 
 
 def recorded_codec(df: pd.DataFrame) -> list[str]:
-    """The CoDeC column where it was run (a unit without it keeps the record it always had)."""
-    return [CODEC] if CODEC in df and df[CODEC].notna().all() else []
+    """The CoDeC columns where it was run (a unit without it keeps the record it always had): the drops,
+    and the blocks that shared a context where documents did."""
+    if CODEC not in df or not df[CODEC].notna().all():
+        return []
+    return [CODEC, CODEC_BLOCK] if CODEC_BLOCK in df else [CODEC]
 
 
 def codec_test(scores: pd.DataFrame, seed: int = 0) -> dict:
     """CoDeC's dataset score of each set (the share of its documents whose likelihood fell with the
-    context) and the two-sample test of the drops, test against extra (H1: test's documents fell more)."""
-    drops = {s: scores.loc[scores["split"] == s, CODEC].to_numpy() for s in ("test", "extra")}
-    return two_sample(drops["test"], drops["extra"], seed) | {
-        "share_test": codec.share(drops["test"]),
-        "share_extra": codec.share(drops["extra"]),
-    }
+    context) and the two-sample test of the drops, test against extra (H1: test's documents fell more).
+    Where documents shared a context (CODEC_BLOCK), the test moves whole blocks (codec.block_test), and
+    the document-level interval and detectable effect, which assume independent documents, are not given."""
+    side = {s: scores["split"] == s for s in ("test", "extra")}
+    drops = {s: scores.loc[rows, CODEC].to_numpy() for s, rows in side.items()}
+    out = two_sample(drops["test"], drops["extra"], seed)
+    if CODEC_BLOCK in scores:
+        blocks = {s: scores.loc[rows, CODEC_BLOCK].to_numpy() for s, rows in side.items()}
+        out |= codec.block_test(drops["test"], drops["extra"], blocks["test"], blocks["extra"], seed)
+        out |= {"ci_low": float("nan"), "ci_high": float("nan"), "detectable": float("nan")}
+    return out | {"share_test": codec.share(drops["test"]), "share_extra": codec.share(drops["extra"])}

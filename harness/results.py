@@ -38,6 +38,9 @@ CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, bes
 # a unit's conditions whose model is not an adaptation ({condition: why}); accuracies.csv's column of the
 # same name lists them (comma-separated), and every effect leaves those rows out
 NOT_ADAPTED = "not_adapted"
+# the conditions whose model gave every test document of the unit one class (comma-separated; read from
+# probabilities.parquet by `collect`): a bias between two such models says nothing of the method
+ONE_CLASS = "one_class"
 
 
 # ---- writing -----------------------------------------------------------------------------------------
@@ -236,10 +239,26 @@ def collect(root: str | Path) -> pd.DataFrame:
             raise UserError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
         m, n, model, task = match.groups()
         df = read_accuracies(path, int(n))
-        frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=range(len(df))))
+        ks, one = unit_classes(path.parent / "probabilities.parquet", len(df))
+        frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=ks, **{ONE_CLASS: one}))
     if not frames:
         raise UserError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
     return pd.concat(frames, ignore_index=True)
+
+
+def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str]]:
+    """Each accuracies.csv row's subsample and its ONE_CLASS conditions, from the probabilities the same
+    rebuild wrote (its units in the same order); row numbers and no collapse where that table is missing
+    or holds other units."""
+    if not probs_path.is_file():
+        return list(range(rows)), [""] * rows
+    probs = pd.read_parquet(probs_path, columns=["subsample", "condition", "probs"])
+    ks = [int(k) for k in pd.unique(probs["subsample"])]
+    if len(ks) != rows:
+        return list(range(rows)), [""] * rows
+    classes = probs.assign(pred=probs["probs"].map(np.argmax)).groupby(["subsample", "condition"])["pred"]
+    single = classes.nunique() == 1
+    return ks, [",".join(c for c in conditions.ALL if single.get((k, c), False)) for k in ks]
 
 
 def measured(df: pd.DataFrame, effect: str) -> pd.Series:

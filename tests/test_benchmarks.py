@@ -28,12 +28,14 @@ def test_every_benchmark_script_is_covered_here():
         "bayes_speed.py",
         "classifier_unit.py",
         "codec_blocks.py",
+        "codec_retest.py",
         "compare_log_samples.py",
         "contamination_control.py",
         "contamination_speed.py",
         "gpu_check.py",
         "grid_throughput.py",
         "grpo_step.py",
+        "pooled_rates.py",
         "prompt_once_speed.py",
         "ray_workers.py",
         "shared_cores.py",
@@ -123,3 +125,40 @@ def test_compare_log_samples_reads_two_runs(tmp_path):
         "compare_log_samples.py", str(tmp_path / "one"), str(tmp_path / "two"), "--task", "tapt_trec"
     )
     assert "max |ll difference| 0.00e+00" in shown and "same acc 1/1" in shown
+
+
+def test_codec_retest_gives_records_of_the_old_test_the_block_test_the_shipped_ones_carry(tmp_path):
+    """A shipped unit stripped of its blocks and given the document test again, as written before, is
+    rewritten to the shipped record to the byte; the null model's blocks come back too."""
+    import shutil
+
+    from contamination.exposure import codec_test
+
+    shipped = BENCHMARKS / "methods_study" / "m8" / "n32" / "SmolLM2-135M-Instruct" / "trec"
+    tdir = tmp_path / "m8" / "n32" / "SmolLM2-135M-Instruct" / "trec"
+    shutil.copytree(shipped, tdir)
+    import pandas as pd
+
+    for path in [*tdir.glob("units/*.json"), *tdir.glob("null/*.json")]:
+        record = json.loads(path.read_text())
+        exposure = record.get("exposure", record)
+        for cond, scores in (
+            exposure["scores"].items() if "docs" in exposure else [("null", exposure["scores"])]
+        ):
+            scores.pop("codec_block")
+            if "tests" in exposure:
+                df = pd.DataFrame(scores | exposure["docs"])
+                exposure["tests"][cond]["codec"] = codec_test(df, 0)
+        path.write_text(json.dumps(record, indent=1))
+    printed = script("codec_retest.py", str(tmp_path))
+    assert "trec: 2 units, 2 null models retested" in printed
+    for path in [*tdir.glob("units/*.json"), *tdir.glob("null/*.json")]:
+        assert path.read_bytes() == (shipped / path.parent.name / path.name).read_bytes(), path
+
+
+def test_pooled_rates_count_the_base_once_on_the_shipped_studies():
+    printed = script(
+        "pooled_rates.py", str(BENCHMARKS / "methods_study"), str(BENCHMARKS / "methods_study_tlm")
+    )
+    codec = next(line for line in printed.splitlines() if line.startswith("CoDeC |"))
+    assert codec.startswith("CoDeC | 9/144 ") and "base alone 5/57 " in codec

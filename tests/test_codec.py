@@ -179,3 +179,45 @@ def test_codecs_recipe_names_the_notebook_cell_each_row_was_read_from_and_the_sh
     rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
     assert len(rows) == 8 and all("(cell" in line for line in rows.values())
     assert "12 tokens or fewer, a BOS included: dropped" in rows["short text"]
+
+
+def test_drops_that_share_a_context_are_tested_by_block_and_hold_their_level():
+    """Blocks of 8 whose drops share a shift (one context each), test and extra alike: the block test flags
+    at most its level; the document test, which counts 32 independent drops a side, flags far more."""
+    from contamination.exposure import two_sample
+
+    rng, blocks = np.random.default_rng(0), np.repeat(np.arange(4), 8)
+    flagged = {"block": 0, "document": 0}
+    for i in range(100):
+        test, extra = (np.repeat(rng.normal(0, 1, 4), 8) + rng.normal(0, 0.3, 32) for _ in range(2))
+        flagged["block"] += codec.block_test(test, extra, blocks, blocks, seed=i)["p_test"] <= 0.05
+        if i < 40:
+            flagged["document"] += two_sample(test, extra, seed=i)["p_test"] <= 0.05
+    assert flagged["block"] <= 10  # 5% of 100, with room for chance (binomial: P(> 10) < 0.02)
+    assert flagged["document"] >= 6  # 15% of 40, where it holds 5%
+
+
+def test_a_block_test_moves_whole_blocks_and_reads_a_clear_difference():
+    blocks = np.repeat(np.arange(4), 8)
+    r = codec.block_test(np.full(32, 1.0), np.zeros(32), blocks, blocks)
+    assert r["blocks"] == 8 and r["p_test"] == pytest.approx(1 / 70) and r["p_extra"] == 1.0  # C(8, 4)
+    uneven = codec.block_test(
+        np.arange(20.0), np.arange(12.0), np.repeat([0, 1, 2], [8, 8, 4]), np.repeat([0, 1], [8, 4])
+    )
+    assert uneven["blocks"] == 5 and 0 < uneven["p_test"] <= 1
+
+
+def test_a_grid_with_blocks_records_them_and_tests_codec_by_block(tiny_llama, docs):
+    from contamination.exposure import condition_tests
+
+    spec, d = docs
+    tokenizer = models.tokenizer(str(tiny_llama))
+    model = LlamaForCausalLM.from_pretrained(tiny_llama).eval()
+    s = doc_scores.prompt_scores(model, tokenizer, spec, d, codec_context=1, codec_block=4)
+    record = condition_tests({"base": s, "test": s}, "base", "loss")
+    assert record["scores"]["test"]["codec_block"] == list(
+        codec.block_ids(d["split"].to_numpy(), d["row"].to_numpy(), 1, 4)
+    )
+    test = record["tests"]["test"]["codec"]
+    assert test["blocks"] == len(set(zip(d["split"], record["scores"]["test"]["codec_block"])))
+    assert np.isnan(test["detectable"])  # a document-level figure, not given where documents share contexts

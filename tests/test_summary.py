@@ -48,6 +48,8 @@ def test_hand_computed_means(fixture_dir, capsys):
     # its MDE, about 14 pts, is above the 5-pt target: not powered, and 5 * (MDE / 5)^2 units would be
     assert c.pop("bias_verdict") == "not powered" and c.pop("bias_target") == 0.05
     assert c.pop("bias_units_needed") == int(np.ceil(5 * ((2.1318 + 0.9410) * sd / np.sqrt(5) / 0.05) ** 2))
+    # no probabilities beside these accuracies: no model is counted as giving one class
+    assert [c.pop(f"bias_one_class{s}") for s in ("", "_extra", "_test")] == [0, 0, 0]
     assert c == pytest.approx(
         {
             "m": 10,
@@ -81,6 +83,9 @@ def test_hand_computed_means(fixture_dir, capsys):
         "bias_p_adjusted",
         "detectable_bias",
         "bias_units",
+        "bias_one_class",
+        "bias_one_class_extra",
+        "bias_one_class_test",
     }
     assert a["detectable_bias"] == b["detectable_bias"] == float("inf") and (a["rows"], b["rows"]) == (2, 3)
     main(["summarize", str(fixture_dir)])

@@ -5,6 +5,7 @@ between runs (the grid and the statistics do not import each other)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from harness.grid import run
@@ -19,7 +20,8 @@ def pooled(cfg: GridConfig) -> tuple[float, int]:
     if not any(mdir.glob("*/units/*.json")):
         return float("inf"), 0
     (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == cfg.tag]
-    return 100 * config["detectable_bias"], config["bias_units"]
+    mde = config["detectable_bias"]  # NaN where the bias is uninformative: no MDE to stop at
+    return (100 * mde if not math.isnan(mde) else float("inf")), config["bias_units"]
 
 
 def run_rounds(cfg: GridConfig, target: float, run_one: Callable[[GridConfig], object], say=print) -> dict:

@@ -95,7 +95,8 @@ class GridSettings(Settings):
     codec_block: int = option(
         1,
         "with codec_context: documents that share one drawn context, read once (1: a context per "
-        "document, the authors'; 8: a third cheaper, but a block's drops move together)",
+        "document, the authors'; 8: a third cheaper, but a block's drops move together, so CoDeC's test "
+        "permutes whole blocks and sees less)",
     )
     scores: dict[str, dict] = option(
         {},

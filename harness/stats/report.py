@@ -15,7 +15,7 @@ import pandas as pd
 from harness import results
 from harness.core import conditions
 from harness.core.errors import read_json_object
-from harness.stats import diagnostics, exposure_summary, plots, summary
+from harness.stats import diagnostics, exposure_summary, plots, summary, verdict
 from harness.stats.analysis import tasks_excluding_zero
 from harness.stats.page import SORT, STYLE, details, esc, figure, points, table
 
@@ -65,14 +65,15 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         f"{esc(conditions.label(e, ' - '))} <b>{esc(summary.pts(config[f'{e}_mean']))}</b> pts"
         for e in effects
     )
-    skipped = "".join(f"<br>{esc(line)}" for line in summary.not_adapted_lines(tasks, indent=""))
+    notes = summary.not_adapted_lines(tasks, indent="") + verdict.uninformative_lines(tasks, indent="")
+    skipped = "".join(f"<br>{esc(line)}" for line in notes)
     head = (
         f"<p>{esc(config['tasks'])} tasks, {esc(config['rows'])} subsample rows. "
         f"{means[:1].upper()}{means[1:]}"
         + f"; tasks with {primary} &gt; 0: {esc(config[f'tasks_positive_{primary}'])}, "
         f"&lt; 0: {esc(config[f'tasks_negative_{primary}'])}; "
-        f"median MDE {100 * config[f'detectable_{primary}_median']:.2f} pts"
-        + (f"; {esc(summary.pooled_line(config))}" if config.get(f"{primary}_units") else "")
+        f"median MDE {verdict.mde_text(config[f'detectable_{primary}_median'])}"
+        + (f"; {esc(verdict.pooled_line(config))}" if config.get(f"{primary}_units") else "")
         + f".{skipped}</p>"
     )
     caption = (

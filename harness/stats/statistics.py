@@ -132,7 +132,7 @@ register(
         pooled=lambda e: True,
     )
 )
-register(Statistic("{e}_p_value", "p", "p", tested, paired_pvalue, pooled=primary))
+register(Statistic("{e}_p_value", "p", "p", tested, paired_pvalue, pooled=tested))
 register(Statistic("{e}_p_adjusted", "p_BH", "p", tested, across=bh, of="{e}_p_value"))
 register(
     Statistic(

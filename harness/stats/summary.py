@@ -10,11 +10,17 @@ import pandas as pd
 
 from harness import results
 from harness.core import conditions
-from harness.core.power import ALPHA, POWER, TARGET, units_for
+from harness.core.power import ALPHA, POWER, TARGET
 from harness.stats.statistics import STATISTICS, detectable_effect, load_installed, paired_pvalue  # noqa: F401
+from harness.stats.verdict import (
+    MIN_SUBSAMPLES,
+    collapse_counts,
+    mark,
+    pooled_line,
+    pooled_verdict,
+    uninformative_lines,
+)
 
-# the fewest subsamples whose sign-flip test can reject at ALPHA: its smallest p-value is 2^-K
-MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA)))
 DETECTABLE_METHOD = (
     f"detectable bias (MDE): the smallest mean bias the one-sided paired test (alpha {ALPHA}) finds with "
     f"{POWER:.0%} power, (t_{1 - ALPHA:.2f},K-1 + t_{POWER:.2f},K-1) * sd(test - extra) / sqrt(K), "
@@ -45,26 +51,27 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
         for task, t in group.groupby("task", sort=True):
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
             row |= not_adapted_counts(t) | measure(t, effects, seed, pooled=False)
-            per_task.append(row)
+            per_task.append(row | (collapse_counts(t) if primary in effects else {}))
         for st in STATISTICS:  # the statistics read across tasks (a multiple-testing correction)
             for e in [e for e in effects if st.across and st.effects(e)]:
                 values = st.adjusted(e, np.array([t[st.of.format(e=e)] for t in per_task], float))
                 for t, v in zip(per_task, values):
                     t[st.name(e)] = float(v)
+        if primary in effects:  # a task's bias read from collapsed models, or blind to its leak: no MDE
+            per_task = [mark(t) for t in per_task]
         tasks += per_task
         config = {"m": int(m), "n": int(n), "model": model} | measure(group, effects, seed, pooled=True)
         if primary in effects:
             per = [t[f"{primary}_units"] for t in per_task]
             config[f"{primary}_units_per_task"] = [min(per), max(per)]
+            config = mark(config | collapse_counts(group))
             config |= pooled_verdict(config, target)
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
             config |= {
                 f"tasks_positive_{primary}": sum(t[f"{primary}_mean"] > 0 for t in per_task),
                 f"tasks_negative_{primary}": sum(t[f"{primary}_mean"] < 0 for t in per_task),
-                f"detectable_{primary}_median": float(
-                    np.median([t[f"detectable_{primary}"] for t in per_task])
-                ),
+                f"detectable_{primary}_median": median_mde(per_task),
             }
         configs.append(config)
     return {"configs": configs, "tasks": tasks}
@@ -86,49 +93,11 @@ def measure(rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool) -> 
     return out
 
 
-def pooled_verdict(config: dict[str, Any], target: float) -> dict[str, Any]:
-    """The pooled bias test's answer (`bias_verdict`): inflated (p <= ALPHA), not inflated beyond the
-    MDE (the MDE at most `target`), or not powered to see `target` (then, where the MDE is finite, about
-    how many units would be)."""
-    e = conditions.PRIMARY
-    mde, p = config[f"detectable_{e}"], config[f"{e}_p_value"]
-    verdict = {f"{e}_target": target}
-    if np.isfinite(p) and p <= ALPHA:
-        return verdict | {f"{e}_verdict": "inflated"}
-    if mde <= target:
-        return verdict | {f"{e}_verdict": "not inflated beyond the MDE"}
-    if np.isfinite(mde):
-        verdict[f"{e}_units_needed"] = units_for(mde, config[f"{e}_units"], target)
-    return verdict | {f"{e}_verdict": "not powered"}
-
-
-def pooled_line(config: dict[str, Any]) -> str:
-    """The pooled bias test in one sentence, its verdict last (the summary and the report both print it)."""
-    e = conditions.PRIMARY
-    units, mde, target = config[f"{e}_units"], config[f"detectable_{e}"], config[f"{e}_target"]
-    head = (
-        f"pooled over the {units} units of every task: {e} {pts(config[f'{e}_mean'])} pts, "
-        f"p {config[f'{e}_p_value']:.4f}, MDE " + (f"{100 * mde:.2f} pts" if np.isfinite(mde) else "inf")
-    )
-    fewest, most = config[f"{e}_units_per_task"]
-    if fewest != most:  # the pooled mean weighs each task by its units
-        head += f" (tasks of {fewest} to {most} units: the tasks with more weigh more)"
-    verdict = config[f"{e}_verdict"]
-    if verdict == "inflated":
-        return f"{head}: inflated (p <= {ALPHA})"
-    if verdict != "not powered":
-        return f"{head}: not inflated beyond the MDE (a {e} that large is seen with {POWER:.0%} power)"
-    if np.isfinite(mde):
-        return (
-            f"{head}: not powered to see {100 * target:.0f} pts; about {config[f'{e}_units_needed']} units "
-            "would be (4x the units halve the MDE)"
-        )
-    if units < MIN_SUBSAMPLES:
-        return f"{head}: not powered (under {MIN_SUBSAMPLES} units no p-value can fall below {ALPHA})"
-    return (
-        f"{head}: not powered (every unit's {e} is the same, no spread to read a power from: did the method "
-        "move any prediction between the conditions?)"
-    )
+def median_mde(per_task: list[dict]) -> float:
+    """The median MDE of the informative tasks (an uninformative task has none); NaN where none is."""
+    mdes = [t[f"detectable_{conditions.PRIMARY}"] for t in per_task]
+    mdes = [x for x in mdes if not np.isnan(x)]
+    return float(np.median(mdes)) if mdes else float("nan")
 
 
 def paired(rows: pd.DataFrame, effect: str) -> tuple[pd.Series, np.ndarray, np.ndarray]:
@@ -203,14 +172,17 @@ def format_tables(summary: dict[str, Any]) -> str:
                         + (
                             cells[f].format(t[k] if f == "p" else 100 * t[k])
                             if np.isfinite(t[k])
-                            else f"{'n/a' if f != 'mde' else 'inf':>{width[f]}}"
+                            else f"{'inf' if f == 'mde' and np.isinf(t[k]) else 'n/a':>{width[f]}}"
                         )
                         for _, _, k, f in cols
                     )
                 )
         lines += not_adapted_lines([t for t in summary["tasks"] if same_config(t, c)])
+        lines += uninformative_lines([t for t in summary["tasks"] if same_config(t, c)])
         median = c.get(f"detectable_{primary}_median", float("inf"))
-        if np.isfinite(median):
+        if np.isnan(median):
+            lines.append(f"  no task's {primary} is informative: no MDE")
+        elif np.isfinite(median):
             lines.append(
                 f"  any task {primary} above its MDE would have been seen with {POWER:.0%} power; median MDE "
                 f"{100 * median:.2f} pts"

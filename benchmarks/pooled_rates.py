@@ -1,0 +1,61 @@
+"""Each detector's false positives pooled over the methods of shipped studies, each model counted once.
+
+`calibrate` reads a detector's error rates per method. Pooled over methods, the base is the same model
+in every method's unit of a (task, subsample), so its p-value is listed once per method: here it counts
+once. A (task, subsample)'s models across methods share their documents, so the interval by unit
+clusters them together (harness.core.power.clustered_wilson). Usage:
+    python benchmarks/pooled_rates.py benchmarks/methods_study benchmarks/methods_study_tlm
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from contamination.detectors import DETECTORS, error_rates
+from harness.core import conditions
+
+COLUMNS = ("false_positive", "null")
+
+
+def pooled(folders: list[Path]) -> pd.DataFrame:
+    """Every folder's p-values, the base's once per (m, n, seed, task, subsample, detector): studies of
+    the same design draw the same documents, so their base is one model."""
+    frames = []
+    for folder in folders:
+        calibration = json.loads((folder / "calibration.json").read_text())
+        design = {k: calibration["settings"][k] for k in ("m", "n", "seed")}
+        frames.append(pd.DataFrame(calibration["pvalues"]).assign(**design))
+    rows = pd.concat(frames, ignore_index=True)
+    base = rows["condition"] == conditions.BASE
+    once = rows[base].drop_duplicates(["m", "n", "seed", "task", "subsample", "detector"])
+    return pd.concat([rows[~base], once], ignore_index=True)
+
+
+def cell(r: dict) -> str:
+    return (
+        f"{r['flagged']}/{r['models']} {r['rate']:.1%} [{r['low']:.1%}, {r['high']:.1%}] "
+        f"[{r['unit_low']:.1%}, {r['unit_high']:.1%}]"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", type=Path, nargs="+", help="folders holding a calibration.json")
+    args = parser.parse_args()
+    df = pooled(args.folders)
+    sees = {name: d.sees for name, d in DETECTORS.items()}
+    print("detector | false positives (base once, extra; label detectors: test too) | null models")
+    for r in error_rates(df[df["detector"].isin(sees)], sees, by=("detector",)):
+        base = r["by_condition"].get(conditions.BASE)
+        print(
+            f"{r['detector']} | {cell(r['false_positive'])} | {cell(r['null']) if 'null' in r else '-'}"
+            + (f" | base alone {cell(base)}" if base else "")
+        )
+
+
+if __name__ == "__main__":
+    main()
