@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import datasets
+import numpy as np
 
 from harness.core import models
 from harness.core.errors import UserError, print_user_errors
@@ -23,6 +24,7 @@ from harness.tasks.spec import TaskSpec
 
 FACTS = {f.name for f in dataclasses.fields(TaskSpec)}
 METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
+DELIMITER = " "  # the template's target_delimiter: lm-eval puts it before each choice
 
 
 print_user_errors("lm_eval")
@@ -59,6 +61,34 @@ def trained_prompt(peft, given: dict, task: str) -> dict:
     return {"prompt_format": trained}
 
 
+def choice_tokens(docs, kwargs: dict) -> list[list[int]] | None:
+    """Per document, each choice's continuation length in tokens as lm-eval's causal models split it:
+    the study's rule (the largest mean log-prob a token) reads it. None where the scored model's tokenizer
+    cannot be loaded here (a model that is not Hugging Face's): the rule is then not printed."""
+    from harness.core.loglik import encode_pair
+
+    name = kwargs.get("tokenizer") or kwargs.get("pretrained")
+    try:
+        tok = models.tokenizer(str(name or models.adapter_base(kwargs.get("peft"))))
+    except Exception:  # no HF tokenizer for this model: lm-eval's acc alone
+        return None
+    return [
+        [len(encode_pair(tok, prompt, f"{DELIMITER}{choice}")[1]) for choice in choices]
+        for prompt, choices in zip(docs["prompt"], docs["choices"])
+    ]
+
+
+def process_results(doc: dict, results) -> dict:
+    """lm-eval's `acc` (the choice of the largest summed log-prob) and, where the docs carry each choice's
+    token count, the study's `mean_token` (the largest mean log-prob a token, kddubey/pretrain-on-test
+    _dum.py:363-385), as the grid reads it."""
+    lls = np.array([ll for ll, _ in results], float)
+    out = {"acc": float(int(lls.argmax()) == doc["label"])}
+    if doc.get("choice_tokens"):
+        out["mean_token"] = float(int((lls / np.array(doc["choice_tokens"], float)).argmax()) == doc["label"])
+    return out
+
+
 def load_docs(**kwargs) -> datasets.DatasetDict:
     """`test`: the docs of metadata `split` (default: the test subsample); `train`: the labeled
     train subsample. An adapter tapt-bench wrote is scored on the prompt format it was trained on."""
@@ -79,9 +109,10 @@ def load_docs(**kwargs) -> datasets.DatasetDict:
             f"{what}\n(lm_eval sets the subsample with --metadata, e.g. "
             f'--metadata \'{{"data_dir": "DIR", "m": 50, "n": 50, "subsample": 0}}\'; now {given})'
         ) from None
+    test = docs[sample.split]
+    if kwargs.get("pretrained") or kwargs.get("peft"):  # scored by lm_eval's own command: the study's rule too
+        counts = choice_tokens(test, kwargs)
+        test = test if counts is None else test.assign(choice_tokens=counts)
     return datasets.DatasetDict(
-        {
-            name: datasets.Dataset.from_pandas(docs[s])
-            for name, s in (("train", "train"), ("test", sample.split))
-        }
+        {"train": datasets.Dataset.from_pandas(docs["train"]), "test": datasets.Dataset.from_pandas(test)}
     )

@@ -3,6 +3,7 @@ from the record tapt-bench wrote beside it, and refuses --metadata that contradi
 
 import json
 
+import numpy as np
 import pytest
 
 from harness.core.errors import UserError
@@ -34,3 +35,75 @@ def test_a_chat_adapter_is_scored_on_the_chat_prompts_the_grid_trains_and_scores
         UserError, match="--metadata prompt_format 'plain', but the adapter .* was trained on 'chat'"
     ):
         load_docs(**facts, **metadata, prompt_format="plain", peft=str(peft))
+
+
+def test_lm_evals_table_gives_the_study_rule_and_acc_as_the_grid_scores_them():
+    """Each choice's token count makes the study's rule from the summed log-likelihoods lm-eval passes."""
+    from tasks_yaml.utils import process_results
+
+    doc = {"label": 1, "choice_tokens": [1, 4]}
+    results = [(-2.0, False), (-6.0, False)]  # sums: choice 0; means -2.0 against -1.5: choice 1
+    assert process_results(doc, results) == {"acc": 0.0, "mean_token": 1.0}
+    assert process_results({"label": 0}, results) == {"acc": 1.0}  # no tokenizer: lm-eval's acc alone
+
+
+@pytest.mark.slow
+def test_a_chat_adapter_the_grid_kept_scores_through_lm_eval_as_the_grid_scored_it(
+    tmp_path, tiny_llama, data_dir
+):
+    """The design's line, `lm_eval --model hf --model_args peft=ADAPTER --tasks tapt_X --metadata ...`, on
+    a chat adapter a grid kept: lm-eval's mean_token is the unit's test accuracy (the study's rule), its
+    acc the unit's lm-eval acc, on the same documents and prompts."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+    from helpers import TINY_GRID_DIR, tiny_grid_config
+
+    from harness.cli.main import main
+
+    out = tmp_path / "out"
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        out,
+        subsamples=1,
+        conditions=["base", "extra", "test"],
+        exposure=False,
+        prompt_format="chat",
+        accuracy="mean_token",
+    )
+    main(["run", "--config", str(config), "--keep-adapters"])
+    tdir = out / TINY_GRID_DIR
+    adapter = tdir / "adapters" / "0_test"
+    assert json.loads((adapter / "tapt.json").read_text())["prompt_format"] == "chat"
+    probs = pd.read_parquet(tdir / "units" / "0.parquet")
+    test = probs[probs["condition"] == "test"]
+    metadata = json.dumps({"data_dir": str(data_dir), "m": 4, "n": 6, "subsample": 0})
+    lm_eval = str(Path(sys.executable).parent / "lm_eval")
+    done = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={adapter}", "--tasks", "tapt_ag_news"]
+        + ["--metadata", metadata, "--output_path", str(tmp_path / "eval"), "--log_samples"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mean_token" in done.stdout  # lm_eval's table prints the study's rule beside acc
+    scored = json.loads(next((tmp_path / "eval").rglob("results_*.json")).read_text())["results"][
+        "tapt_ag_news"
+    ]
+    assert scored["mean_token,none"] == pytest.approx(test["correct_mean_token"].mean())
+    assert scored["acc,none"] == pytest.approx(test["correct_acc"].mean())
+    samples = [
+        json.loads(line) for line in next((tmp_path / "eval").rglob("samples_tapt_ag_news_*.jsonl")).open()
+    ]
+    grid = test.set_index("row")["probs"]
+    assert sorted(s["doc"]["row"] for s in samples) == sorted(grid.index)
+    for (
+        s
+    ) in samples:  # each document's class probabilities by the study's rule, from lm-eval's log-likelihoods
+        mean = np.array([float(r[0]) for r in s["filtered_resps"]]) / np.array(s["doc"]["choice_tokens"])
+        p = np.exp(mean - mean.max())
+        assert p / p.sum() == pytest.approx(np.array(grid[s["doc"]["row"]]), abs=1e-4), s["doc"]["row"]
