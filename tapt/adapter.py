@@ -131,6 +131,24 @@ def tokenized(tokenizer, sequences: list[str], max_length: int):
     return Dataset.from_dict({"input_ids": ids["input_ids"]})
 
 
+def completion_only(tokenizer, prompts: list[str], completions: list[str], max_length: int):
+    """Pre-tokenized prompt + completion, the loss on the completion's tokens alone (the prompt's labels
+    -100), as the study trains its labels (a completion-only collator after ' ### Answer:')."""
+    from datasets import Dataset
+
+    bos = tokenizer.bos_token  # a chat template's text may begin with it: not added twice
+    special = not (bos and prompts and all(p.startswith(bos) for p in prompts))
+    rows = {"input_ids": [], "labels": []}
+    for prompt, completion in zip(prompts, completions):
+        ids = tokenizer(
+            prompt + completion, truncation=True, max_length=max_length, add_special_tokens=special
+        )
+        own = len(tokenizer(prompt, add_special_tokens=special)["input_ids"])
+        rows["input_ids"].append(ids["input_ids"])
+        rows["labels"].append([-100] * min(own, len(ids["input_ids"])) + ids["input_ids"][own:])
+    return Dataset.from_dict(rows)
+
+
 @dataclass
 class Prepared:
     """A ready SFTTrainer and what went into it."""
@@ -153,14 +171,20 @@ def prepare(
     tokenizer,
     workdir: Path,
     carried: bool = False,
+    answers_only: bool = False,
 ) -> Prepared:
     """The SFTTrainer of one split's prompts (`docs`), on an already loaded base and its tokenizer; with
-    `carried`, on the adapter `model` already holds (a stream's later chunk) instead of a new one."""
+    `carried`, on the adapter `model` already holds (a stream's later chunk) instead of a new one; with
+    `answers_only` (and answers, one prompt a sequence), the loss on each answer's tokens alone."""
     from transformers import set_seed
 
     max_length = settings.sequence_length()
     set_seed(seed)
-    dataset = tokenized(tokenizer, prompt_sequences(spec, docs, settings.packing, answers), max_length)
+    if answers and answers_only and not settings.packing:
+        gold = [spec.target_delimiter + c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
+        dataset = completion_only(tokenizer, list(docs["prompt"]), gold, max_length)
+    else:
+        dataset = tokenized(tokenizer, prompt_sequences(spec, docs, settings.packing, answers), max_length)
     steps = training.StepLog()
     hooks = set(model.get_input_embeddings()._forward_hooks)
     config = sft_config(

@@ -548,7 +548,27 @@ def test_self_trainings_recipe_cites_a_source_per_row_and_its_same_rows_are_the_
     from tapt.methods.self_training import RECIPE, SelfTrainingSettings
 
     rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
-    assert len(rows) == 6 and all(re.search(r"eq\. \d+|\.(py|sh):\d+", r) for r in rows.values())
+    assert len(rows) == 7 and all(re.search(r"eq\. \d+|\.(py|sh):\d+", r) for r in rows.values())
     s, study = SelfTrainingSettings(), AdapterSettings()
     assert s.min_confidence == 0 and "every input" in rows["kept"]
     assert (s.epochs, s.batch_size, s.lr) == (study.epochs, study.batch_size, study.lr) == (1.0, 8, 2e-4)
+
+
+def test_self_training_learns_its_pseudo_labels_tokens_alone_as_the_study_learns_labels(tiny_llama, data_dir):
+    """The training rows hold prompt + ' ' + label; the loss reads the label's tokens only (labels -100 on
+    the prompt's), and those tokens are the class lm-eval scores; with completion_only false, every token."""
+    from harness.core import loglik, models
+    from harness.tasks.protocol import SplitSettings, find_spec, subsample_docs
+    from tapt import adapter
+
+    spec = find_spec("ag_news")
+    docs = subsample_docs(spec, SplitSettings(task="ag_news", m=4, n=6, data_dir=str(data_dir)), 0)["test"]
+    tok = models.tokenizer(str(tiny_llama))
+    gold = [spec.target_delimiter + c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
+    data = adapter.completion_only(tok, list(docs["prompt"]), gold, 512)
+    for ids, labels, prompt, answer in zip(data["input_ids"], data["labels"], docs["prompt"], gold):
+        trained = [t for t in labels if t != -100]
+        assert (
+            trained == loglik.encode_pair(tok, prompt, answer)[1]
+        )  # the class's tokens as lm-eval scores them
+        assert labels[: len(ids) - len(trained)] == [-100] * (len(ids) - len(trained))

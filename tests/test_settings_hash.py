@@ -32,7 +32,7 @@ VARIANTS = {
     "methods": {
         "methods": ["prompt-tapt", "self-training", "test-time-rl", "test-time-learning"],
         "method_settings": {
-            "self-training": {"lr": 0.001, "bf16": True},
+            "self-training": {"lr": 0.001, "bf16": True, "completion_only": False},  # its first results
             "test-time-learning": {"lr": 0.0001},
         },
     },
@@ -100,6 +100,7 @@ def test_every_shipped_config_is_in_the_recorded_hashes():
 # again in its default mode (among the choices), so no method's setting is pinned.
 CHANGED_GRID = {"codec_block": 8, "stream_mode": "restart"}
 CHANGED_WHEN = {"codec_block": "codec_context", "stream_mode": "conditions"}  # the key that turns it on
+CHANGED_METHOD = {"self-training": {"completion_only": False}}  # a method's default that changed since
 
 
 def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
@@ -118,6 +119,15 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
         }
         grid = {k: v for k, v in CHANGED_GRID.items() if on[CHANGED_WHEN[k]]}
         assert all(shipped[k] == v for k, v in grid.items())  # the shipped config file pins them too
+        pinned = {m: ms for m, ms in CHANGED_METHOD.items() if m in config.get("method_settings", {})}
+        for method, keys in pinned.items():
+            assert keys.items() <= shipped["method_settings"][method].items()  # the config file pins them
+            config = config | {
+                "method_settings": {
+                    **config["method_settings"],
+                    method: {**config["method_settings"][method], **keys},
+                }
+            }
         assert read(config | grid, str(path)).settings_hash() == manifest["settings_hash"], path
         older = any(k not in config for k in grid)  # written before the key existed: its old default ran
         changed += older

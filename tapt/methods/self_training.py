@@ -1,8 +1,9 @@
 """Transductive self-training: the base labels the split's inputs zero-shot (the choice lm-eval would
 pick: the largest summed log-likelihood after the prompt), keeps the labels it is confident of, and
-a LoRA is trained on prompt + pseudo-label exactly as prompt TAPT trains the leak. The leak trains on
-the gold labels instead: the ceiling of what the pseudo-labels could teach. The pseudo-labels it trained on
-are recorded (`votes`), so that the grid measures their agreement with the gold labels."""
+a LoRA is trained on prompt + pseudo-label, the loss on the label's tokens alone as the study trains
+labels. The leak trains on the gold labels instead: the ceiling of what the pseudo-labels could teach.
+The pseudo-labels it trained on are recorded (`votes`), so that the grid measures their agreement with
+the gold labels."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core import loglik
-from harness.core.settings import option
+from harness.core.settings import option, since
 from tapt import adapter
 from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 
@@ -25,6 +26,12 @@ class SelfTrainingSettings(adapter.LoraTrainingSettings):
         "keep a pseudo-label whose probability (softmax over the choices' log-likelihoods) is at least this",
     )
     label_batch_size: int = option(8, "batch size of the zero-shot labelling pass")
+    completion_only: bool = option(
+        True,
+        "train on each pseudo-label's tokens alone, as the study trains labels; false: on every token of "
+        "prompt and label, as prompt TAPT trains the leak (the first results)",
+    )
+    RECORD = {"completion_only": since(False)}  # the first results trained every token
 
 
 def pseudo_labels(model, tokenizer, spec, docs, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,11 +67,14 @@ def adapt(x: Inputs) -> Adapted:
         if not len(docs):  # nothing confident enough: nothing to learn from, the base as it was
             restore = None if x.carried() else (lambda: x.model)  # carried: the adapter comes off at the end
             return Adapted(x.model, {**record, "learned_from": 0, "steps": 0}, restore=restore)
-    run = adapter.prepare(x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir, x.carried())
+    run = adapter.prepare(
+        x.spec, docs, s, True, x.seed, x.model, x.tokenizer, x.workdir, x.carried(), s.completion_only
+    )
     return Adapted(adapter.train(run), {**record, **adapter.record_of(run)})
 
 
 DEFAULTS = SelfTrainingSettings()
+DEFAULTS_COMPLETION = DEFAULTS.completion_only
 # no authors' code: pseudo-labelling as Lee (2013, "Pseudo-Label", ICML workshop) states it, by equation;
 # its training is the study's prompt TAPT on answered prompts (kddubey/pretrain-on-test at 80fd183)
 RECIPE = recipe_table(
@@ -97,8 +107,16 @@ RECIPE = recipe_table(
         (
             "trained as",
             "the study's prompt, then ' ### Answer:' and the class (_dum.py:35-37)",
-            "the same, as prompt TAPT trains the leak",
+            "the same",
             "",
+        ),
+        (
+            "loss on",
+            "the class's tokens alone: a completion-only collator after ' ### Answer:' "
+            "(classification_sft.py:30-35)",
+            f"completion_only {str(DEFAULTS_COMPLETION).lower()}: the same (with packing: every token)",
+            "the shipped methods study trained every token (completion_only false), as prompt TAPT trains "
+            "the leak; its effect is not measured",
         ),
         (
             "epochs, batch, lr",
