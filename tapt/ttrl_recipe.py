@@ -17,18 +17,22 @@ RECIPE = recipe_table(
             "free text from the policy (vLLM, aime.sh:68)",
             "answers choices: the policy renormalised over the tokens that stay on one of the prompt's "
             "choices, then the end; the loss reads the policy's own log-probs of them; free: free text",
-            "free text named no choice in 30-94% of samples (benchmarks/ttrl_answers.py)",
+            "free text named no choice in 30.5-82.4% of the base's samples (benchmarks/ttrl_answers.py; "
+            "docs/measurements/methods.md)",
         ),
         (
             "answer",
-            "the last \\boxed{} of the completion, else its last number (qwen_math_parser.py:485-525)",
+            "math: the last \\boxed{} of the completion, else its last number (qwen_math_parser.py:485-525); "
+            "multiple choice (gpqa): the last A-E letter as a word, else the whole completion stripped "
+            "(qwen_math_parser.py:490-491, 580-591)",
             "the choice sampled; free: the first choice named, as a whole word (free_answer: last, theirs)",
             "an answer is a task's choice; free: the first, as the study's free-text records ran",
         ),
         ("tie", "the answer counted first (Counter.most_common, ttt_metrics.py:19-21)", "the same", ""),
         (
             "no answer",
-            "'' is a vote like any other: where it wins, non-answers are rewarded (ttt_metrics.py:18-27)",
+            "a completion that names no letter votes as its whole text, and '' like any other answer: where "
+            "it wins, non-answers are rewarded (qwen_math_parser.py:580-591, ttt_metrics.py:18-27)",
             "answers choices: every sample answers; free: no vote, reward 0 (non_answers_vote: true, theirs)",
             "free: 'no answer' would win 26, 7 and 31 of 32 of the base's groups on ag_news, rotten_tomatoes "
             "and trec, and teach not to answer (benchmarks/ttrl_answers.py)",

@@ -478,7 +478,7 @@ def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per
     main(["methods", "show", "prompt-tapt"])
     shown = capsys.readouterr().out
     table = shown[shown.index("the recipe against its authors' code") :].splitlines()[2:]
-    assert len(table) == 10 and all(re.search(r"\((_dum|run)\.py:\d+|\.sh:\d+", row) for row in table)
+    assert len(table) == 12 and all(re.search(r"\((_dum|run)\.py:\d+|\.sh:\d+", row) for row in table)
     study = AdapterSettings()
     here = {row.split("  ")[0]: row for row in table}
     assert (

@@ -55,6 +55,13 @@ RECIPE = recipe_table(
             "",
         ),
         (
+            "packing blocks",
+            "each text '### Text: ...' ending in a new line, joined by a blank line (_dum.py:65-66, 247)",
+            "each text without the closing new line, joined by a blank line",
+            "the first packing results ran so and keep their settings hash; one new line a block, not "
+            "measured",
+        ),
+        (
             "optimiser",
             "paged_adamw_8bit with QLoRA (_dum.py:307)",
             "the study's configs: optim paged_adamw_8bit; unset: adamw_torch",
@@ -67,10 +74,19 @@ RECIPE = recipe_table(
             "",
         ),
         (
+            "k-bit preparation",
+            "prepare_model_for_kbit_training on the 4-bit base (_dum.py:275): its norms and head cast to "
+            "float32, the embeddings' output made to require grad",
+            "not called (TRL 1.16's SFTTrainer no longer calls it); the embeddings' output requires grad",
+            "the base is loaded once and scored unadapted beside its adapters: the cast would move the "
+            "base's own scores; its effect on training is not measured (it needs a GPU)",
+        ),
+        (
             "precision",
             "bf16 with QLoRA where the GPU has it, else fp16 (_dum.py:309-310)",
-            "bf16 where the GPU has it; float32 on a CPU unless bf16",
-            "a CPU is opt-in: bf16 moves the numbers",
+            "bf16 where the GPU has it; float32 on a GPU without it (a T4) and on a CPU unless bf16",
+            "a CPU is opt-in: bf16 moves the numbers; fp16 is not offered (float32 is slower on a T4, and "
+            "its numbers are not the study's fp16 ones)",
         ),
         (
             "scoring",

@@ -222,7 +222,7 @@ RECIPE = recipe_table(
         ),
         (
             "reduction",
-            "weighted loss summed over the selected inputs, over their count (trainer.py:234-237)",
+            "weighted loss summed over the selected inputs, over their count (trainer.py:235-239)",
             "the same; none selected: a zero gradient",
             "",
         ),
