@@ -98,7 +98,9 @@ MEASUREMENT_PAGES = [
     ("scoring", "Scoring and analysis"),
     ("training", "Training"),
     ("detectors", "Detectors"),
+    ("codec", "CoDeC"),
     ("methods", "The methods study"),
+    ("methods_earlier", "The methods study, earlier runs"),
 ]
 
 
