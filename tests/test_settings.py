@@ -286,7 +286,9 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     whole = load_config("methods_study", keys)
     narrowed = load_config("methods_study", keys | {"methods": ["self-training"]})
     assert narrowed.methods == ["self-training"]  # prompt TAPT's settings dropped, its own kept
-    assert narrowed.method_settings == {"self-training": {"epochs": 2, "batch_size": 4, "lr": 0.002}}
+    assert narrowed.method_settings == {
+        "self-training": {"epochs": 2, "batch_size": 4, "lr": 0.002, "completion_only": False}
+    }
     hashes = {c.method: c.settings_hash() for c in whole.per_method()}
     assert [c.settings_hash() for c in narrowed.per_method()] == [hashes["self-training"]]
     kept = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
