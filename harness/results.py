@@ -256,7 +256,7 @@ def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str]]:
     ks = [int(k) for k in pd.unique(probs["subsample"])]
     if len(ks) != rows:
         return list(range(rows)), [""] * rows
-    classes = probs.assign(pred=probs["probs"].map(np.argmax)).groupby(["subsample", "condition"])["pred"]
+    classes = predicted(probs).groupby(["subsample", "condition"])["pred"]
     single = classes.nunique() == 1
     return ks, [",".join(c for c in conditions.ALL if single.get((k, c), False)) for k in ks]
 
@@ -278,10 +278,15 @@ def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
     out = {}
     for path in sorted(Path(root).rglob("probabilities.parquet")):
         probs = pd.read_parquet(path)
-        out[path.parent.relative_to(root).as_posix()] = probs.assign(
-            pred=probs["probs"].map(np.argmax)
-        ).pivot_table(index=["subsample", "row"], columns="condition", values="pred")
+        out[path.parent.relative_to(root).as_posix()] = predicted(probs).pivot_table(
+            index=["subsample", "row"], columns="condition", values="pred"
+        )
     return out
+
+
+def predicted(probs: pd.DataFrame) -> pd.DataFrame:
+    """The probabilities with each document's predicted class (`pred`: the most probable)."""
+    return probs.assign(pred=probs["probs"].map(np.argmax))
 
 
 def exposure_tests(root: str | Path) -> pd.DataFrame:

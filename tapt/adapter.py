@@ -12,7 +12,7 @@ from harness.core import training
 from harness.core.models import BaseForm, Precision
 from harness.core.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
-from harness.tasks.protocol import Spec
+from harness.tasks.protocol import Spec, gold_continuations
 from tapt.corpus import TaptInput, prompt_sequences
 
 LORA = {
@@ -125,10 +125,16 @@ def tokenized(tokenizer, sequences: list[str], max_length: int):
     '### Answer:', teaching the model to end where the class name should start)."""
     from datasets import Dataset
 
-    bos = tokenizer.bos_token  # a chat template's text may begin with it: not added twice
-    special = not (bos and sequences and all(s.startswith(bos) for s in sequences))
+    special = adds_bos(tokenizer, sequences)
     ids = tokenizer(sequences, truncation=True, max_length=max_length, add_special_tokens=special)
     return Dataset.from_dict({"input_ids": ids["input_ids"]})
+
+
+def adds_bos(tokenizer, texts: list[str]) -> bool:
+    """Whether the tokenizer should add its special tokens: not where every text (a chat template's)
+    begins with the BOS already, which would then be there twice."""
+    bos = tokenizer.bos_token
+    return not (bos and texts and all(t.startswith(bos) for t in texts))
 
 
 def completion_only(tokenizer, prompts: list[str], completions: list[str], max_length: int):
@@ -136,8 +142,7 @@ def completion_only(tokenizer, prompts: list[str], completions: list[str], max_l
     -100), as the study trains its labels (a completion-only collator after ' ### Answer:')."""
     from datasets import Dataset
 
-    bos = tokenizer.bos_token  # a chat template's text may begin with it: not added twice
-    special = not (bos and prompts and all(p.startswith(bos) for p in prompts))
+    special = adds_bos(tokenizer, prompts)
     rows = {"input_ids": [], "labels": []}
     for prompt, completion in zip(prompts, completions):
         ids = tokenizer(
@@ -181,8 +186,7 @@ def prepare(
     max_length = settings.sequence_length()
     set_seed(seed)
     if answers and answers_only and not settings.packing:
-        gold = [spec.target_delimiter + c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
-        dataset = completion_only(tokenizer, list(docs["prompt"]), gold, max_length)
+        dataset = completion_only(tokenizer, list(docs["prompt"]), gold_continuations(spec, docs), max_length)
     else:
         dataset = tokenized(tokenizer, prompt_sequences(spec, docs, settings.packing, answers), max_length)
     steps = training.StepLog()

@@ -24,7 +24,6 @@ from harness.tasks.spec import TaskSpec
 
 FACTS = {f.name for f in dataclasses.fields(TaskSpec)}
 METADATA = set(field_names(SplitSettings)) - {"task"}  # what --metadata may set
-DELIMITER = " "  # the template's target_delimiter: lm-eval puts it before each choice
 
 
 print_user_errors("lm_eval")
@@ -61,7 +60,7 @@ def trained_prompt(peft, given: dict, task: str) -> dict:
     return {"prompt_format": trained}
 
 
-def choice_tokens(docs, kwargs: dict) -> list[list[int]] | None:
+def choice_tokens(docs, delimiter: str, kwargs: dict) -> list[list[int]] | None:
     """Per document, each choice's continuation length in tokens as lm-eval's causal models split it:
     the study's rule (the largest mean log-prob a token) reads it. None where the scored model's tokenizer
     cannot be loaded here (a model that is not Hugging Face's): the rule is then not printed."""
@@ -73,7 +72,7 @@ def choice_tokens(docs, kwargs: dict) -> list[list[int]] | None:
     except Exception:  # no HF tokenizer for this model: lm-eval's acc alone
         return None
     return [
-        [len(encode_pair(tok, prompt, f"{DELIMITER}{choice}")[1]) for choice in choices]
+        [len(encode_pair(tok, prompt, delimiter + choice)[1]) for choice in choices]
         for prompt, choices in zip(docs["prompt"], docs["choices"])
     ]
 
@@ -111,7 +110,7 @@ def load_docs(**kwargs) -> datasets.DatasetDict:
         ) from None
     test = docs[sample.split]
     if kwargs.get("pretrained") or kwargs.get("peft"):  # lm_eval's own command: the study's rule too
-        counts = choice_tokens(test, kwargs)
+        counts = choice_tokens(test, spec.target_delimiter, kwargs)
         test = test if counts is None else test.assign(choice_tokens=counts)
     return datasets.DatasetDict(
         {"train": datasets.Dataset.from_pandas(docs["train"]), "test": datasets.Dataset.from_pandas(test)}

@@ -18,6 +18,7 @@ from harness.stats.verdict import (
     mark,
     pooled_line,
     pooled_verdict,
+    pts,
     uninformative_lines,
 )
 
@@ -202,11 +203,6 @@ def format_tables(summary: dict[str, Any]) -> str:
             lines.append(f"  {pooled_line(c)}")
         lines.append("")
     return "\n".join(lines)
-
-
-def pts(x: float) -> str:
-    """An effect in points, or n/a where no unit measured it."""
-    return f"{100 * x:+.2f}" if np.isfinite(x) else "n/a"
 
 
 def prediction_changes(root: str | Path) -> pd.DataFrame:

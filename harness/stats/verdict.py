@@ -88,6 +88,11 @@ def pooled_verdict(config: dict[str, Any], target: float) -> dict[str, Any]:
     return verdict | {f"{e}_verdict": "not powered"}
 
 
+def pts(x: float) -> str:
+    """An effect in points, or n/a where no unit measured it."""
+    return f"{100 * x:+.2f}" if np.isfinite(x) else "n/a"
+
+
 def mde_text(mde: float) -> str:
     return f"{100 * mde:.2f} pts" if np.isfinite(mde) else ("n/a" if np.isnan(mde) else "inf")
 
@@ -96,11 +101,9 @@ def pooled_line(config: dict[str, Any]) -> str:
     """The pooled bias test in one sentence, its verdict last (the summary and the report both print it)."""
     e = conditions.PRIMARY
     units, mde, target = config[f"{e}_units"], config[f"detectable_{e}"], config[f"{e}_target"]
-    mean = config[f"{e}_mean"]
     head = (
-        f"pooled over the {units} units of every task: {e} "
-        + (f"{100 * mean:+.2f}" if np.isfinite(mean) else "n/a")
-        + f" pts, p {config[f'{e}_p_value']:.4f}, MDE {mde_text(mde)}"
+        f"pooled over the {units} units of every task: {e} {pts(config[f'{e}_mean'])} pts, "
+        f"p {config[f'{e}_p_value']:.4f}, MDE {mde_text(mde)}"
     )
     fewest, most = config[f"{e}_units_per_task"]
     if fewest != most:  # the pooled mean weighs each task by its units

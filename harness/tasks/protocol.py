@@ -102,7 +102,11 @@ def subsample_docs(spec: Spec, sample: SampleSettings, subsample: int) -> dict[s
     return spec.subsample_docs(sample, subsample)
 
 
+def gold_continuations(spec: Spec, docs: pd.DataFrame) -> list[str]:
+    """Each doc's gold choice after the task's delimiter: the continuation lm-eval scores for it."""
+    return [spec.target_delimiter + c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
+
+
 def answered(spec: Spec, docs: pd.DataFrame) -> list[str]:
     """Each doc's prompt followed by its gold choice, exactly the continuation lm-eval scores for it."""
-    gold = [c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
-    return [p + spec.target_delimiter + g for p, g in zip(docs["prompt"], gold)]
+    return [p + a for p, a in zip(docs["prompt"], gold_continuations(spec, docs))]
