@@ -132,7 +132,9 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
         older = any(k not in config for k in grid)  # written before the key existed: its old default ran
         changed += older
         assert (read(config, str(path)).settings_hash() != manifest["settings_hash"]) == older, path
-    assert changed >= 3  # the first shipped runs, all with CoDeC on
+    # the first shipped runs (self-training's, test-time RL's, with CoDeC on) predate the keys; prompt TAPT's
+    # rerun wrote them
+    assert 2 <= changed < len(manifests)
 
 
 def test_a_config_is_its_sections_side_by_side_and_reads_through_them():

@@ -94,18 +94,17 @@ def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resume
         assert json.loads(path.read_text())["settings_hash"] == expected[tag], path
 
 
-def test_the_readmes_count_of_collapsed_prompt_tapt_models_is_the_records_and_the_report_shows_them(
-    tmp_path,
-):
+def test_the_readmes_counts_of_collapsed_models_are_the_records_and_the_report_shows_them(tmp_path):
     from harness.cli.main import main
     from harness.stats.summary import one_class
 
     text = " ".join((ROOT / "README.md").read_text().split())
-    bullet = text.split("**Prompt TAPT: uninformative", 1)[1].split("- **", 1)[0]
-    extra, test = map(int, re.search(r"\(extra (\d+), test (\d+)\)", bullet).groups())
-    shares = one_class(RECORDS / "m8" / "n32" / MODEL)
-    assert [extra, test] == [round((shares[c] * shares["units"]).sum()) for c in ("extra", "test")]
+    for name, model in (("Prompt TAPT:", MODEL), ("Test-time RL:", f"{MODEL}+test-time-rl")):
+        bullet = text.split(f"**{name}", 1)[1].split("- **", 1)[0]
+        extra, test = map(int, re.search(r"\(extra (\d+), test (\d+)\)", bullet).groups())
+        shares = one_class(RECORDS / "m8" / "n32" / model)
+        assert [extra, test] == [round((shares[c] * shares["units"]).sum()) for c in ("extra", "test")], name
     main(["report", str(RECORDS), "--out", str(tmp_path / "report.html")])
     page = (tmp_path / "report.html").read_text()
-    section = page.split(f"model {MODEL}</h2>", 1)[1].split("<h2", 1)[0]
+    section = page.split(f"model {MODEL}+test-time-rl</h2>", 1)[1].split("<h2", 1)[0]
     assert "<h3>Collapsed models</h3>" in section
