@@ -23,7 +23,7 @@ from harness.core.settings import option, parse_script
 from harness.scoring.classifier import ClassifierSettings, classify, trainer
 from harness.tasks.protocol import SplitSettings
 from tapt.corpus import raw_texts
-from tapt.raw_text import TextSettings, pretrain
+from tapt.methods.raw_text.pretrain import TextSettings, pretrain
 
 
 @dataclass(kw_only=True)

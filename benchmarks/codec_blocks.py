@@ -25,7 +25,7 @@ from contamination.exposure import codec_test
 from harness.core import models
 from harness.core.power import wilson
 from harness.core.settings import option, parse_script
-from harness.grid.units import exposure_docs
+from harness.grid.unit_record import exposure_docs
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 

@@ -1,5 +1,6 @@
 """A test-time RL training run with TRL's own GRPOTrainer against the one that reads each prompt once
-per group (`tapt.grpo_groups`), side by side on the same base, prompts, seed and settings.
+per group (`tapt.methods.test_time_rl.grpo_groups`), side by side on the same base, prompts, seed and
+settings.
 
 For each n, test-time RL adapts on one subsample's n test prompts of a task (the method's defaults: 8
 samples a prompt, rollouts of 8 prompts, one step per prompt; `answers: free`, since TRL's own trainer
@@ -53,7 +54,7 @@ def timed_run(a: GrpoBenchArgs, path, spec, docs, trainer_class) -> tuple[float,
 def main() -> None:
     from trl import GRPOTrainer
 
-    from tapt.grpo_groups import GroupedGRPOTrainer
+    from tapt.methods.test_time_rl.grpo_groups import GroupedGRPOTrainer
 
     a = parse_script(GrpoBenchArgs, __doc__)
     path = models.resolve(a.base)

@@ -23,8 +23,8 @@ from harness.core.models import ModelSettings
 from harness.core.settings import option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
-from tapt.grpo_groups import on_answers
-from tapt.ttrl_votes import answer, choice_tokens, vote
+from tapt.methods.test_time_rl.grpo_groups import on_answers
+from tapt.methods.test_time_rl.votes import answer, choice_tokens, vote
 
 
 @dataclass(kw_only=True)

@@ -64,50 +64,59 @@ def verdict(result: dict) -> list[str]:
             "exchangeable, so the calibrated result rests on the base's calibration alone; prefer a "
             "reference of the same distribution"
         )
-    for name, stat in ((n, s) for n, s in STATISTICS.items() if n in result):
-        r, what = result[name], f"{stat.seen} of {suspect}"
-        caveat = " (UNRELIABLE: the reference is shifted on this statistic)" if name in shift else ""
-        if why_not and (seen[name] or r["p_extra"] <= a):
-            p = min(r["p_test"], r["p_extra"])
-            lines.append(f"{what}: inconclusive (p {p:.4g} <= {a}, but the reference is not comparable)")
-        elif seen[name] and stat.seen == LABELS_SEEN and seen["extra_text"]:
-            lines.append(
-                f"{what}: inconclusive (p {r['p_test']:.4g} <= {a}); the text of the reference {reference} "
-                "was seen, and training on text alone moves this statistic"
-            )
-        elif seen[name] and stat.seen == LABELS_SEEN and seen["text"]:
-            lines.append(
-                f"text or {what}: SEEN (p {r['p_test']:.4g} <= {a}){caveat}; the text was seen too, and "
-                "training on the text alone moves this statistic: it cannot tell labels from text here "
-                "(in a grid, the twin statistic can)"
-            )
-        elif seen[name]:
-            lines.append(f"{what}: SEEN (p {r['p_test']:.4g} <= {a}){caveat}")
-        elif r["p_extra"] <= a:
-            lines.append(
-                f"{what}: not seen; the {stat.seen} of the reference {reference} read as seen (p "
-                f"{r['p_extra']:.4g} <= {a}; a reference the model never saw reads so in {a:.0%} of checks)"
-                f"{caveat}"
-            )
-        else:
-            lines.append(
-                f"{what}: no evidence of it (p {r['p_test']:.4g}); a gain above {r['detectable']:.4g} "
-                f"would have been seen with {POWER:.0%} power{caveat}"
-            )
+    for name in (n for n in STATISTICS if n in result):
+        lines.append(statistic_line(result, name, seen, bool(why_not), name in shift))
     if CODEC in result:
-        p, base = result[CODEC]["p_test"], result.get(f"{CODEC}_base", {}).get("p_test")
-        if p <= a and base is not None and base <= a:
-            lines.append(
-                f"CoDeC: inconclusive (p {p:.4g} <= {a}, but the base alone separates the sets too, p "
-                f"{base:.4g})"
-            )
-        elif p <= a:
-            lines.append(
-                f"CoDeC: the text of {suspect} SEEN (its documents fell more with a context, p {p:.4g})"
-            )
-        else:
-            lines.append(f"CoDeC: no evidence the text of {suspect} was seen (p {p:.4g})")
+        lines.append(codec_line(result))
     return lines
+
+
+def statistic_line(result: dict, name: str, seen: dict, why_not: bool, shifted_here: bool) -> str:
+    """One statistic's line: seen, inconclusive, not seen (with the reference's own false alarm), or no
+    evidence with the gain it would have seen."""
+    a, stat, r = result["alpha"], STATISTICS[name], result[name]
+    suspect, reference = result["names"]["test"], result["names"]["extra"]
+    what = f"{stat.seen} of {suspect}"
+    caveat = " (UNRELIABLE: the reference is shifted on this statistic)" if shifted_here else ""
+    if why_not and (seen[name] or r["p_extra"] <= a):
+        p = min(r["p_test"], r["p_extra"])
+        return f"{what}: inconclusive (p {p:.4g} <= {a}, but the reference is not comparable)"
+    if seen[name] and stat.seen == LABELS_SEEN and seen["extra_text"]:
+        return (
+            f"{what}: inconclusive (p {r['p_test']:.4g} <= {a}); the text of the reference {reference} "
+            "was seen, and training on text alone moves this statistic"
+        )
+    if seen[name] and stat.seen == LABELS_SEEN and seen["text"]:
+        return (
+            f"text or {what}: SEEN (p {r['p_test']:.4g} <= {a}){caveat}; the text was seen too, and "
+            "training on the text alone moves this statistic: it cannot tell labels from text here "
+            "(in a grid, the twin statistic can)"
+        )
+    if seen[name]:
+        return f"{what}: SEEN (p {r['p_test']:.4g} <= {a}){caveat}"
+    if r["p_extra"] <= a:
+        return (
+            f"{what}: not seen; the {stat.seen} of the reference {reference} read as seen (p "
+            f"{r['p_extra']:.4g} <= {a}; a reference the model never saw reads so in {a:.0%} of checks)"
+            f"{caveat}"
+        )
+    return (
+        f"{what}: no evidence of it (p {r['p_test']:.4g}); a gain above {r['detectable']:.4g} "
+        f"would have been seen with {POWER:.0%} power{caveat}"
+    )
+
+
+def codec_line(result: dict) -> str:
+    """CoDeC's line: seen, inconclusive where the base alone separates the sets too, or no evidence."""
+    a, suspect = result["alpha"], result["names"]["test"]
+    p, base = result[CODEC]["p_test"], result.get(f"{CODEC}_base", {}).get("p_test")
+    if p <= a and base is not None and base <= a:
+        return (
+            f"CoDeC: inconclusive (p {p:.4g} <= {a}, but the base alone separates the sets too, p {base:.4g})"
+        )
+    if p <= a:
+        return f"CoDeC: the text of {suspect} SEEN (its documents fell more with a context, p {p:.4g})"
+    return f"CoDeC: no evidence the text of {suspect} was seen (p {p:.4g})"
 
 
 def format_result(result: dict) -> str:

@@ -43,6 +43,7 @@ def test_every_benchmark_script_is_covered_here():
         "tapt_step.py",
         "ttrl_answers.py",
         "tlm_moves.py",
+        "unit_walk.py",
     }
     assert {p.name for p in BENCHMARKS.glob("*.py")} - {"__init__.py"} == covered
 
@@ -161,4 +162,12 @@ def test_pooled_rates_count_the_base_once_on_the_shipped_studies():
         "pooled_rates.py", str(BENCHMARKS / "methods_study"), str(BENCHMARKS / "methods_study_tlm")
     )
     codec = next(line for line in printed.splitlines() if line.startswith("CoDeC |"))
-    assert codec.startswith("CoDeC | 9/144 ") and "base alone 5/57 " in codec
+    assert codec.startswith("CoDeC | 9/142 ") and "base alone 5/57 " in codec
+
+
+def test_the_unit_walk_counts_the_package_changes_and_each_lookup_of_a_unit(data_dir):
+    printed = script("unit_walk.py", "--data-dir", str(data_dir))
+    walks = re.findall(r"(\d) adapted conditions: (\d+) package changes; lookups: (.*)", printed)
+    assert [w[0] for w in walks] == ["2", "3"]
+    assert int(walks[1][1]) > int(walks[0][1]) > 0  # a condition more is a walk longer
+    assert all("read_old_keys 1," in w[2] and "find_spec 2," in w[2] for w in walks)

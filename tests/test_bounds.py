@@ -7,7 +7,7 @@ from helpers import tiny_grid_config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid.config import load_config
+from harness.grid.run_checks import load_run
 from tapt.methods.test_time_rl import TtrlSettings
 from tapt.methods.tlm import TlmSettings
 
@@ -32,9 +32,9 @@ def test_a_setting_out_of_bounds_is_refused_naming_its_key(cls, values, said):
 
 def test_codec_context_is_bounded_by_the_documents_a_split_holds(tmp_path, tiny_llama, data_dir):
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "o")  # n 6: 5 others a document
-    assert load_config(config, {"codec_context": 5}).codec_context == 5
+    assert load_run(config, {"codec_context": 5}).codec_context == 5
     with pytest.raises(SettingsError, match="--codec-context is 6, .* set at most 5"):
-        load_config(config, {"codec_context": 6})
+        load_run(config, {"codec_context": 6})
 
 
 def test_train_reads_another_methods_flags_and_refuses_prompt_tapts(tmp_path, data_dir, capsys):

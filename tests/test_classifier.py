@@ -18,11 +18,12 @@ from harness.core.errors import SettingsError, UserError
 from harness.grid import config as grid_config
 from harness.grid import run as grid_run
 from harness.grid.merge import merge
+from harness.grid.run_checks import load_run
 from harness.scoring.classifier import ClassifierSettings, classify, load_classifier
 from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import load_spec
 from harness.tasks.subsample import SampleSettings
-from tapt.raw_text import TextArgs, pretrain_text
+from tapt.methods.raw_text.pretrain import TextArgs, pretrain_text
 
 TASK_DIR = "m8/n8/tiny/trec"
 
@@ -98,7 +99,7 @@ def test_classifier_loss_decreases_and_a_rerun_gives_the_same_numbers(tiny_bert,
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, tiny_llama, data_dir):
     tmp = tmp_path_factory.mktemp("clf")
-    grid_run.run(grid_config.load_config(config(tmp, tiny_llama, data_dir, tmp / "full")))
+    grid_run.run(load_run(config(tmp, tiny_llama, data_dir, tmp / "full")))
     return tmp / "full"
 
 
@@ -123,9 +124,7 @@ def test_layout_and_the_units_record(uninterrupted):
 @pytest.mark.slow
 def test_the_exposure_setting_scores_each_pretrained_encoder_on_its_raw_texts(tmp_path, tiny_bert, data_dir):
     out = tmp_path / "exposed"
-    grid_run.run(
-        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, out, subsamples=1, exposure=True))
-    )
+    grid_run.run(load_run(config(tmp_path, tiny_bert, data_dir, out, subsamples=1, exposure=True)))
     exposure = json.loads((out / TASK_DIR / "units" / "0.json").read_text())["exposure"]
     assert set(exposure["tests"]) == {"base", "extra", "test"} and len(exposure["docs"]["row"]) == 16
     assert [exposure["tests"][c]["calibrated"] for c in ("base", "extra", "test")] == [False, True, True]
@@ -148,7 +147,7 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
     proc.wait()
     done = sorted(p.name for p in (tmp_path / "killed" / TASK_DIR / "units").glob("*.json"))
     assert done == ["0.json"], done
-    grid_run.run(grid_config.load_config(cfg))  # the same command resumes; here in this process
+    grid_run.run(load_run(cfg))  # the same command resumes; here in this process
     for got, want in zip(tables(tmp_path / "killed"), tables(uninterrupted)):
         pd.testing.assert_frame_equal(got, want)
 
@@ -157,7 +156,7 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
 def test_a_shard_recomputes_its_unit_and_merges_with_the_rest_into_the_unsharded_run(
     uninterrupted, tmp_path, tiny_llama, data_dir
 ):
-    grid_run.run(grid_config.load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
+    grid_run.run(load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
     rest = tmp_path / "s0"  # shard 0/2 of the shared run: its unit 0
     shutil.copytree(uninterrupted, rest)
     for path in (rest / TASK_DIR / "units").glob("1.*"):
@@ -191,13 +190,11 @@ def test_bad_input(tmp_path, tiny_bert, tiny_llama, data_dir):
     with pytest.raises(
         SettingsError, match="key 'flow' must be one of 'zero_shot', 'classifier', got 'clasifier'"
     ):
-        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "a", flow="clasifier"))
+        load_run(config(tmp_path, tiny_bert, data_dir, tmp_path / "a", flow="clasifier"))
     with pytest.raises(UserError, match="m=4 is smaller than the number of classes \\(6\\)"):
-        grid_config.load_config(config(tmp_path, tiny_bert, data_dir, tmp_path / "b", m=4))
+        load_run(config(tmp_path, tiny_bert, data_dir, tmp_path / "b", m=4))
     with pytest.raises(SettingsError, match="key 'task_overrides' trec: \\['m'\\] cannot be set per task"):
-        grid_config.load_config(
-            config(tmp_path, tiny_bert, data_dir, tmp_path / "c", task_overrides={"trec": {"m": 4}})
-        )
+        load_run(config(tmp_path, tiny_bert, data_dir, tmp_path / "c", task_overrides={"trec": {"m": 4}}))
     # an encoder saved without its MLM head: pretraining warns that the head starts random, then runs
     from transformers import BertModel
 

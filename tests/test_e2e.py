@@ -4,8 +4,8 @@ import pytest
 
 from harness.core import models
 from tapt.adapter import AdapterArgs
+from tapt.methods.raw_text.pretrain import TextArgs, pretrain_text
 from tapt.methods.single import train
-from tapt.raw_text import TextArgs, pretrain_text
 
 pytestmark = pytest.mark.slow
 

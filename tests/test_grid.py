@@ -18,8 +18,8 @@ from helpers import tiny_grid_config as config
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError
 from harness.grid import run as grid_run
-from harness.grid.config import load_config
 from harness.grid.merge import merge
+from harness.grid.run_checks import load_run
 
 MODEL_DIR = "m4/n6/tiny"
 
@@ -82,7 +82,7 @@ def test_every_unit_records_its_exposure_tests_and_each_documents_scores(tiny_gr
 def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, tiny_llama, data_dir):
     out = tmp_path / "copy"
     shutil.copytree(tiny_grid, out)
-    cfg = load_config(config(tmp_path, tiny_llama, data_dir, out))
+    cfg = load_run(config(tmp_path, tiny_llama, data_dir, out))
     before = {p: p.stat().st_mtime_ns for p in out.rglob("units/*")}
     assert grid_run.todo(cfg, (0, 1)) == []
     grid_run.run(cfg)
@@ -93,7 +93,7 @@ def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, ti
 def test_a_shard_recomputes_its_units_and_merges_with_the_rest_into_the_unsharded_run(
     tiny_grid, tmp_path, tiny_llama, data_dir
 ):
-    cfg = load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1"))
+    cfg = load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1"))
     assert [k for _, k in grid_run.units(cfg, (0, 2))] == [0, 2] and [
         k for _, k in grid_run.units(cfg, (1, 2))
     ] == [1]
@@ -154,7 +154,7 @@ def test_merge_takes_overlapping_units_that_differ_only_in_timings_and_names_the
 def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path, tiny_llama, data_dir):
     out = tmp_path / "out"
     grid_run.run(
-        load_config(
+        load_run(
             config(tmp_path, tiny_llama, data_dir, out, subsamples=1, conditions=["base", "extra", "test"])
         )
     )
@@ -194,14 +194,14 @@ def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path,
 @pytest.mark.xdist_group("lm_eval_index")  # lm-eval's own task index: built once, in one worker
 def test_config_errors(tmp_path, tiny_llama, data_dir):
     with pytest.raises(TaskError, match="a.yaml: unknown task 'nope'"):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "a", tasks=["nope"]))
     with pytest.raises(
         TaskError, match="task 'climate_fever': m \\+ 2n = 4 \\+ 2\\*1000 = 2004 exceeds the pool of 300"
     ):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
     bad = config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3)
     with pytest.raises(SettingsError, match=f"^{re.escape(str(bad))}: unknown key\\(s\\) \\['subsample'\\]"):
-        load_config(bad)  # the file named once
+        load_run(bad)  # the file named once
     with pytest.raises(SystemExit, match="--shard must look like i/N"):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
     with pytest.raises(
@@ -209,13 +209,11 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
         match="x.yaml: key 'conditions' must be base, extra, test and optionally leak, stream, "
         "got \\['base', 'test', 'leak'\\]",
     ):
-        load_config(
-            config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"])
-        )
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "x", conditions=["base", "test", "leak"]))
     with pytest.raises(SettingsError, match="y.yaml: key 'exposure' n = 2: a permutation test of 2 test"):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "y", n=2))
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "y", n=2))
     with pytest.raises(UserError, match="z.yaml: key 'base': base model '/no/such-model' not found"):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "z", base="/no/such-model"))
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "z", base="/no/such-model"))
     assert not (tmp_path / "z").exists()  # refused before anything is written
 
 
@@ -223,12 +221,12 @@ def test_a_config_that_cannot_run_is_refused_naming_the_key_or_flag_before_anyth
     tmp_path, tiny_llama, tiny_bert, data_dir
 ):
     with pytest.raises(SettingsError, match="e.yaml: key 'tasks' is empty: name at least one task"):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "e", tasks=[]))
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "e", tasks=[]))
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(SettingsError, match="file.yaml: key 'out' .*file is a file, not a folder"):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "file"))
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "file"))
     with pytest.raises(SettingsError, match="g.yaml: key 'base': .* is an encoder, and the zero_shot flow"):
-        load_config(config(tmp_path, tiny_llama, data_dir, tmp_path / "g", base=str(tiny_bert)))
+        load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "g", base=str(tiny_bert)))
     cfg = config(tmp_path, tiny_llama, data_dir, tmp_path / "h")
     with pytest.raises(SystemExit, match="--base: base model 'no/such-model' not found"):
         main(["run", "--config", str(cfg), "--base", "no/such-model"])
@@ -269,7 +267,7 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(tiny_grid, tmp_path, t
     done = sorted(p.name for p in units.glob("*.json"))
     assert "0.json" in done and len(done) < 3, done
     assert len(pd.read_csv(units.parent / "accuracies.csv")) == len(done)
-    grid_run.run(load_config(cfg))  # the same command resumes; here in this process, saving a start-up
+    grid_run.run(load_run(cfg))  # the same command resumes; here in this process, saving a start-up
     for got, want in zip(grid_tables(tmp_path / "killed"), grid_tables(tiny_grid)):
         pd.testing.assert_frame_equal(got, want)
 
@@ -330,7 +328,7 @@ def test_a_run_ends_with_the_seconds_of_each_stage_summed_over_its_units(
     tmp_path, tiny_llama, data_dir, capsys
 ):
     out = tmp_path / "out"
-    grid_run.run(load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))
+    grid_run.run(load_run(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("seconds by stage"))
     records = [json.loads(p.read_text())["seconds"] for p in (out / TINY_GRID_DIR / "units").glob("*.json")]
     train_extra = sum(r["train_extra"] for r in records)
@@ -340,5 +338,5 @@ def test_a_run_ends_with_the_seconds_of_each_stage_summed_over_its_units(
         assert f" {stage} {total:.0f}" in line, line
     assert f"(extra {train_extra:.0f}, test " in line and "other " in line
     capsys.readouterr()
-    grid_run.run(load_config(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))  # nothing to run
+    grid_run.run(load_run(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))  # nothing to run
     assert "seconds by stage" not in capsys.readouterr().out

@@ -13,7 +13,7 @@ pytest.importorskip("trl")
 
 from trl import GRPOConfig, GRPOTrainer
 
-from tapt.grpo_groups import GroupedGRPOTrainer, groups, left_padded
+from tapt.methods.test_time_rl.grpo_groups import GroupedGRPOTrainer, groups, left_padded
 
 PROMPTS = ["Title: Stocks fall again\nTopic:", "Hi", "A much longer prompt about the weather in Paris today:"]
 

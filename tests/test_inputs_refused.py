@@ -11,6 +11,7 @@ from harness.cli.main import main
 from harness.core.errors import SettingsError
 from harness.grid.calibrate import load_detectors
 from harness.grid.config import GridConfig, load_config
+from harness.grid.run_checks import load_run
 
 SHIPPED = str(Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study")  # a shipped study
 
@@ -22,13 +23,13 @@ def test_a_task_override_names_a_task_of_the_run_and_valid_values_by_their_path(
     with pytest.raises(
         SettingsError, match="names 'ag_nwes', which is not a task of this run \\(did you mean 'ag_news'"
     ):
-        load_config(config, {"task_overrides": {"ag_nwes": {"epochs": 1}}})
+        load_run(config, {"task_overrides": {"ag_nwes": {"epochs": 1}}})
     with pytest.raises(
         SettingsError, match="--task-overrides ag_news.epochs: must be at least 0.0, got -2.0"
     ):
-        load_config(config, {"task_overrides": {"ag_news": {"epochs": -2}}})
+        load_run(config, {"task_overrides": {"ag_news": {"epochs": -2}}})
     assert not (tmp_path / "out").exists()
-    load_config(config, {"task_overrides": {"ag_news": {"epochs": 2}}})
+    load_run(config, {"task_overrides": {"ag_news": {"epochs": 2}}})
 
 
 def test_an_empty_task_override_on_a_zero_shot_run_is_the_same_settings():

@@ -13,8 +13,9 @@ from safetensors.torch import load_file
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid import plan, units
+from harness.grid import plan, unit_record, units
 from harness.grid.config import load_config
+from harness.grid.run_checks import load_run
 from tapt import methods
 from tapt.methods.tlm import weights
 
@@ -51,8 +52,10 @@ def test_tlm_selects_the_inputs_above_its_threshold_with_its_weight():
 
 def test_a_condition_other_than_the_leak_gets_no_label_column():
     docs = {s: pd_frame() for s in ("extra", "test")}
-    assert "label" not in units.split_docs(docs, "extra") and "label" not in units.split_docs(docs, "test")
-    assert "label" in units.split_docs(docs, "leak")
+    assert "label" not in unit_record.split_docs(docs, "extra") and "label" not in unit_record.split_docs(
+        docs, "test"
+    )
+    assert "label" in unit_record.split_docs(docs, "leak")
 
 
 def pd_frame():
@@ -78,7 +81,7 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
             tmp_path, tiny_llama, data_dir, tmp_path / "out", method="self-training", exposure=False
         )
     )
-    draw = units.subsample_docs
+    draw = plan.subsample_docs
     kept = {}
     for shuffled in (False, True):
 
@@ -89,7 +92,7 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
                     d["label"] = np.random.default_rng(1).permutation(d["label"].to_numpy())
             return docs
 
-        monkeypatch.setattr(units, "subsample_docs", subsample_docs)
+        monkeypatch.setattr(plan, "subsample_docs", subsample_docs)
         unit = units.compute_unit(
             plan.cell(cfg.replace(out=str(tmp_path / f"out{shuffled}"))).unit("ag_news", 0),
             keep_adapters=True,
@@ -214,7 +217,7 @@ def test_an_unknown_or_unusable_method_is_refused_before_anything_is_written(
         tmp_path, tiny_llama, data_dir, out, method=method.format(file=tmp_path / "broken.py")
     )
     with pytest.raises(SettingsError, match=message):
-        load_config(config)
+        load_run(config)
     with pytest.raises(SystemExit):
         main(["run", "--config", str(config)])
     assert not out.exists()
@@ -451,17 +454,23 @@ def test_tlm_online_trains_the_carried_adapter_on_weighted_by_the_current_model(
 
 
 def test_a_built_in_method_is_one_file_in_the_package(tmp_path, monkeypatch, capsys):
-    """A module beside the built-ins with a module-level METHOD is listed and found, with nothing else
-    edited; a module without one (a helper) is not a method."""
+    """A module (or a folder) beside the built-ins with a module-level METHOD is listed and found, with
+    nothing else edited; a module without one (a helper) is not a method."""
     (tmp_path / "my_builtin.py").write_text(
         "from harness.api import Adapted, Method, Settings\n"
         "METHOD = Method('my-builtin', ('zero_shot',), Settings, lambda x: Adapted(x.model), 'one file')\n"
     )
     (tmp_path / "my_helper.py").write_text("VALUE = 1\n")
+    (tmp_path / "my_folder").mkdir()  # a method with helpers: a folder, its METHOD in __init__.py
+    (tmp_path / "my_folder" / "__init__.py").write_text(
+        "from harness.api import Adapted, Method, Settings\n"
+        "METHOD = Method('my-folder', ('zero_shot',), Settings, lambda x: Adapted(x.model), 'a folder')\n"
+    )
     monkeypatch.setattr(methods, "__path__", [*methods.__path__, str(tmp_path)])
     methods.builtin.cache_clear()
     try:
         assert methods.find("my-builtin").about == "one file"
+        assert methods.find("my-folder").about == "a folder" and "my-folder" in methods.builtin()
         main(["methods", "list"])
         assert "my-builtin" in capsys.readouterr().out
         assert "my_helper" not in " ".join(methods.builtin())
@@ -531,7 +540,7 @@ def test_tlms_recipe_cites_the_authors_code_per_row_and_its_same_rows_are_the_se
 def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_the_settings_that_run():
     from harness.core import training
     from tapt.methods.raw_text import RECIPE
-    from tapt.raw_text import MLM_PROBABILITY, TextSettings
+    from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings
 
     rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
     assert len(rows) == 7 and all(

@@ -99,7 +99,8 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
 ):
     """The tapt_* task's data hook draws the subsample again from its metadata: the unit checks that lm-eval
     scored its own test documents, row by row, and stops where a drift would score others."""
-    from harness.grid import plan, units
+    from harness.grid import base_model, plan, units
+    from harness.grid.flows import zero_shot as flow
     from harness.tasks.protocol import find_spec, subsample_docs
 
     cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))
@@ -107,13 +108,13 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
     test = subsample_docs(find_spec("ag_news"), cfg.sample, 0)["test"]
     scored = unit.probs[unit.probs["condition"] == "base"]
     assert sorted(scored["row"]) == sorted(test["row"])
-    drawn = units.zero_shot.lm_eval_task
+    drawn = flow.scoring.lm_eval_task
     monkeypatch.setattr(  # the hook told another subsample than the grid drew
-        units.zero_shot,
+        flow.scoring,
         "lm_eval_task",
         lambda spec, meta, inc, t: drawn(spec, {**meta, "subsample": 1}, inc, t),
     )
-    units.BASE_SCORES.clear()
+    base_model.BASE_SCORES.clear()
     with pytest.raises(
         UserError, match="lm-eval's doc 0 is pool row [0-9]+, and the unit's test document there is row"
     ):

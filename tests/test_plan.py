@@ -96,3 +96,29 @@ def test_tapt_bench_run_checks_the_run_once_and_plans_each_cell_once(
     )
     main(["run", "--config", str(path), "--no-summary"])
     assert (len(checked), len(planned)) == (1, 2)
+
+
+def test_a_run_reads_its_older_keys_its_task_index_and_each_method_once(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    """The lookups a run needs once: the config's older spellings read, the task YAMLs parsed into their
+    index, each method found (a file plug-in's top-level code is run by finding it)."""
+    from harness.cli.main import main
+    from harness.grid import run as grid_run
+    from harness.grid import study_layout
+    from harness.tasks import spec
+    from tapt import methods
+
+    read, found = [], []
+    read_old_keys, find = study_layout.read_old_keys, methods.find
+    monkeypatch.setattr(study_layout, "read_old_keys", lambda *a: read.append(a) or read_old_keys(*a))
+    monkeypatch.setattr(methods, "find", lambda name: found.append(name) or find(name))
+    monkeypatch.setattr(grid_run, "in_process", lambda *a, **k: iter(()))  # no unit computed
+    spec.task_names.cache_clear()
+    path = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", subsamples=1)
+    main(["run", "--config", str(path), "--no-summary"])
+    assert len(read) == 1
+    assert spec.task_names.cache_info().misses == 1  # the shipped task folder's YAMLs, parsed once
+    # the run's method once per config it plans (the file's, its cell's) and the task keys' check; the older
+    # keys' reader and the task keys' check each ask for both flows' default methods
+    assert sorted(set(found)) == ["prompt-tapt", "raw-text"] and len(found) <= 8, found

@@ -18,7 +18,8 @@ from contamination import detectors
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError
 from harness.core.settings import against
-from harness.grid.config import GridConfig, load_config
+from harness.grid.config import GridConfig
+from harness.grid.run_checks import load_run
 from harness.stats import statistics
 from tapt import output
 
@@ -149,7 +150,7 @@ def test_a_task_named_twice_and_two_data_files_of_one_task_are_refused(tmp_path,
     (folder / "ag_news" / "data.jsonl").write_text("")
     config = tiny_grid_config(tmp_path, tiny_llama, folder, tmp_path / "out")
     with pytest.raises(TaskError, match="holds data.csv and data.jsonl; keep one file of the task's data"):
-        load_config(config)
+        load_run(config)
 
 
 def test_a_home_folder_is_expanded_in_every_path(tmp_path, monkeypatch):
@@ -164,7 +165,7 @@ def test_an_lr_of_zero_is_refused_before_any_training(tmp_path, tiny_llama, data
         tmp_path, tiny_llama, data_dir, tmp_path / "out", method_settings={"prompt-tapt": {"lr": 0}}
     )
     with pytest.raises(SettingsError, match="prompt-tapt: key 'lr' must be above 0.0, got 0.0"):
-        load_config(config)
+        load_run(config)
 
 
 def test_an_unknown_method_key_lists_only_the_keys_that_may_be_set_there(tmp_path, tiny_llama, data_dir):
@@ -172,7 +173,7 @@ def test_an_unknown_method_key_lists_only_the_keys_that_may_be_set_there(tmp_pat
         tmp_path, tiny_llama, data_dir, tmp_path / "out", method_settings={"prompt-tapt": {"lrr": 1}}
     )
     with pytest.raises(SettingsError, match="unknown key\\(s\\) \\['lrr'\\]") as err:
-        load_config(config)
+        load_run(config)
     assert (
         "'lr'" in str(err.value)
         and "quantize" not in str(err.value)

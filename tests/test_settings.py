@@ -13,6 +13,7 @@ from contamination.exchangeability import t_statistic
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
 from harness.grid.config import GridConfig, load_config
+from harness.grid.run_checks import load_run
 
 
 def write_config(folder, **keys):
@@ -271,12 +272,12 @@ def test_the_default_methods_settings_written_at_the_top_level_read_as_its_secti
         load_config(path, {"data_dir": str(data_dir)})
     path.write_text(yaml.safe_dump(sectioned | {"method_settings": {"prompt-tapt": {"threshold": 3}}}))
     with pytest.raises(SettingsError, match=r"prompt-tapt: unknown key\(s\) \['threshold'\]"):
-        load_config(path, {"data_dir": str(data_dir)})
+        load_run(path, {"data_dir": str(data_dir)})
     path.write_text(yaml.safe_dump(sectioned | {"method_settings": {"prompt-tapt": {"quantize": "4bit"}}}))
     with pytest.raises(
         SettingsError, match=r"\['quantize'\] set the base's form for every method; set them at the top level"
     ):
-        load_config(path, {"data_dir": str(data_dir)})
+        load_run(path, {"data_dir": str(data_dir)})
 
 
 def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_others(data_dir):
@@ -298,7 +299,7 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
         SettingsError, match=r"names \['prompt-tapt', 'self-training'\], which this run does not use"
     ):
         flags = {"methods": ["test-time-rl"], "method_settings": whole.method_settings}
-        load_config("methods_study", keys | flags)
+        load_run("methods_study", keys | flags)
 
 
 def test_narrowing_reads_method_names_as_method_settings_does_a_plug_in_named_by_its_file(

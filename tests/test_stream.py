@@ -11,8 +11,8 @@ from helpers import tiny_grid_config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid.config import load_config
 from harness.grid.run import run
+from harness.grid.run_checks import load_run
 from harness.grid.stream import chunks
 
 WATCHED = """
@@ -55,7 +55,7 @@ def watched_run(tmp_path, tiny_llama, data_dir, **stream):
         exposure=False,
         **stream,
     )
-    run(load_config(config))
+    run(load_run(config))
     (unit_file,) = out.rglob("units/0.json")
     probs = pd.read_parquet(unit_file.parent.parent / "probabilities.parquet")
     test_rows = [str(r) for r in probs[probs["condition"] == "test"]["row"]]
@@ -117,13 +117,13 @@ def test_carry_refuses_a_method_that_cannot_carry_and_one_that_stacks_a_new_adap
         tmp_path, tiny_llama, data_dir, tmp_path / "o", method=f"{tmp_path / 'mine.py'}:PLAIN", **keys
     )
     with pytest.raises(SettingsError, match="stream_mode.*cannot carry an adapter.*set stream_mode: restart"):
-        load_config(config)
-    load_config(config, {"stream_mode": "restart"})  # the restart runs any method
+        load_run(config)
+    load_run(config, {"stream_mode": "restart"})  # the restart runs any method
     config = tiny_grid_config(
         tmp_path, tiny_llama, data_dir, tmp_path / "o2", method=f"{tmp_path / 'mine.py'}:STACKED", **keys
     )
     with pytest.raises(UserError, match="returned a new model in the stream \\(chunk 2 of 3\\)"):
-        run(load_config(config))
+        run(load_run(config))
 
 
 def test_the_stream_needs_the_zero_shot_flow_and_no_more_chunks_than_documents(
@@ -133,6 +133,6 @@ def test_the_stream_needs_the_zero_shot_flow_and_no_more_chunks_than_documents(
         tmp_path, tiny_llama, data_dir, tmp_path / "o", conditions=["base", "extra", "test", "stream"]
     )
     with pytest.raises(SettingsError, match="--stream-chunks is 7, more than a cell.s 6 test documents"):
-        load_config(config, {"stream_chunks": 7, "stream_mode": "restart"})
+        load_run(config, {"stream_chunks": 7, "stream_mode": "restart"})
     with pytest.raises(SettingsError, match="--stream-chunk-size is 6, and a cell has 6 test .* at most 5"):
-        load_config(config, {"stream_chunk_size": 6})
+        load_run(config, {"stream_chunk_size": 6})

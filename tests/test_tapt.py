@@ -12,8 +12,8 @@ from harness.tasks.subsample import SampleSettings
 from harness.tasks.validate import build_task
 from tapt.adapter import AdapterArgs
 from tapt.corpus import prompt_sequences, raw_texts
+from tapt.methods.raw_text.pretrain import TextArgs, collator, pretrain_text
 from tapt.methods.single import train
-from tapt.raw_text import TextArgs, collator, pretrain_text
 
 SUB = {"subsample": 1, "m": 8, "n": 20}
 AG_NEWS = ["World", "Sports", "Business", "Sci/Tech"]  # its classes in label order (TASKS.md)

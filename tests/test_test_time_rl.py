@@ -13,7 +13,7 @@ from harness.core.errors import UserError
 from harness.stats.diagnostics import format_records, method_records
 from tapt import methods
 from tapt.methods.test_time_rl import TtrlSettings, rollout_size
-from tapt.ttrl_votes import Rewards, answer, tied, vote
+from tapt.methods.test_time_rl.votes import Rewards, answer, tied, vote
 
 CHOICES = ["World", "Sports", "Business", "Sci/Tech"]
 
@@ -59,9 +59,9 @@ def test_the_authors_training_rules_reach_trls_config_and_the_defaults_keep_the_
     from harness.core.sections import recorded
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings
-    from tapt.grpo_groups import GroupedGRPOTrainer
     from tapt.methods import Inputs
     from tapt.methods.test_time_rl import adapt
+    from tapt.methods.test_time_rl.grpo_groups import GroupedGRPOTrainer
 
     given = []
 
@@ -154,15 +154,16 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
 ):
     import dataclasses
 
-    seen, real = [], methods.builtin()
-    adapt = real["test-time-rl"].adapt
+    from tapt.methods import test_time_rl
+
+    seen, real = [], test_time_rl.METHOD
+    adapt = real.adapt
 
     def watched(x):
         seen.append((x.labeled, "label" in x.docs))
         return adapt(x)
 
-    planted = {**real, "test-time-rl": dataclasses.replace(real["test-time-rl"], adapt=watched)}
-    monkeypatch.setattr(methods, "builtin", lambda: planted)
+    monkeypatch.setattr(test_time_rl, "METHOD", dataclasses.replace(real, adapt=watched))
     settings = {"samples": 2, "prompts_per_rollout": 3, "temperature": 1.0}
     four = ["base", "extra", "test", "leak"]
     unit = one_unit(tmp_path, tiny_llama, data_dir, "test-time-rl", settings, conditions=four, exposure=False)
@@ -188,7 +189,7 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
 
 
 def test_sampling_among_the_choices_keeps_a_completion_on_one_of_them_then_ends_it():
-    from tapt.grpo_groups import allowed_next
+    from tapt.methods.test_time_rl.grpo_groups import allowed_next
 
     answers, end = [[5, 6, 7], [5, 8], [9]], 0
     assert allowed_next(answers, [], end) == [5, 9]
@@ -201,7 +202,7 @@ def test_sampling_among_the_choices_keeps_a_completion_on_one_of_them_then_ends_
 def test_a_choice_is_tokenized_as_the_continuation_lm_eval_scores(tiny_llama):
     from transformers import AutoTokenizer
 
-    from tapt.ttrl_votes import choice_tokens
+    from tapt.methods.test_time_rl.votes import choice_tokens
 
     tok = AutoTokenizer.from_pretrained(tiny_llama)
     prompts = ["Which? ### Answer:", "Other text ### Answer:"]
@@ -237,7 +238,7 @@ def test_every_sample_names_a_choice_by_default_and_free_text_need_not(
 
 
 def test_the_recipe_rows_that_say_the_same_are_the_settings_that_run_and_cite_their_line():
-    from tapt.ttrl_recipe import RECIPE
+    from tapt.methods.test_time_rl.recipe import RECIPE
 
     rows = {line.split("  ")[0]: line for line in RECIPE.splitlines()[1:]}
     same = {"temperature": "1.0 (aime.sh:69)", "rollout": "8 prompts (aime.sh:25)"}
@@ -272,7 +273,7 @@ def test_the_grouped_trainer_runs_only_on_the_trl_private_surface_it_was_written
     """It overrides private GRPOTrainer methods; a TRL whose signatures moved is refused in one line."""
     from trl import GRPOTrainer
 
-    from tapt import grpo_groups
+    from tapt.methods.test_time_rl import grpo_groups
 
     assert grpo_groups.trl_differs() == []  # the installed TRL is the tested one
     monkeypatch.setattr(GRPOTrainer, "_prepare_inputs", lambda self, batch, step: batch)

@@ -10,8 +10,8 @@ from helpers import tiny_grid_config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid.config import load_config
 from harness.grid.run import run
+from harness.grid.run_checks import load_run
 
 NOT_RESTORING = """
 import torch
@@ -39,7 +39,7 @@ def test_a_method_that_does_not_give_the_base_back_stops_the_run_before_the_next
 ):
     (tmp_path / "mine.py").write_text(NOT_RESTORING)
     out = tmp_path / "out"
-    cfg = load_config(
+    cfg = load_run(
         tiny_grid_config(
             tmp_path, tiny_llama, data_dir, out, method=f"{tmp_path / 'mine.py'}:METHOD", exposure=False
         )
@@ -112,7 +112,7 @@ def test_a_name_that_would_become_a_path_outside_out_is_refused_and_nothing_is_w
     values = {k: v.format(file=tmp_path / "escape.py") for k, v in extra.items()}
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, **values)
     with pytest.raises(SettingsError, match=f"key '{key}'.*(names a results folder|no paths)"):
-        load_config(config)
+        load_run(config)
     with pytest.raises(SystemExit):
         main(["run", "--config", str(config)])
     assert not work.exists() and not any("ESCAPED" in p.name for p in tmp_path.rglob("*"))
@@ -267,7 +267,7 @@ def test_an_out_that_cannot_be_written_is_refused_before_anything_runs(
 def test_duplicate_methods_are_refused(tmp_path, tiny_llama, data_dir):
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "o", methods=["self-training"] * 2)
     with pytest.raises(SettingsError, match="key 'methods' names self-training twice"):
-        load_config(config)
+        load_run(config)
 
 
 @pytest.mark.parametrize("method", ["prompt-tapt", "self-training"])

@@ -115,10 +115,10 @@ def whole(text: str, name: str) -> int:
 
 def grid_config(config_path: str, args: argparse.Namespace):
     """The grid config of a command that takes --config and every config key as a flag (given flags win)."""
-    from harness.grid import config
+    from harness.grid import config, run_checks
 
     overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}
-    return config.load_config(config_path, overrides)
+    return run_checks.load_run(config_path, overrides)
 
 
 CONFIG_KEYS = (
@@ -136,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     shard = opts.shard_pair()
     with executor(opts) as execute:
 
-        def run_one(cell) -> None:  # planned here, not checked again: load_config checked the whole run
+        def run_one(cell) -> None:  # planned here, not checked again: load_run checked the whole run
             run.run(plan.cell(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
 
         if opts.until_mde:

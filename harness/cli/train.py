@@ -64,7 +64,7 @@ def lm_eval_command(train, model_args: str) -> str:
 
 def cmd_pretrain_text(args: argparse.Namespace) -> None:
     from harness.core.models import resolve
-    from tapt.raw_text import TextArgs, pretrain_text
+    from tapt.methods.raw_text.pretrain import TextArgs, pretrain_text
 
     train = from_namespace(TextArgs, args)
     train.base = resolve(train.base)
@@ -97,11 +97,12 @@ def check_no_clash(method) -> None:
 def register(sub, method: str | None = None) -> None:
     """The commands; `train`'s flags hold `method`'s settings (default: the study's prompt TAPT)."""
     from harness.core.flags import add_settings
+    from harness.grid import flows
     from tapt import methods
+    from tapt.methods.raw_text.pretrain import TextArgs
     from tapt.methods.single import TrainArgs
-    from tapt.raw_text import TextArgs
 
-    chosen = methods.find(method or methods.for_flow("zero_shot"))
+    chosen = methods.find(method or flows.get("zero_shot").default_method)
     p = command(
         sub,
         "train",

@@ -30,7 +30,7 @@ from harness.core import conditions
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model, resolve
 from harness.core.settings import Settings, field_names, option
-from harness.grid import null_models
+from harness.grid import flows, null_models
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
 from harness.tasks.protocol import find_spec, subsample_docs
@@ -238,30 +238,11 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
             grid = mode_config(cell, mode)
             if opts.train:
                 run_grid(grid)
-            with_nulls = opts.null_model and grid.flow == "zero_shot"
+            with_nulls = opts.null_model and flows.get(grid.flow).null_model is not None
             unadapted = {}
             read = unit_rows(grid, mode, with_nulls, opts.train, unadapted)
             rows += read
-            if opts.null_model and not with_nulls:
-                notes.append(f"{cell.adaptation().name} ({mode}): no null model in the {grid.flow} flow")
-            elif with_nulls:
-                units = {(r["task"], r["subsample"]) for r in read}
-                nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == conditions.NULL}
-                name = cell.adaptation().name
-                note = f"{name} ({mode}): a null model in {len(nulls)} of {len(units)} units"
-                if unadapted:
-                    (task, k), why = next(iter(unadapted.items()))
-                    note += (
-                        f"; {len(unadapted)} more not adapted, left out of the null column ({task} unit {k}: "
-                        f"{why})"
-                    )
-                notes.append(note)
-            if not opts.train:
-                units = len({(r["task"], r["subsample"]) for r in read})
-                notes.append(
-                    f"{cell.adaptation().name} ({mode}): read {units} finished of "
-                    f"{len(cell.slugs) * cell.subsamples} units, trained none"
-                )
+            notes += read_notes(cell, grid, mode, opts, with_nulls, read, unadapted)
             if opts.exchangeability:
                 rows += exchangeability_rows(grid, mode, opts, Path(cfg.out) / "exchangeability.json")
     if not rows and not opts.train:
@@ -283,3 +264,29 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
     }
     results.write_json(Path(cfg.out) / results.CALIBRATION, out)
     return out
+
+
+def read_notes(
+    cell: GridConfig, grid: GridConfig, mode: str, opts, with_nulls: bool, read: list, unadapted: dict
+) -> list[str]:
+    """What a mode's reading says of itself: its null models (or the flow's lack of them), the units a
+    null model did not move, and, read only, how many of the units were finished."""
+    name, notes = cell.adaptation().name, []
+    if opts.null_model and not with_nulls:
+        notes.append(f"{name} ({mode}): no null model in the {grid.flow} flow")
+    elif with_nulls:
+        units = {(r["task"], r["subsample"]) for r in read}
+        nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == conditions.NULL}
+        note = f"{name} ({mode}): a null model in {len(nulls)} of {len(units)} units"
+        if unadapted:
+            (task, k), why = next(iter(unadapted.items()))
+            left = f"{len(unadapted)} more not adapted, left out of the null column"
+            note += f"; {left} ({task} unit {k}: {why})"
+        notes.append(note)
+    if not opts.train:
+        units = len({(r["task"], r["subsample"]) for r in read})
+        notes.append(
+            f"{name} ({mode}): read {units} finished of {len(cell.slugs) * cell.subsamples} units, "
+            "trained none"
+        )
+    return notes

@@ -15,7 +15,7 @@ from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, BaseForm, ModelSettings
 from harness.core.sections import Sections, recorded
 from harness.core.settings import Settings, against, field_names, fingerprint, flag, from_mapping
-from harness.grid import run_checks, study_layout
+from harness.grid import flows, study_layout
 from harness.grid.grid_settings import GridSettings
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
@@ -33,7 +33,6 @@ SECTIONS = {
     "head": ClassifierSettings,
     "statistic": ExposureSettings,
 }
-FLOW_SECTIONS = {"form": ("zero_shot",), "head": ("classifier",)}  # a classifier loads no 4-bit base
 TITLES = {
     "grid": "the grid",
     "sample": "the subsample",
@@ -62,9 +61,7 @@ class GridConfig(Sections):
     def check(self) -> None:
         """The keys' values against each other, with no I/O: a config is a value. What needs the disk or a
         plug-in (the out folder, each method, each cell) is checked once for a run, by `check_run`."""
-        if self.sample.prompt_format != "plain" and self.flow != "zero_shot":
-            problem = "renders the zero_shot flow's prompts; a classifier reads the raw text: remove it"
-            raise SettingsError.of("prompt_format", problem)
+        flows.get(self.flow).check(self)
         if self.model_tag is not None and not methods.NAME.fullmatch(self.model_tag):
             problem = (
                 f"{self.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no paths)"
@@ -119,8 +116,14 @@ class GridConfig(Sections):
         return self.replace(**changes)
 
     def adaptation(self) -> methods.Method:
-        """The method this run audits (the flow's study method by default)."""
-        return methods.find(self.method or methods.for_flow(self.flow))
+        """The method this run audits (the flow's study method by default), found once per config."""
+        if "_method" not in self.__dict__:
+            found = methods.find(self.method or flows.get(self.flow).default_method)
+            object.__setattr__(self, "_method", found)
+        return self.__dict__["_method"]
+
+    def __getstate__(self) -> dict:  # a worker finds the method again: a plug-in's file may not pickle
+        return {k: v for k, v in self.__dict__.items() if k != "_method"}
 
     def method_values(self, method: methods.Method, slug: str | None = None) -> dict:
         """The method's section of method_settings, with a task's overrides of its own keys."""
@@ -163,9 +166,9 @@ class GridConfig(Sections):
     def result_settings(self) -> dict:
         """The settings that can change a unit's numbers, by the one rule of `sections.recorded` over the
         sections its flow uses; recorded with every unit."""
-        out = {}
+        out, readers = {}, flows.section_readers()
         for name, section in self.sections().items():
-            if self.flow in FLOW_SECTIONS.get(name, (self.flow,)):
+            if self.flow in readers.get(name, (self.flow,)):
                 out |= recorded(section, self.grid.parts())
         if "task_overrides" in out and self.applying(out["task_overrides"]) == self.applying(
             STUDY_TASK_OVERRIDES
@@ -179,7 +182,8 @@ class GridConfig(Sections):
 
     def applying(self, overrides: dict) -> dict:
         """The per-task keys this run reads (a zero_shot run reads no classifier key), per task."""
-        used = {k for k, name in self.owners().items() if self.flow in FLOW_SECTIONS.get(name, (self.flow,))}
+        readers = flows.section_readers()
+        used = {k for k, name in self.owners().items() if self.flow in readers.get(name, (self.flow,))}
         used |= set(field_names(self.adaptation().settings))
         kept = {slug: {k: v for k, v in values.items() if k in used} for slug, values in overrides.items()}
         return {slug: values for slug, values in kept.items() if values}
@@ -207,7 +211,8 @@ def config_path(name: str | Path) -> Path:
 
 def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
     """Read and check a grid config (a file, or a shipped config's name) with `overrides` (from flags)
-    on top: known keys, types, known tasks, pools large enough for m + 2n."""
+    on top: known keys, types, the base, known tasks, pools large enough for m + 2n. What needs the run
+    (its out folder, its methods, its plug-ins) is checked once by the run (run_checks.load_run)."""
     path = config_path(path)
     try:
         raw = yaml_files.load(path.read_text())
@@ -221,8 +226,8 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raw = study_layout.read_old_keys(raw, set(field_names(GridConfig)), str(path))
         raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
     try:
-        cfg = read(raw, str(path))
-        cells = run_checks.check_run(cfg)
+        cfg = from_mapping(GridConfig, raw, str(path))  # its older keys were read above
+        cells = cfg.cell_configs()
     except SettingsError as err:
         raise as_set(err, path, overrides) from None
     where = flag("base") if "base" in overrides else f"{path}: key 'base'"  # as the user named it
@@ -230,19 +235,16 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         models.check_base(models.resolve(cfg.base))
     except UserError as err:
         raise type(err)(f"{where}: {err}; name a local model dir, a hub id, or {SMOLLM2}") from None
-    if cfg.flow == "zero_shot" and not models.is_decoder(models.resolve(cfg.base)):
-        raise SettingsError(
-            f"{where}: {cfg.base} is an encoder, and the zero_shot flow scores prompts with a causal LM; "
-            "name a causal LM (e.g. SmolLM2-135M-Instruct) or set flow: classifier"
-        )
+    flow = flows.get(cfg.flow)
+    problem = flow.check_base(models.resolve(cfg.base))
+    if problem:
+        raise SettingsError(f"{where}: {cfg.base} {problem}")
     for slug in cfg.slugs:
         try:
             spec = find_spec(slug, cfg.include_path)
-            if cfg.flow == "classifier" and spec.classes is None:
-                raise SettingsError(
-                    "flow classifier trains a head over fixed classes, and this task's choices differ "
-                    "from doc to doc; run it with flow: zero_shot"
-                )
+            problem = flow.check_task(spec)
+            if problem:
+                raise SettingsError(problem)
             for cell in cells:
                 draw_rows(spec, cell, 0)
         except UserError as err:

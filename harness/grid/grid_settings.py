@@ -11,6 +11,9 @@ from harness.core.errors import SettingsError
 from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from harness.scoring.zero_shot import Rule
+from tapt.methods import FLOWS
+
+Flow = Literal[FLOWS]  # each a file of harness/grid/flows/
 
 EXPOSURE, STREAM = "exposure", conditions.STREAM  # the parts of a run that can be off (sections.recorded)
 
@@ -38,7 +41,7 @@ class GridSettings(Settings):
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
     PARTS |= {"stream_mode": STREAM, "stream_chunk_size": STREAM}
 
-    flow: Literal["zero_shot", "classifier"] = option(
+    flow: Flow = option(
         "zero_shot",
         "zero_shot: prompt adapters scored zero-shot; classifier: TAPT on raw texts, then a head "
         "fine-tuned on train",
@@ -141,18 +144,6 @@ class GridSettings(Settings):
                 f"and methods are both set ({self.method!r}, {self.methods}); name every method in methods"
             )
             raise SettingsError.of("method", problem)
-        if self.codec_context and not (self.exposure and self.flow == "zero_shot"):
-            problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
-            raise SettingsError.of("codec_context", problem)
-        if self.scores and not (self.exposure and self.flow == "zero_shot"):
-            problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
-            raise SettingsError.of("scores", problem)
-        if self.accuracy != "acc" and self.flow != "zero_shot":
-            problem = "reads the zero_shot flow's class log-probs; a classifier predicts by its head"
-            raise SettingsError.of("accuracy", f"{problem}: remove it (got {self.accuracy!r})")
-        if conditions.STREAM in self.conditions and self.flow != "zero_shot":
-            problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
-            raise SettingsError.of("conditions", problem)
 
     def parts(self) -> dict[str, bool]:
         """Which optional parts of a unit this run has (their keys are recorded only when on)."""

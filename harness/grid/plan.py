@@ -11,6 +11,7 @@ from harness.core.settings import Settings, fingerprint
 from harness.grid import run_checks
 from harness.grid.config import GridConfig
 from harness.tasks.lm_eval_spec import folder_name
+from harness.tasks.protocol import Spec, find_spec, subsample_docs
 from tapt import methods
 
 
@@ -62,6 +63,11 @@ class Planned:
     @property
     def recorded(self) -> dict:
         return self.cell.recorded
+
+    def inputs(self) -> tuple[Spec, dict]:
+        """The unit's task and its documents (train, extra, test and the pool's third draw)."""
+        spec = find_spec(self.slug, self.config.include_path)
+        return spec, subsample_docs(spec, self.config.sample, self.k)
 
     @property
     def settings_hash(self) -> str:

@@ -19,6 +19,7 @@ import logging
 import math
 import multiprocessing
 import os
+import pickle
 import queue
 import sys
 import threading
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from harness.core import threads as thread_count
 from harness.core.errors import UserError
-from harness.grid import plan
+from harness.grid import flows, plan
 from harness.grid.base_model import LOADED, loaded_base
 from harness.grid.units import Unit, compute_unit, log
 
@@ -148,7 +149,7 @@ def base_first(cfg) -> None:
     """Load the zero-shot base before this worker's first unit, then forget the peak its loading passed
     through (transformers holds a layer's full-precision weights while it quantises them): a unit's peak
     is what the unit needs beside the loaded base."""
-    if cfg.flow != "zero_shot" or LOADED.base is not None:
+    if not flows.get(cfg.flow).keeps_base or LOADED.base is not None:
         return
     loaded_base(cfg)
     free_gpu_memory()
@@ -267,7 +268,9 @@ class Pool:
     def send(self, index: int, cell: plan.Cell, unit: plan.Planned, keep_adapters: bool) -> None:
         threads = self.threads or max(1, thread_count.cores() // len(self.procs))
         alone = len(self.procs) == 1 and self.outside is None
-        self.jobs[index].put((cell.config, unit.slug, unit.k, keep_adapters, threads, run_log(), alone))
+        job = (cell.config, unit.slug, unit.k, keep_adapters, threads, run_log(), alone)
+        pickle.dumps(job)  # one that cannot reach a worker fails here, not in the queue's thread (a hang)
+        self.jobs[index].put(job)
 
     def receive(self, busy: dict) -> tuple:
         """The next finished unit's message; a worker that died instead stops the run, naming its unit."""

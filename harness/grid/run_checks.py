@@ -4,18 +4,28 @@ task overrides, each method and each cell (a config does no I/O; these load plug
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from contamination.exposure import check_sizes
 from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError, UserError
 from harness.core.settings import NEVER, field_names
+from harness.grid import flows
+from harness.grid.config import GridConfig, as_set, config_path, load_config
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from tapt import methods
 
-if TYPE_CHECKING:
-    from harness.grid.config import GridConfig
+
+def load_run(path: str | Path, overrides: dict | None = None) -> GridConfig:
+    """A config read and checked (config.load_config), then the run's own checks, once: an error named
+    as the user set its key (the flag, else the config file's key)."""
+    cfg = load_config(path, overrides)
+    try:
+        check_run(cfg)
+    except SettingsError as err:
+        raise as_set(err, config_path(path), overrides or {}) from None
+    return cfg
 
 
 def check_run(cfg: GridConfig) -> list[GridConfig]:
@@ -105,7 +115,7 @@ def check_task_override(cfg: GridConfig, slug: str) -> None:
 def method_keys(cfg: GridConfig) -> set[str]:
     """The keys a task may override beyond the grid's: the settings of the run's methods and of each
     flow's default method (the study's per-task keys name raw-text TAPT's)."""
-    names = [methods.for_flow(flow) for flow in methods.FLOWS] + cfg.methods + [cfg.method or ""]
+    names = [flows.get(flow).default_method for flow in flows.NAMES] + cfg.methods + [cfg.method or ""]
     return {k for name in names if name for k in field_names(methods.find(name).settings)}
 
 

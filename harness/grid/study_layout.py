@@ -17,6 +17,7 @@ from harness.core.errors import SettingsError
 from harness.core.models import BaseForm
 from harness.core.sections import recorded
 from harness.core.settings import Settings, field_names
+from harness.grid import flows
 from tapt import methods
 from tapt.adapter import LoraTrainingSettings
 
@@ -33,7 +34,7 @@ class SettingsNote(UserWarning):
 
 def is_default(flow: str, method: str) -> bool:
     """Whether `method` is the flow's default (the study's method for it), whose record is laid flat."""
-    return method == methods.for_flow(flow)
+    return method == flows.get(flow).default_method
 
 
 def tag(flow: str, method: str, name: str) -> str:
@@ -69,10 +70,10 @@ def read_old_keys(raw: dict, known: set[str], source: str) -> dict:
     `epochs: 2`): moved under `method_settings` where the config runs that method, dropped where it does
     not (they never applied), with a note either way; a key set both ways is refused."""
     flow = raw.get("flow", "zero_shot")
-    if flow not in methods.FLOWS:
+    if flow not in flows.NAMES:
         return raw  # the flow's own check names it
-    default = methods.find(methods.for_flow(flow))
-    defaults = {methods.find(methods.for_flow(f)) for f in methods.FLOWS}
+    default = methods.find(flows.get(flow).default_method)
+    defaults = {methods.find(flows.get(f).default_method) for f in flows.NAMES}
     flat = [k for k in raw if k not in known and any(k in field_names(m.settings) for m in defaults)]
     try:
         runs = default.name in {methods.find(n).name for n in run_methods(raw)}
@@ -106,7 +107,7 @@ def read_old_keys(raw: dict, known: set[str], source: str) -> dict:
 
 def run_methods(raw: dict) -> list[str]:
     """The methods a config's keys run: `methods`, or `method`, or the flow's default."""
-    return raw.get("methods") or [raw.get("method") or methods.for_flow(raw.get("flow", "zero_shot"))]
+    return raw.get("methods") or [raw.get("method") or flows.get(raw.get("flow", "zero_shot")).default_method]
 
 
 def task_keys(method: type[Settings], values: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ user's include folders."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -243,21 +244,34 @@ def task_files(include_path: Sequence[str] = ()) -> dict[str, Path]:
     """
     found: dict[str, Path] = {}
     for folder in task_folders(include_path):
-        for path in sorted(folder.glob("*.yaml")):
-            try:
-                cfg = load_task_config(path)
-            except TaskError:
+        paths = sorted(folder.glob("*.yaml"))
+        stamped = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in paths)
+        for path, task in zip(paths, task_names(stamped)):
+            if task is None:
                 continue
-            if not is_task(cfg) or not isinstance(cfg.get("task"), str):
-                continue
-            slug = cfg["task"].removeprefix(TASK_PREFIX)
+            slug = task.removeprefix(TASK_PREFIX)
             if slug in found:
                 raise TaskError(
-                    f"task {cfg['task']} is defined twice: {found[slug]} and {path}; "
+                    f"task {task} is defined twice: {found[slug]} and {path}; "
                     "rename one (its `task` and `dataset_kwargs.slug`) or drop one folder"
                 )
             found[slug] = path
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def task_names(stamped: tuple[tuple[Path, int, int], ...]) -> tuple[str | None, ...]:
+    """The task each YAML defines (None: not a task, or unreadable), read again only when a file changes
+    (`stamped`: each path with its modification time and size): a run looks its tasks up more than once."""
+    out = []
+    for path, *_ in stamped:
+        try:
+            cfg = load_task_config(path)
+        except TaskError:
+            out.append(None)
+            continue
+        out.append(cfg["task"] if is_task(cfg) and isinstance(cfg.get("task"), str) else None)
+    return tuple(out)
 
 
 def unreadable(include_path: Sequence[str] = ()) -> list[TaskError]:

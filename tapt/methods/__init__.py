@@ -1,12 +1,12 @@
 """Adaptation methods the design audits: each adapts the loaded base on one split's documents, once per
 condition (extra, test, leak), and the unit scores what it returns.
 
-A method is a `Method` value: its name, the flows it serves, its settings dataclass and one `adapt`
-call. A built-in is a module of this package with a module-level `METHOD`; a method from outside the
-package is named `package.module:attr` or `path/to/file.py:attr` (a `Method` value), or installed as an
-entry point of the group `tapt_bench.methods`, as lm-eval's models and pytest's plugins are. The
-documents an `adapt` call receives carry the gold `label` column only for the `leak` condition: every
-other condition gets them without it.
+A method is a `Method` value: its name, the flows it serves, its settings dataclass and one `adapt` call
+(tapt/methods/contract.py). A built-in is a module or folder of this package with a module-level `METHOD`; a
+method from outside the package (tapt/methods/registry.py) is named `package.module:attr` or
+`path/to/file.py:attr` (a `Method` value), or installed as an entry point of the group `tapt_bench.methods`,
+as lm-eval's models and pytest's plugins are. The documents an `adapt` call receives carry the gold `label`
+column only for the `leak` condition: every other condition gets them without it.
 
 What a method promises is checked where it can be: the grid fingerprints the base and stops the run when
 a restore does not give it back unchanged (harness.core.weights); a condition whose method learned
@@ -15,307 +15,21 @@ every test document exactly as the base does, is marked as not adapted and kept 
 Naming a method by file or module runs that file's top-level code, as installing a pytest plugin does.
 """
 
-from __future__ import annotations
-
-import dataclasses
-import importlib
-import importlib.util
-import json
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
-from typing import Any
-
-import pandas as pd
-
-from harness.core import weights
-from harness.core.errors import SettingsError, UserError
-from harness.core.plugins import load_attr
 from harness.core.recipe import recipe_table  # noqa: F401  (a method file's import)
-from harness.core.settings import Settings
-from harness.tasks.protocol import Spec
-
-ENTRY_POINTS = "tapt_bench.methods"
-FLOWS = ("zero_shot", "classifier")
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
-DIAGNOSTICS = "diagnostics"  # the record's map of what the method reports of itself (Method.diagnostics)
-LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)
-COUNTS = (LEARNED_FROM, "steps")  # a record's counts: integers of at least 0 where given
-MOVED = "moved"  # the record's measure of how far the model moved from the base (weights.movement)
-VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index or None}
-
-
-@dataclass
-class Inputs:
-    """What a method adapts on: the base and the documents of one split for one condition."""
-
-    model: Any  # zero_shot: the loaded causal LM (adapt it in place, e.g. with PEFT); classifier: its dir
-    tokenizer: Any
-    spec: Spec  # the task: prompts, choices and the answer delimiter
-    docs: pd.DataFrame  # text, prompt, choices, row; `label` only for the leak condition
-    settings: Settings  # an instance of the method's settings class
-    seed: int
-    workdir: Path  # scratch (a Trainer's output_dir); removed after the condition
-    # a chunk of the stream that carries the method on (stream_mode carry): `model` is the model this
-    # method returned for the chunk before (the base for the first); train its adapter on, with a fresh
-    # optimiser, as TLM's authors run their online setting. Only a method with `carries` gets one.
-    online: bool = False
-
-    @property
-    def labeled(self) -> bool:
-        return "label" in self.docs
-
-    def lora(self, config):
-        """The model to train: the adapter this method gave the chunk before (online, carried on), else
-        a new PEFT model of `config` over the base."""
-        from peft import get_peft_model
-
-        return self.model if self.carried() else get_peft_model(self.model, config)
-
-    def carried(self) -> bool:
-        """Whether `model` already holds this method's adapter (a stream's chunk after the first)."""
-        return self.online and hasattr(self.model, "peft_config")
-
-
-@dataclass
-class Adapted:
-    """An adapted model (scored as the condition's model) and what made it. `restore` returns the
-    base for the next condition; by default a PEFT model's `unload()` (the adapter detached)."""
-
-    model: Any  # zero_shot: a causal LM; classifier: the dir of the adapted backbone
-    record: dict = field(default_factory=dict)  # JSON-able: steps, losses, what was selected, learned_from
-    restore: Callable[[], Any] | None = None
-    use_cache: Any = None  # the base's config.use_cache before adapt (Method.run sets it)
-
-    def base(self) -> Any:
-        base = self.restore() if self.restore is not None else self.model
-        if self.restore is None and hasattr(base, "unload"):
-            base = base.unload()
-        config = getattr(base, "config", None)
-        if config is not None and hasattr(config, "use_cache") and self.use_cache is not None:
-            config.use_cache = self.use_cache  # transformers' Trainer turns it off to train: not the method's
-        return base
-
-
-@dataclass(frozen=True)
-class Method:
-    """One adaptation method: `adapt(Inputs) -> Adapted` with settings of class `settings`."""
-
-    name: str
-    flows: tuple[str, ...]
-    settings: type[Settings]
-    adapt: Callable[[Inputs], Adapted]
-    about: str = ""
-    source: str = "built in"
-    # the flow this method is the default of (the study's method for it): a grid config of that flow may
-    # also write its settings as top-level keys, the layout the study's configs and results use
-    default_for: str | None = None
-    recipe: str = ""  # how this implementation follows its authors' code, point by point (`methods show`)
-    # what the method reports of itself: its record's key -> the column the summary and report show it
-    # as (a key ending in `_share` is shown as a percentage); the grid writes the map into each record
-    diagnostics: dict[str, str] = field(default_factory=dict, hash=False)
-    order: int = 100  # where a built-in is listed (`methods list`, the docs): lower first
-    # it can continue training: given Inputs.online and the model it returned for the chunk before, it
-    # trains that model's adapter on (the stream's carry mode checks that it returns the same model)
-    carries: bool = False
-
-    def run(
-        self, inputs: Inputs, base_print: weights.Fingerprint | None = None, condition: str = ""
-    ) -> Adapted:
-        """`adapt`, with a method's own failure named as its own and what it returned checked: a model
-        of the kind it was given, a JSON-able record, and a model that moved from the base wherever the
-        method says it learned (its record's `moved`; `base_print`: the base's fingerprint, if known;
-        `condition` names the condition in its errors)."""
-        use_cache = getattr(getattr(inputs.model, "config", None), "use_cache", None)
-        given_dir = isinstance(inputs.model, (str, Path))
-        if not given_dir and base_print is None:
-            base_print = weights.fingerprint(inputs.model)
-        try:
-            out = self.adapt(inputs)
-        except (UserError, KeyboardInterrupt):
-            raise
-        except Exception as err:
-            raise UserError(
-                f"method {self.name} ({self.source}) failed: {type(err).__name__}: {err}"
-            ) from err
-        who = f"method {self.name} ({self.source})"
-        if not isinstance(out, Adapted):
-            raise UserError(
-                f"{who} returned {type(out).__name__}; adapt must return tapt.methods.Adapted(model, record)"
-            )
-        if given_dir and not (isinstance(out.model, (str, Path)) and Path(out.model).is_dir()):
-            raise UserError(f"{who} returned Adapted({out.model!r}); the classifier flow needs a model dir")
-        lm = all(hasattr(out.model, a) for a in ("named_parameters", "config", "device", "generate"))
-        if not given_dir and not lm:
-            raise UserError(
-                f"{who} returned Adapted({type(out.model).__name__}), which is not a causal LM (no config, "
-                "device or generate); adapt must return the adapted model: Inputs.model itself, or a PEFT "
-                "model over it"
-            )
-        if not isinstance(out.record, dict):
-            raise UserError(f"{who} returned a record of type {type(out.record).__name__}; it must be a dict")
-        for key, value in out.record.items():
-            try:
-                json.dumps(value, allow_nan=False)  # strict JSON: NaN and Infinity are not numbers there
-            except (TypeError, ValueError) as err:
-                raise UserError(
-                    f"{who} returned a record whose key {key!r} is not strict JSON ({err}); record only "
-                    "finite numbers, strings, lists and dicts (None for a missing number)"
-                ) from None
-        out.use_cache = use_cache
-        for key in COUNTS:
-            value = out.record.get(key)
-            if key in out.record and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise UserError(
-                    f"{who} returned a record whose {key!r} is {value!r}; it must be a count, an integer of "
-                    "at least 0"
-                )
-        for key in self.diagnostics:  # the summary averages them over units: numbers only
-            value = out.record.get(key)
-            values = value if isinstance(value, list) else [value]
-            if key in out.record and not all(numeric(v) or v is None for v in values):
-                raise UserError(
-                    f"{who} returned a record whose diagnostic {key!r} is {value!r}; the summary and the "
-                    "report average a diagnostic over units: record a number (or a list of numbers), and "
-                    "text under a key that diagnostics does not name"
-                )
-        if self.diagnostics:  # the summary and the report read the columns from the record itself
-            out.record = {**out.record, DIAGNOSTICS: dict(self.diagnostics)}
-        if not given_dir:
-            out.record = {**out.record, MOVED: weights.movement(out.model, base_print)}
-            self.check_moved(out.record, len(inputs.docs), condition)
-        return out
-
-    def check_moved(self, record: dict, docs: int, condition: str) -> None:
-        """Stop when the method says it took optimizer steps on documents, yet its model is exactly the
-        base (no LoRA layer adds a weight change, or no tensor changed): no gradient reached its weights."""
-        moved = record[MOVED]
-        claimed = isinstance(record.get("steps"), int) and record["steps"] > 0
-        if not claimed or not weights.did_not_move(moved) or nothing_learned(record):
-            return  # a method that claims no step may act without weights (a hook it removes on restore)
-        steps = f"{record['steps']} optimizer steps"
-        what = (
-            f"none of its {moved['layers']} LoRA layers adds a weight change"
-            if "norm" in moved
-            else "none of the base's tensors changed"
-        )
-        raise UserError(
-            f"method {self.name} ({self.source}) did not move its model"
-            + (f" in the {condition} condition" if condition else "")
-            + f": after {steps} on {docs} documents {what}, so no gradient reached the weights it "
-            "trains; nothing of this condition is scored or written"
-        )
-
-    def configured(self, values: dict | None, where: str, hidden: tuple[str, ...] = ()) -> Settings:
-        """The method's settings from a mapping (a config's `method_settings: {name: {...}}`; `hidden`: its
-        keys that are set elsewhere, not listed as allowed there)."""
-        from harness.core.settings import from_mapping
-
-        return from_mapping(self.settings, values or {}, where, hidden)
-
-
-def numeric(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def nothing_learned(record: dict) -> str | None:
-    """Why a method's record says it adapted on nothing (None where it learned from something)."""
-    if record.get(LEARNED_FROM) == 0:
-        return "learned from 0 documents"
-    if record.get("steps") == 0:
-        return "took 0 optimizer steps"
-    return None
-
-
-def vote_agreement(record: dict, docs: pd.DataFrame) -> dict:
-    """For a method that made up labels (`votes`): their agreement with the gold labels of the documents
-    it adapted on, measured after it ran, by the grid (the method itself never reads them)."""
-    votes = record.get(VOTES)
-    if not votes:
-        return {}
-    gold = dict(zip(docs["row"].astype(int).astype(str), docs["label"].astype(int)))
-    voted = {r: v for r, v in votes.items() if v is not None and r in gold}
-    agree = sum(v == gold[r] for r, v in voted.items())
-    return {"label_accuracy": agree / len(voted) if voted else None, "voted": len(voted)}
-
-
-@cache
-def builtin() -> dict[str, Method]:
-    """Every module of this package with a module-level `METHOD` (a `Method`): a built-in is one file."""
-    import pkgutil
-
-    found = []
-    for module in pkgutil.iter_modules(__path__):
-        value = getattr(importlib.import_module(f"{__name__}.{module.name}"), "METHOD", None)
-        if isinstance(value, Method):
-            found.append(value)
-    return {m.name: m for m in sorted(found, key=lambda m: (m.order, m.name))}
-
-
-@cache
-def installed() -> dict[str, str]:
-    """Entry points of the group `tapt_bench.methods`: name -> `module:attr`."""
-    from importlib.metadata import entry_points
-
-    return {e.name: e.value for e in entry_points(group=ENTRY_POINTS)}
-
-
-def find(name: str) -> Method:
-    """A method by built-in name, installed entry-point name, `package.module:attr` or `file.py:attr`."""
-    if name in builtin():
-        return builtin()[name]
-    target = installed().get(name, name)
-    if ":" not in target:
-        known = ", ".join([*builtin(), *installed()])
-        problem = (
-            f"must be a built-in or installed method ({known}), `package.module:attr` or "
-            f"`path/to/file.py:attr`, got {name!r}"
-        )
-        raise SettingsError.of("method", problem)
-    try:
-        value = load_attr(target, "path/to/file.py:METHOD")
-    except ValueError as err:
-        raise SettingsError.of("method", str(err)) from None
-    module, _, attr = target.rpartition(":")
-    if not isinstance(value, Method):
-        problem = f"{target!r} is a {type(value).__name__}, not a tapt.methods.Method"
-        raise SettingsError.of("method", problem)
-    check_method(value, target)
-    if name in installed():
-        source = f"entry point {name} ({target})"
-    elif module.endswith(".py"):
-        source = f"{Path(module).resolve()}:{attr}"
-    else:
-        source = target
-    return dataclasses.replace(value, source=source)
-
-
-def check_method(value: Method, target: str) -> None:
-    """A Method's own fields, checked before it runs: a name that is a safe folder name, known flows, a
-    Settings dataclass, a callable adapt."""
-    problems = []
-    if not isinstance(value.name, str) or not NAME.fullmatch(value.name):
-        problems.append(
-            f"its name {value.name!r} must be letters, digits, '.', '_' or '-' (it names a results folder)"
-        )
-    if not value.flows or any(f not in FLOWS for f in value.flows):
-        problems.append(f"its flows {value.flows!r} must be some of {list(FLOWS)}")
-    if not (isinstance(value.settings, type) and issubclass(value.settings, Settings)):
-        problems.append(
-            f"its settings {value.settings!r} must be a dataclass subclassing harness.core.settings.Settings"
-        )
-    if not callable(value.adapt):
-        problems.append("its adapt must be a function of Inputs returning Adapted")
-    shown = value.diagnostics
-    if not isinstance(shown, dict) or not all(isinstance(x, str) and x for x in [*shown, *shown.values()]):
-        problems.append(f"its diagnostics {shown!r} must map record keys to column names, both strings")
-    if problems:
-        problem = f"{target!r}: " + "; ".join(problems)
-        raise SettingsError.of("method", problem)
-
-
-def for_flow(flow: str) -> str:
-    """The name of a flow's default method (the study's method for it): the built-in that says so."""
-    return next(m.name for m in builtin().values() if m.default_for == flow)
+from harness.core.settings import Settings  # noqa: F401  (a method's settings subclass it)
+from tapt.methods.contract import (  # noqa: F401  (the contract, as methods and plug-ins import it)
+    COUNTS,
+    DIAGNOSTICS,
+    FLOWS,
+    LEARNED_FROM,
+    MOVED,
+    NAME,
+    VOTES,
+    Adapted,
+    Inputs,
+    Method,
+    nothing_learned,
+    numeric,
+    vote_agreement,
+)
+from tapt.methods.registry import ENTRY_POINTS, builtin, check_method, find, installed  # noqa: F401

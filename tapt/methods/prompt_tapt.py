@@ -104,7 +104,6 @@ METHOD = Method(
     settings=adapter.AdapterSettings,
     adapt=adapt,
     about="the study's prompt TAPT: a (Q)LoRA adapter trained with TRL's SFTTrainer on the split's prompts",
-    default_for="zero_shot",
     recipe=RECIPE,
     order=0,
     carries=True,

@@ -14,7 +14,7 @@ from harness.core.models import BaseForm
 from harness.core.settings import Settings, pick
 from tapt import methods, output
 from tapt.corpus import TaptInput
-from tapt.methods import Inputs, Method, nothing_learned
+from tapt.methods import Inputs, Method, nothing_learned, prompt_tapt
 
 
 @dataclass(kw_only=True)
@@ -28,7 +28,7 @@ def train(args: TrainArgs, method: Method | str | None = None, settings: Setting
     default method) and its `settings` (default: those of its fields `args` holds) and save it to
     args.out; returns the record written to its tapt.json."""
     if not isinstance(method, Method):
-        method = methods.find(method or methods.for_flow("zero_shot"))
+        method = methods.find(method or prompt_tapt.METHOD.name)  # the zero-shot flow's default
     if "zero_shot" not in method.flows:
         flows = list(method.flows)
         raise UserError(f"--method {method.name} serves the flow(s) {flows}; train runs zero_shot")

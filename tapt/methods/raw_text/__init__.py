@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.core import training
 from tapt.corpus import raw_texts
 from tapt.methods import Adapted, Inputs, Method, recipe_table
-from tapt.raw_text import MLM_PROBABILITY, TextSettings, pretrain
+from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings, pretrain
 
 
 def adapt(x: Inputs) -> Adapted:
@@ -50,7 +50,6 @@ METHOD = Method(
     settings=TextSettings,
     adapt=adapt,
     about="the study's raw-text TAPT: MLM (encoders) or CLM (decoders) on the split's texts, then a head",
-    default_for="classifier",
     recipe=RECIPE,
     order=1,
 )

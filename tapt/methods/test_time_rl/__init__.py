@@ -1,7 +1,7 @@
 """Test-time reinforcement learning (TTRL; Zuo et al. 2025, PRIME-RL/TTRL): GRPO on the split's own
 prompts, rewarded by agreement with the majority vote of the policy's own samples, through TRL's
 `GRPOTrainer` (its reward-function interface; the GRPO loop is TRL's), reading each prompt once per group
-of samples (`tapt.grpo_groups`).
+of samples (`tapt.methods.test_time_rl.grpo_groups`).
 
 For each prompt (the zero-shot prompt lm-eval shows the model) the policy samples `samples`
 completions. By default (`answers: choices`) each is one of the prompt's choices: the policy's
@@ -31,8 +31,8 @@ from harness.core import training
 from harness.core.errors import UserError
 from harness.core.settings import Settings, option, since
 from tapt.methods import VOTES, Adapted, Inputs, Method
-from tapt.ttrl_recipe import RECIPE
-from tapt.ttrl_votes import Rewards, choice_tokens
+from tapt.methods.test_time_rl.recipe import RECIPE
+from tapt.methods.test_time_rl.votes import Rewards, choice_tokens
 
 CLIP = 0.2  # GRPO's ratio clip, TRL's epsilon and the authors' clip_ratio
 
@@ -142,35 +142,22 @@ def reference_of(model) -> dict:
     return kept
 
 
-def adapt(x: Inputs, trainer_class=None) -> Adapted:
-    """Train a LoRA by GRPO on the split's prompts. `trainer_class`: TRL's `GRPOTrainer` to time it
-    against (the default reads each prompt once per group: `tapt.grpo_groups`)."""
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import set_seed
+def grpo_arguments(x: Inputs, rollout: int, longest: int):
+    """TRL's GRPOConfig for the split: one rollout of `rollout` prompts, then rollout/update steps. A pass
+    holds one prompt's samples (all of a rollout's at once held 20 GB for ag_news's prompts); an update
+    accumulates prompts_per_update of them."""
     from trl import GRPOConfig
 
-    from tapt.grpo_groups import GroupedGRPOTrainer
-
     s: TtrlSettings = x.settings
-    set_seed(x.seed)
-    rows = [int(r) for r in x.docs["row"]]
-    rollout = rollout_size(s, len(rows))
-    choices = {r: list(c) for r, c in zip(rows, x.docs["choices"])}
-    gold = {r: int(g) for r, g in zip(rows, x.docs["label"])} if x.labeled else None
-    rewards = Rewards(choices, gold, last=s.free_answer == "last", non_answers_vote=s.non_answers_vote)
-    longest = max(
-        len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
-    )
-    args = training.arguments(  # a pass holds one prompt's samples (all of a rollout's at once held 20 GB
-        x.workdir,  # for ag_news's prompts); an update accumulates prompts_per_update of them
+    return training.arguments(
+        x.workdir,
         s.epochs,
         s.lr,
         s.samples,
         x.seed,
         cls=GRPOConfig,
         gradient_accumulation_steps=min(s.prompts_per_update, rollout),
-        steps_per_generation=rollout,  # one rollout of `rollout` prompts, then rollout/update steps
+        steps_per_generation=rollout,
         num_generations=s.samples,
         temperature=s.temperature,
         beta=s.beta,
@@ -183,6 +170,26 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         delta=s.dual_clip or None,
         use_bias_correction_kl=s.kl_ratio_weighted,
     )
+
+
+def adapt(x: Inputs, trainer_class=None) -> Adapted:
+    """Train a LoRA by GRPO on the split's prompts. `trainer_class`: TRL's `GRPOTrainer` to time it
+    against (the default reads each prompt once per group: `tapt.methods.test_time_rl.grpo_groups`)."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import set_seed
+
+    from tapt.methods.test_time_rl.grpo_groups import GroupedGRPOTrainer
+
+    s: TtrlSettings = x.settings
+    set_seed(x.seed)
+    rows = [int(r) for r in x.docs["row"]]
+    choices = {r: list(c) for r, c in zip(rows, x.docs["choices"])}
+    gold = {r: int(g) for r, g in zip(rows, x.docs["label"])} if x.labeled else None
+    rewards = Rewards(choices, gold, last=s.free_answer == "last", non_answers_vote=s.non_answers_vote)
+    longest = max(
+        len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
+    )
     model = x.lora(
         LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
     )
@@ -193,18 +200,13 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     trainer = (trainer_class or GroupedGRPOTrainer)(
         model=model,
         reward_funcs=rewards,
-        args=args,
+        args=grpo_arguments(x, rollout_size(s, len(rows)), longest),
         train_dataset=Dataset.from_dict({"prompt": list(x.docs["prompt"]), "row": rows}),
         processing_class=x.tokenizer,
         callbacks=[steps],
     )
     if reference:
-        import torch
-
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if name in reference:
-                    param.copy_(reference[name])
+        restore_reference(model, reference)
     if s.answers == "choices":
         if not isinstance(trainer, GroupedGRPOTrainer):
             why = f"samples through GroupedGRPOTrainer, not {type(trainer).__name__}"
@@ -213,8 +215,23 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
             x.tokenizer, list(x.docs["prompt"]), [choices[r] for r in rows], x.spec.target_delimiter
         )
     trainer.train()
+    return Adapted(model, record_of(x, rewards, trainer, rows, steps))
+
+
+def restore_reference(model, reference: dict) -> None:
+    """The adapter's weights set back to the reference's (the chunk before's), after TRL copied them."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name in reference:
+                param.copy_(reference[name])
+
+
+def record_of(x: Inputs, rewards: Rewards, trainer, rows: list[int], steps) -> dict:
+    """The run's record: the votes, the rewards' shares and each logged mean reward."""
     history = [h for h in trainer.state.log_history if "reward" in h]
-    record = {
+    return {
         VOTES: {str(r): v for r, v in rewards.votes.items()},
         "rewards": "gold" if x.labeled else "majority vote",
         "mean_reward": [float(h["reward"]) for h in history],
@@ -225,7 +242,6 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         "rows": rows,
         **steps.summary(),
     }
-    return Adapted(model, record)
 
 
 METHOD = Method(

@@ -1,0 +1,121 @@
+"""One unit's walk through the packages: how often the work changes package, and how often each lookup
+that should happen once per run happens.
+
+Runs one zero-shot unit (ag_news, m 4, n 6, a 2-layer random Llama with SmolLM2's tokenizer) with two
+adapted conditions (base, extra, test) and with three (base, extra, test, leak), each from its config
+file to its written record, under a profiler that sees every call into the project's own files. A
+package change is a call whose file lies in another package folder (harness/grid, harness/core,
+tapt/methods, ...) than the previous such call's. Calls of the libraries (torch, lm-eval, TRL) are not
+counted.
+Usage:
+    python benchmarks/unit_walk.py [--data-dir tests/data]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.settings import option, parse_script
+
+ROOT = Path(__file__).resolve().parent.parent
+OWN = tuple(str(ROOT / p) + "/" for p in ("harness", "tapt", "contamination"))
+LOOKUPS = {  # the function, by the file that defines it
+    ("harness/tasks/protocol.py", "find_spec"): "find_spec",
+    ("harness/tasks/protocol.py", "subsample_docs"): "subsample_docs",
+    ("tapt/methods/__init__.py", "find"): "methods.find",
+    ("tapt/methods/registry.py", "find"): "methods.find",
+    ("harness/grid/study_layout.py", "read_old_keys"): "read_old_keys",
+    ("harness/grid/config.py", "result_settings"): "result_settings",
+    ("harness/grid/config.py", "settings_of"): "settings_of",
+    ("harness/grid/plan.py", "result_settings"): "result_settings",
+    ("harness/grid/plan.py", "settings_of"): "settings_of",
+}
+
+
+@dataclass(kw_only=True)
+class WalkArgs:
+    data_dir: str = option(str(ROOT / "tests" / "data"), "the data folder (the tests' made-up samples)")
+    adapted: int = option(0, "walk one unit with 2 or 3 adapted conditions; 0: both, each in a fresh process")
+
+
+def tiny_llama(out: Path) -> Path:
+    """A 2-layer Llama of random weights with SmolLM2's tokenizer, as the tests build it."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from harness.core import models
+
+    tok = models.embedded_tokenizer(models.SMOLLM2)
+    torch.manual_seed(0)
+    shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+    ids = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    cfg = LlamaConfig(vocab_size=len(tok), num_key_value_heads=2, tie_word_embeddings=True, **shape, **ids)
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def walk(config: Path) -> tuple[int, dict[str, int]]:
+    """(package changes, calls of each once-a-run lookup) of one grid run of `config`."""
+    from harness.grid import plan
+    from harness.grid.run import run
+    from harness.grid.run_checks import load_run
+
+    changes, lookups, last = 0, dict.fromkeys(LOOKUPS.values(), 0), [None]
+
+    def seen(frame, event, arg):
+        nonlocal changes
+        name = frame.f_code.co_filename
+        if event != "call" or not name.startswith(OWN):
+            return
+        package = str(Path(name).parent)
+        changes += last[0] is not None and package != last[0]
+        last[0] = package
+        which = LOOKUPS.get((str(Path(name).relative_to(ROOT)), frame.f_code.co_name))
+        if which:
+            lookups[which] += 1
+
+    sys.setprofile(seen)
+    try:
+        for cell in load_run(config).cell_configs():  # as `tapt-bench run` does: checked once, on load
+            run(plan.cell(cell))
+    finally:
+        sys.setprofile(None)
+    return changes, lookups
+
+
+def main() -> None:
+    args = parse_script(WalkArgs, __doc__)
+    if not args.adapted:  # each in a process of its own: nothing one walk cached serves the other
+        for adapted in (2, 3):
+            subprocess.run([sys.executable, __file__, "--data-dir", args.data_dir, "--adapted", str(adapted)])
+        return
+    conds = ["base", "extra", "test", "leak"][: args.adapted + 1]
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = {
+            "base": str(tiny_llama(Path(tmp) / "llama")),
+            "model_tag": "tiny",
+            "tasks": ["ag_news"],
+            "m": 4,
+            "n": 6,
+            "subsamples": 1,
+            "conditions": conds,
+            "quantize": "none",
+            "data_dir": args.data_dir,
+            "method_settings": {"prompt-tapt": {"lr": 0.01, "batch_size": 4, "epochs": 1}},
+            "out": str(Path(tmp) / "out"),
+        }
+        path = Path(tmp) / "walk.yaml"
+        path.write_text(json.dumps(cfg))
+        changes, lookups = walk(path)
+    said = ", ".join(f"{k} {v}" for k, v in lookups.items())
+    print(f"{args.adapted} adapted conditions: {changes} package changes; lookups: {said}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

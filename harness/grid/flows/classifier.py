@@ -1,0 +1,105 @@
+"""The classifier flow: fine-tune a classification head on train from the base LM, and from the LM the
+method adapted on each condition's texts; the head, not a prompt, reads the classes."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+from contamination import doc_scores
+from harness.core import conditions, models
+from harness.core.errors import SettingsError
+from harness.grid.config import GridConfig
+from harness.grid.flows import Flow
+from harness.grid.plan import Planned
+from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
+from harness.scoring import classifier
+from tapt import methods
+from tapt.methods import raw_text
+
+log = logging.getLogger("tapt_bench.grid")
+
+
+def check(cfg: GridConfig) -> None:
+    """The zero-shot flow's keys, refused: a classifier reads raw text and predicts by its head."""
+    if cfg.sample.prompt_format != "plain":
+        problem = "renders the zero_shot flow's prompts; a classifier reads the raw text: remove it"
+        raise SettingsError.of("prompt_format", problem)
+    if cfg.codec_context:
+        problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
+        raise SettingsError.of("codec_context", problem)
+    if cfg.scores:
+        problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
+        raise SettingsError.of("scores", problem)
+    if cfg.accuracy != "acc":
+        problem = "reads the zero_shot flow's class log-probs; a classifier predicts by its head"
+        raise SettingsError.of("accuracy", f"{problem}: remove it (got {cfg.accuracy!r})")
+    if conditions.STREAM in cfg.conditions:
+        problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
+        raise SettingsError.of("conditions", problem)
+
+
+def check_task(spec) -> str | None:
+    if spec.classes is None:
+        return (
+            "flow classifier trains a head over fixed classes, and this task's choices differ "
+            "from doc to doc; run it with flow: zero_shot"
+        )
+    return None
+
+
+def unit(unit: Planned, keep_adapters: bool = False) -> Unit:
+    """Fine-tune a classifier on train from the base LM, then from the LM the method adapted on extra's
+    texts, then on test's (then, for leak, on test's texts with their class names). Nothing is kept."""
+    spec, docs = unit.inputs()
+    cfg, k, method, method_settings = unit.config, unit.k, unit.cell.method, unit.settings
+    settings = cfg  # the head's settings, with the task's overrides
+    unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
+    seconds, training, scored, exposed, skipped = {}, {}, {}, {}, {}
+    for cond in cfg.conditions:
+        clock = time.perf_counter()
+        with tempfile.TemporaryDirectory() as work:
+            backbone = models.resolve(cfg.base)
+            # adapted on the split's texts, never train's; labels only for the leak
+            if cond != conditions.BASE:
+                inputs = methods.Inputs(
+                    backbone, None, spec, split_docs(docs, cond), method_settings, unit_seed, Path(work)
+                )
+                adapted = method.run(inputs)
+                training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model
+            if cfg.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
+                masked = not models.is_decoder(backbone)
+                lm, tok = models.load_scoring_model(backbone, masked=masked)
+                exposed[cond] = doc_scores.raw_scores(
+                    lm, tok, exposure_docs(docs), masked, cfg.seed, cfg.eval_batch_size
+                )
+                del lm
+            scored[cond], training[f"classify_{cond}"] = classifier.classify(
+                backbone,
+                docs["train"],
+                docs["test"],
+                len(spec.classes),
+                settings,
+                cfg.eval_batch_size,
+                unit_seed,
+            )
+        if cond != conditions.BASE:
+            skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
+        seconds[cond] = time.perf_counter() - clock
+        log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
+    return unit_of(unit, spec, docs, scored, seconds, training, exposed, skipped)
+
+
+FLOW = Flow(
+    name="classifier",
+    sections=("head",),  # the classification head's training
+    default_method=raw_text.METHOD.name,
+    check=check,
+    check_task=check_task,
+    check_base=lambda base: None,  # an encoder or a decoder: either takes a head
+    unit=unit,
+    null_model=None,
+    keeps_base=False,
+)

@@ -1,0 +1,281 @@
+"""The zero-shot flow: score the base through lm-eval, then adapt it (the unit's method) and score once per
+condition, the base taken back after each; prompts, not a head, read the classes."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from contamination import doc_scores
+from harness.core import conditions, models, weights
+from harness.core.errors import SettingsError, UserError
+from harness.core.settings import Settings
+from harness.grid import stream
+from harness.grid.base_model import BASE_SCORES, LOADED, Base, loaded_base
+from harness.grid.config import GridConfig
+from harness.grid.flows import Flow
+from harness.grid.plan import Planned
+from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
+from harness.scoring import zero_shot as scoring
+from harness.tasks.protocol import Spec
+from tapt import methods, output
+from tapt.methods import prompt_tapt
+
+log = logging.getLogger("tapt_bench.grid")
+
+
+def check(cfg: GridConfig) -> None:
+    """The exposure test's parts are read within it: CoDeC and plug-in scores need exposure: true."""
+    if cfg.codec_context and not cfg.exposure:
+        problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
+        raise SettingsError.of("codec_context", problem)
+    if cfg.scores and not cfg.exposure:
+        problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
+        raise SettingsError.of("scores", problem)
+
+
+def check_base(base: str) -> str | None:
+    """Why the base (a resolved path or hub id) cannot serve this flow, after its name; None if it can."""
+    if not models.is_decoder(base):
+        return (
+            "is an encoder, and the zero_shot flow scores prompts with a causal LM; "
+            "name a causal LM (e.g. SmolLM2-135M-Instruct) or set flow: classifier"
+        )
+    return None
+
+
+def unit(planned: Planned, keep_adapters: bool = False) -> Unit:
+    """Score base, then adapt (the unit's method) and score once per condition, restoring the base
+    after each: a step per condition, each returning its outcome. A unit that fails mid-way may leave its
+    adapter in the base: the loaded base is then forgotten, never reused."""
+    spec, docs = planned.inputs()
+    try:
+        return zero_shot_unit(planned, spec, docs, keep_adapters)
+    except BaseException:
+        LOADED.forget()
+        raise
+
+
+def null_model(unit: Planned, base_scored: pd.DataFrame) -> Step:
+    """The unit's method adapted on the subsample's third draw (neither test nor extra) and scored as
+    every condition is: the model on which `contamination calibrate` reads each detector's false positives
+    (zero-shot flow). `base_scored`: the base's lm-eval scores of test, as the unit recorded them (read,
+    not computed again: scoring is deterministic), against which a model that did not move is told."""
+    cfg = unit.config
+    spec, docs = unit.inputs()
+    if len(docs[conditions.NULL]) < cfg.n:
+        raise UserError(
+            f"{spec.slug}: the null model needs a third draw of n = {cfg.n} documents beside train, extra "
+            f"and test, and the pool leaves {len(docs[conditions.NULL])}: lower n, or pass --no-null-model"
+        )
+    try:
+        u = unit_inputs(unit, spec, docs, keep_adapters=False)
+        order = base_scored.set_index("row").loc[docs[conditions.TEST]["row"]].reset_index()
+        return condition_step(u, conditions.NULL, Step(order))
+    except BaseException:
+        LOADED.forget()
+        raise
+
+
+@dataclass(frozen=True)
+class ZeroShot:
+    """What every step of one zero-shot unit reads, fixed for the unit: its plan, its documents, the
+    loaded base and its lm-eval task."""
+
+    unit: Planned
+    spec: Spec
+    docs: dict
+    base: Base
+    task: scoring.EvalTask
+    keep_adapters: bool
+
+    @property
+    def cfg(self) -> GridConfig:  # the unit's keys (the task's overrides applied): values only
+        return self.unit.config
+
+    @property
+    def k(self) -> int:
+        return self.unit.k
+
+    @property
+    def method(self) -> methods.Method:
+        return self.unit.cell.method
+
+    @property
+    def settings(self) -> Settings:
+        return self.unit.settings
+
+
+@dataclass
+class Step:
+    """One condition's outcome: lm-eval's scores of test, the exposure test's record, the method's record,
+    why its model is not an adaptation (None where it is), and the seconds of each stage."""
+
+    scored: pd.DataFrame
+    exposed: pd.DataFrame | None = None
+    training: dict | None = None
+    skipped: str | None = None
+    seconds: dict = field(default_factory=dict)
+
+
+def zero_shot_unit(unit: Planned, spec: Spec, docs: dict, keep_adapters: bool) -> Unit:
+    """The unit's steps: the base's, then one per condition."""
+    u = unit_inputs(unit, spec, docs, keep_adapters)
+    cfg = unit.config
+    base, base_from = base_step(u)
+    steps = {conditions.BASE: base}
+    for cond in cfg.conditions[1:]:  # extra, test (and leak, stream): each adapts on its split's documents
+        steps[cond] = (stream_step if cond == conditions.STREAM else condition_step)(u, cond, base)
+    done = unit_of(
+        unit,
+        spec,
+        docs,
+        {c: s.scored for c, s in steps.items()},
+        {name: t for s in steps.values() for name, t in s.seconds.items()},
+        {c: s.training for c, s in steps.items() if s.training is not None},
+        {c: s.exposed for c, s in steps.items() if s.exposed is not None},
+        {c: s.skipped for c, s in steps.items() if c != conditions.BASE},
+    )
+    if base_from:
+        done.record["base_from"] = base_from
+    return done
+
+
+def unit_inputs(unit: Planned, spec: Spec, docs: dict, keep_adapters: bool) -> ZeroShot:
+    """What every step of the unit reads: its plan, its lm-eval task of test, the loaded base."""
+    cfg = unit.config
+    metadata = {**dataclasses.asdict(cfg.sample), "subsample": unit.k, "split": conditions.TEST}
+    task = scoring.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
+    return ZeroShot(unit, spec, docs, loaded_base(cfg), task, keep_adapters)
+
+
+def timed(u: ZeroShot, name: str, work):
+    """(what `work()` returns, {name: its seconds}), logged as the stage's line."""
+    clock = time.perf_counter()
+    out = work()
+    took = time.perf_counter() - clock
+    log.info("%s subsample %d: %s done (%.1f s)", u.spec.slug, u.k, name, took)
+    return out, {name: took}
+
+
+def score(u: ZeroShot, cond: str, model) -> Step:
+    """lm-eval's scores of test under `model`; with the exposure test, its scores of test and extra, both
+    splits in one pass of their own (one code path for the two sides the test compares)."""
+    lm = scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
+    scored, seconds = timed(u, f"score_{cond}", lambda: scoring.score(lm, u.task, u.cfg.accuracy))
+    if not u.cfg.exposure:
+        return Step(scored, seconds=seconds)
+    exposed, more = timed(
+        u,
+        f"exposure_{cond}",
+        lambda: doc_scores.prompt_scores(
+            model,
+            u.base.tokenizer,
+            u.spec,
+            exposure_docs(u.docs),
+            u.cfg.eval_batch_size,
+            codec_context=u.cfg.codec_context,
+            codec_block=u.cfg.codec_block,
+            seed=u.cfg.seed,
+            extra=list(u.unit.cell.scores),
+        ),
+    )
+    return Step(scored, exposed, seconds=seconds | more)
+
+
+def base_step(u: ZeroShot) -> tuple[Step, str | None]:
+    """The base's scores, and the model folder that computed them where another method's unit of the same
+    documents and base settings did (scoring is deterministic: the same numbers)."""
+    key = (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
+    found = BASE_SCORES.of_another(key, u.unit.cell.tag)
+    if found is not None:
+        tag, scored, exposed = found
+        return Step(scored[conditions.BASE], exposed.get(conditions.BASE)), tag
+    step = score(u, conditions.BASE, u.base.model)
+    exposed = {} if step.exposed is None else {conditions.BASE: step.exposed}
+    BASE_SCORES.keep(key, u.unit.cell.tag, {conditions.BASE: step.scored}, exposed)
+    return step, None
+
+
+def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
+    """Adapt the base on the condition's split (the method's run), score it, and take the base back."""
+    split, answers = conditions.TAPT[cond]
+
+    def adapt():
+        with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
+            x = methods.Inputs(
+                u.base.model,
+                u.base.tokenizer,
+                u.spec,
+                split_docs(u.docs, cond),
+                u.settings,
+                u.cfg.seed,
+                Path(work),
+            )
+            adapted = u.method.run(x, u.base.at_load, cond)
+        u.base.check_tokenizer(u.method, cond)
+        rec = {**dataclasses.asdict(u.settings), "split": split, "answers": answers, **adapted.record}
+        prompt = {"prompt_format": u.cfg.sample.prompt_format, "accuracy": u.cfg.accuracy}  # how it was read
+        rec["adapter_sha256"] = weights.adapter_sha256(
+            adapted.model
+        )  # which adapter scored it (None: no PEFT)
+        rec |= methods.vote_agreement(adapted.record, u.docs[split])  # made-up labels against the gold ones
+        if u.keep_adapters and hasattr(adapted.model, "save_pretrained"):
+            with output.staged(u.unit.folder / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
+                adapted.model.save_pretrained(tmp)
+                output.write_record(
+                    tmp, {"kind": "adapter", "task": u.spec.slug, "subsample": u.k, **rec, **prompt}
+                )
+        return adapted, {key: v for key, v in rec.items() if key != "rows"}
+
+    (adapted, training), seconds = timed(u, f"train_{cond}", adapt)
+    step = score(u, cond, adapted.model)
+    step.training, step.seconds = training, seconds | step.seconds
+    step.skipped = not_adapted(adapted.record, step.scored, base.scored)
+    u.base.check_restored(u.method, cond, adapted.base())  # the same base serves the next condition
+    return step
+
+
+def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
+    """Test in chunks, each scored before the method adapts on it (harness/grid/stream.py)."""
+    x = methods.Inputs(
+        u.base.model, u.base.tokenizer, u.spec, split_docs(u.docs, cond), u.settings, u.cfg.seed, Path()
+    )
+    carry = u.cfg.stream_mode == "carry"
+    parts = (
+        stream.sized(x.docs, u.cfg.stream_chunk_size) if carry else stream.chunks(x.docs, u.cfg.stream_chunks)
+    )
+
+    def lm_score(model) -> pd.DataFrame:  # lm-eval's scores of test alone (the chunks')
+        u.base.check_tokenizer(u.method, cond)
+        scorer = scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
+        return scoring.score(scorer, u.task, u.cfg.accuracy)
+
+    def given_back(what: str, model) -> None:
+        u.base.check_restored(u.method, what, model)
+
+    (scored, record, _), seconds = timed(  # its chunks' training and scoring
+        u,
+        f"train_{cond}",
+        lambda: stream.run(u.method, x, parts, carry, base.scored, lm_score, given_back, u.base.at_load),
+    )
+    return Step(scored, training=record, skipped=not_adapted(record, scored, base.scored), seconds=seconds)
+
+
+FLOW = Flow(
+    name="zero_shot",
+    sections=("form",),  # the base's form (4-bit, bf16): a classifier loads no 4-bit base
+    default_method=prompt_tapt.METHOD.name,
+    check=check,
+    check_task=lambda spec: None,
+    check_base=check_base,
+    unit=unit,
+    null_model=null_model,
+    keeps_base=True,
+)

@@ -1,0 +1,107 @@
+"""Where methods are found: the built-ins (each module or folder of this package with a module-level
+`METHOD`), the entry points of the group `tapt_bench.methods`, and `package.module:attr` or
+`path/to/file.py:attr`; each checked before it runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+from harness.core.errors import SettingsError
+from harness.core.plugins import load_attr
+from harness.core.settings import Settings
+from tapt.methods.contract import FLOWS, NAME, Method
+
+ENTRY_POINTS = "tapt_bench.methods"
+
+
+@cache
+def builtin() -> dict[str, Method]:
+    """Every module or folder of this package with a module-level `METHOD` (a `Method`)."""
+    import pkgutil
+
+    found = []
+    package = importlib.import_module("tapt.methods")  # its __path__ read now: a test may extend it
+    for module in pkgutil.iter_modules(package.__path__):
+        value = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "METHOD", None)
+        if isinstance(value, Method):
+            found.append(value)
+    return {m.name: m for m in sorted(found, key=lambda m: (m.order, m.name))}
+
+
+@cache
+def installed() -> dict[str, str]:
+    """Entry points of the group `tapt_bench.methods`: name -> `module:attr`."""
+    from importlib.metadata import entry_points
+
+    return {e.name: e.value for e in entry_points(group=ENTRY_POINTS)}
+
+
+def named_module(name: str) -> Method | None:
+    """The built-in in the module named as the method (`prompt-tapt`: prompt_tapt), imported alone, so that
+    naming one method (a parser's default, say) does not import every other; None where there is none."""
+    module = name.replace("-", "_")
+    if not module.isidentifier() or importlib.util.find_spec(f"tapt.methods.{module}") is None:
+        return None
+    value = getattr(importlib.import_module(f"tapt.methods.{module}"), "METHOD", None)
+    return value if isinstance(value, Method) and value.name == name else None
+
+
+def find(name: str) -> Method:
+    """A method by built-in name, installed entry-point name, `package.module:attr` or `file.py:attr`."""
+    alone = named_module(name)
+    if alone is not None:
+        return alone
+    if name in builtin():
+        return builtin()[name]
+    target = installed().get(name, name)
+    if ":" not in target:
+        known = ", ".join([*builtin(), *installed()])
+        problem = (
+            f"must be a built-in or installed method ({known}), `package.module:attr` or "
+            f"`path/to/file.py:attr`, got {name!r}"
+        )
+        raise SettingsError.of("method", problem)
+    try:
+        value = load_attr(target, "path/to/file.py:METHOD")
+    except ValueError as err:
+        raise SettingsError.of("method", str(err)) from None
+    module, _, attr = target.rpartition(":")
+    if not isinstance(value, Method):
+        problem = f"{target!r} is a {type(value).__name__}, not a tapt.methods.Method"
+        raise SettingsError.of("method", problem)
+    check_method(value, target)
+    if name in installed():
+        source = f"entry point {name} ({target})"
+    elif module.endswith(".py"):
+        source = f"{Path(module).resolve()}:{attr}"
+    else:
+        source = target
+    return dataclasses.replace(value, source=source)
+
+
+def check_method(value: Method, target: str) -> None:
+    """A Method's own fields, checked before it runs: a name that is a safe folder name, known flows, a
+    Settings dataclass, a callable adapt."""
+    problems = []
+    if not isinstance(value.name, str) or not NAME.fullmatch(value.name):
+        problems.append(
+            f"its name {value.name!r} must be letters, digits, '.', '_' or '-' (it names a results folder)"
+        )
+    if not value.flows or any(f not in FLOWS for f in value.flows):
+        problems.append(f"its flows {value.flows!r} must be some of {list(FLOWS)}")
+    if not (isinstance(value.settings, type) and issubclass(value.settings, Settings)):
+        problems.append(
+            f"its settings {value.settings!r} must be a dataclass subclassing harness.core.settings.Settings"
+        )
+    if not callable(value.adapt):
+        problems.append("its adapt must be a function of Inputs returning Adapted")
+    shown = value.diagnostics
+    if not isinstance(shown, dict) or not all(isinstance(x, str) and x for x in [*shown, *shown.values()]):
+        problems.append(f"its diagnostics {shown!r} must map record keys to column names, both strings")
+    if problems:
+        problem = f"{target!r}: " + "; ".join(problems)
+        raise SettingsError.of("method", problem)
