@@ -37,6 +37,19 @@ class Flow:
     keeps_base: bool
 
 
+def check_exposure_parts(cfg: Any, runs_them: bool) -> None:
+    """CoDeC and plug-in scores are read within the zero-shot flow's exposure test: refused where the run
+    does not compute them (`runs_them`), the same words in either flow."""
+    from harness.core.errors import SettingsError
+
+    if cfg.codec_context and not runs_them:
+        problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
+        raise SettingsError.of("codec_context", problem)
+    if cfg.scores and not runs_them:
+        problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
+        raise SettingsError.of("scores", problem)
+
+
 def get(name: str) -> Flow:
     """The flow called `name` (its file imported on first use)."""
     if name not in NAMES:

@@ -12,7 +12,7 @@ from contamination import doc_scores
 from harness.core import conditions, models
 from harness.core.errors import SettingsError
 from harness.grid.config import GridConfig
-from harness.grid.flows import Flow
+from harness.grid.flows import Flow, check_exposure_parts
 from harness.grid.plan import Planned
 from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
 from harness.scoring import classifier
@@ -27,12 +27,7 @@ def check(cfg: GridConfig) -> None:
     if cfg.sample.prompt_format != "plain":
         problem = "renders the zero_shot flow's prompts; a classifier reads the raw text: remove it"
         raise SettingsError.of("prompt_format", problem)
-    if cfg.codec_context:
-        problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
-        raise SettingsError.of("codec_context", problem)
-    if cfg.scores:
-        problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
-        raise SettingsError.of("scores", problem)
+    check_exposure_parts(cfg, False)
     if cfg.accuracy != "acc":
         problem = "reads the zero_shot flow's class log-probs; a classifier predicts by its head"
         raise SettingsError.of("accuracy", f"{problem}: remove it (got {cfg.accuracy!r})")

@@ -14,12 +14,12 @@ import pandas as pd
 
 from contamination import doc_scores
 from harness.core import conditions, models, weights
-from harness.core.errors import SettingsError, UserError
+from harness.core.errors import UserError
 from harness.core.settings import Settings
 from harness.grid import stream
 from harness.grid.base_model import BASE_SCORES, LOADED, Base, loaded_base
 from harness.grid.config import GridConfig
-from harness.grid.flows import Flow
+from harness.grid.flows import Flow, check_exposure_parts
 from harness.grid.plan import Planned
 from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
 from harness.scoring import zero_shot as scoring
@@ -32,12 +32,7 @@ log = logging.getLogger("tapt_bench.grid")
 
 def check(cfg: GridConfig) -> None:
     """The exposure test's parts are read within it: CoDeC and plug-in scores need exposure: true."""
-    if cfg.codec_context and not cfg.exposure:
-        problem = "is CoDeC within the exposure test of the zero_shot flow: set exposure: true, or 0"
-        raise SettingsError.of("codec_context", problem)
-    if cfg.scores and not cfg.exposure:
-        problem = "are computed within the exposure test of the zero_shot flow: set exposure: true"
-        raise SettingsError.of("scores", problem)
+    check_exposure_parts(cfg, cfg.exposure)
 
 
 def check_base(base: str) -> str | None:
