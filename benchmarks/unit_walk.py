@@ -30,10 +30,10 @@ LOOKUPS = {  # the function, by the file that defines it
     ("tapt/methods/__init__.py", "find"): "methods.find",
     ("tapt/methods/registry.py", "find"): "methods.find",
     ("harness/grid/study_layout.py", "read_old_keys"): "read_old_keys",
-    ("harness/grid/config.py", "result_settings"): "result_settings",
-    ("harness/grid/config.py", "settings_of"): "settings_of",
-    ("harness/grid/plan.py", "result_settings"): "result_settings",
-    ("harness/grid/plan.py", "settings_of"): "settings_of",
+    ("harness/grid/config.py", "result_settings"): "recorded settings",  # before the plan read them
+    ("harness/grid/config.py", "settings_of"): "method settings",
+    ("harness/grid/resolve.py", "recorded"): "recorded settings",
+    ("harness/grid/resolve.py", "method_settings"): "method settings",
 }
 
 

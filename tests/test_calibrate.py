@@ -12,6 +12,7 @@ from helpers import tiny_grid_config
 from contamination import detectors
 from contamination.exposure import condition_tests
 from harness.cli.main import main
+from harness.grid import resolve
 
 
 def test_error_rates_count_flags_on_models_that_did_and_did_not_see_the_test_split():
@@ -184,8 +185,8 @@ def test_a_method_with_a_packing_setting_is_calibrated_in_both_modes_through_its
     packed = mode_config(cfg, "packing")
     # the method's own packing, under its method_settings, as every method's
     assert packed.method_settings == {"self-training": {"packing": True}}
-    assert packed.settings_of(packed.adaptation()).packing
-    assert not mode_config(cfg, "padding").settings_of(cfg.adaptation()).packing
+    assert resolve.method_settings(packed).packing
+    assert not resolve.method_settings(mode_config(cfg, "padding")).packing
     prompt = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "cal2"))
     assert mode_config(prompt, "packing").method_settings["prompt-tapt"] == {
         "lr": 0.01,

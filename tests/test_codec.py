@@ -11,6 +11,7 @@ from contamination import codec, doc_scores
 from contamination.exposure import codec_test
 from contamination.exposure_run import ExposureArgs
 from harness.core import models
+from harness.grid import resolve
 
 K = 3  # context documents
 
@@ -139,8 +140,8 @@ def test_codec_context_is_a_grid_key_that_needs_the_exposure_test_and_changes_th
 
     plain = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out"))
     on = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", codec_context=3))
-    assert "codec_context" not in plain.result_settings() and on.result_settings()["codec_context"] == 3
-    assert plain.settings_hash() != on.settings_hash()
+    assert "codec_context" not in resolve.recorded(plain) and resolve.recorded(on)["codec_context"] == 3
+    assert resolve.settings_hash(plain) != resolve.settings_hash(on)
     with pytest.raises(SettingsError, match="key 'codec_context' .*set exposure: true"):
         load_config(
             tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "o", exposure=False, codec_context=3)

@@ -7,6 +7,7 @@ import pytest
 from helpers import tiny_grid_config
 
 from harness.cli.main import main, parser
+from harness.grid import resolve
 from harness.grid.config import load_config
 
 SETTINGS = {"test-time-rl": {"samples": 2}}
@@ -53,5 +54,5 @@ def test_a_run_reads_the_methods_settings_from_the_flag(tmp_path, tiny_llama, da
     from harness.cli.run import grid_config
 
     cfg = grid_config(str(config), args)
-    assert cfg.settings_of(cfg.adaptation()).samples == 3
-    assert load_config(config).settings_of(cfg.adaptation()).samples == 8  # the file alone: the default
+    assert resolve.method_settings(cfg).samples == 3
+    assert resolve.method_settings(load_config(config)).samples == 8  # the file alone: the default

@@ -9,6 +9,7 @@ from helpers import tiny_grid_config
 from harness import results
 from harness.cli.main import main
 from harness.core.errors import SettingsError
+from harness.grid import resolve
 from harness.grid.calibrate import load_detectors
 from harness.grid.config import GridConfig, load_config
 from harness.grid.run_checks import load_run
@@ -34,12 +35,13 @@ def test_a_task_override_names_a_task_of_the_run_and_valid_values_by_their_path(
 
 def test_an_empty_task_override_on_a_zero_shot_run_is_the_same_settings():
     """The default holds classifier keys only, which a zero_shot run does not read."""
-    assert GridConfig().settings_hash() == GridConfig(task_overrides={}).settings_hash()
-    assert GridConfig().settings_hash() != GridConfig(task_overrides={"ag_news": {"lr": 0.1}}).settings_hash()
+    assert resolve.settings_hash(GridConfig()) == resolve.settings_hash(GridConfig(task_overrides={}))
+    assert resolve.settings_hash(GridConfig()) != resolve.settings_hash(
+        GridConfig(task_overrides={"ag_news": {"lr": 0.1}})
+    )
     classifier = {"flow": "classifier", "base": "bert-base-uncased"}
-    assert (
-        GridConfig(**classifier).settings_hash()
-        != GridConfig(**classifier, task_overrides={}).settings_hash()
+    assert resolve.settings_hash(GridConfig(**classifier)) != resolve.settings_hash(
+        GridConfig(**classifier, task_overrides={})
     )
 
 

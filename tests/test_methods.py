@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid import plan, unit_record, units
+from harness.grid import plan, resolve, unit_record, units
 from harness.grid.config import load_config
 from harness.grid.run_checks import load_run
 from tapt import methods
@@ -503,7 +503,7 @@ def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per
 
     def resolved(name):  # the config's keys and its prompt TAPT's settings, as a run reads them
         cfg = read(yaml.safe_load(config_path(name).read_text()), name)
-        own = cfg.settings_of(cfg.adaptation())
+        own = resolve.method_settings(cfg)
         return (cfg.accuracy, cfg.prompt_format, own.max_length, own.optim, own.gradient_checkpointing), own
 
     study = ("mean_token", "chat")

@@ -13,7 +13,7 @@ from helpers import tiny_grid_config
 from harness import results
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid import lock, plan
+from harness.grid import lock, plan, resolve
 from harness.grid.config import load_config
 from harness.grid.run import model_dir, run, task_dir, write_unit
 from harness.grid.units import Unit
@@ -59,9 +59,9 @@ def test_a_lock_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
 def test_a_unit_is_not_written_beside_units_of_other_settings(tmp_path, tiny_llama, data_dir):
     cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))
     tdir = task_dir(cfg, "ag_news")
-    other = {"settings": {**cfg.result_settings(), "lr": 0.5}}
+    other = {"settings": {**resolve.recorded(cfg), "lr": 0.5}}
     results.write_unit(tdir, 1, {"base": 0.5}, pd.DataFrame({"row": [0]}), other)
-    unit = Unit("ag_news", 0, {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": cfg.result_settings()})
+    unit = Unit("ag_news", 0, {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": resolve.recorded(cfg)})
     with pytest.raises(SettingsError, match="unit\\(s\\) \\[1\\] were written with other settings"):
         write_unit(plan.cell(cfg), unit)
     assert not results.is_done(tdir, 0)

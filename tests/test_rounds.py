@@ -5,6 +5,7 @@ import pytest
 
 from harness.cli import rounds
 from harness.cli.main import main
+from harness.grid import resolve
 from harness.grid.config import GridConfig
 
 
@@ -13,13 +14,15 @@ def test_each_method_stops_on_its_own_mde_and_the_methods_keep_the_same_subsampl
     ran: dict[str, list[int]] = {}  # the subsamples each method's rounds asked for
 
     def pooled(c):  # prompt TAPT's MDE never falls; self-training's is 20 / units
-        units = len(ran.get(c.tag, []))
-        falls = c.tag.endswith("+self-training") and units
+        units = len(ran.get(resolve.tag(c), []))
+        falls = resolve.tag(c).endswith("+self-training") and units
         return (20 / units if falls else float("inf")), units
 
     monkeypatch.setattr(rounds, "pooled", pooled)
     said = []
-    got = rounds.run_rounds(cfg, 5.0, lambda c: ran.setdefault(c.tag, []).append(c.subsamples), said.append)
+    got = rounds.run_rounds(
+        cfg, 5.0, lambda c: ran.setdefault(resolve.tag(c), []).append(c.subsamples), said.append
+    )
     plain, st = "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct+self-training"
     assert ran == {plain: [1, 2, 3, 4, 5, 6], st: [1, 2, 3, 4]}
     assert got == {f"{plain} m100 n100": (float("inf"), 6), f"{st} m100 n100": (5.0, 4)}
@@ -38,7 +41,7 @@ def test_the_pooled_mde_is_the_summarys(tmp_path):
     records = Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study"
     raw = yaml.safe_load(config_path("methods_study").read_text())
     cfg = from_mapping(GridConfig, raw | {"out": str(records)}, "methods_study")
-    (self_training,) = [c for c in cfg.cell_configs() if c.tag.endswith("+self-training")]
+    (self_training,) = [c for c in cfg.cell_configs() if resolve.tag(c).endswith("+self-training")]
     from harness.grid.run import model_dir
     from harness.results import collect
     from harness.stats.summary import summarize

@@ -12,6 +12,7 @@ from scipy import stats
 from contamination.exchangeability import t_statistic
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
+from harness.grid import resolve
 from harness.grid.config import GridConfig, load_config
 from harness.grid.run_checks import load_run
 
@@ -120,7 +121,7 @@ def test_python_callers_get_the_same_checks():
     with pytest.raises(SettingsError, match="prompt-tapt: key 'epochs' must be a number, got '3'"):
         plan.cells(GridConfig(method_settings={"prompt-tapt": {"epochs": "3"}}))  # the run's checks, once
     cfg = GridConfig(method_settings={"prompt-tapt": {"epochs": 3}})
-    epochs = cfg.settings_of(cfg.adaptation()).epochs
+    epochs = resolve.method_settings(cfg).epochs
     assert epochs == 3.0 and isinstance(epochs, float)
 
 
@@ -238,7 +239,7 @@ def test_the_shipped_configs_keep_the_settings_hash_their_results_were_made_with
 ):
     from harness.grid.config import load_config
 
-    assert load_config(name, {"data_dir": str(data_dir)}).settings_hash() == settings_hash
+    assert resolve.settings_hash(load_config(name, {"data_dir": str(data_dir)})) == settings_hash
 
 
 def test_the_default_methods_settings_written_at_the_top_level_read_as_its_section_with_a_note(
@@ -259,9 +260,9 @@ def test_the_default_methods_settings_written_at_the_top_level_read_as_its_secti
         match=r"old.yaml: \['batch_size', 'epochs', 'lr', 'max_length'\] are prompt-tapt's settings; write",
     ):
         old = load_config(path, {"data_dir": str(data_dir)})
-    assert (old.settings_hash(), old.tag, old.method_settings) == (
-        shipped.settings_hash(),
-        shipped.tag,
+    assert (resolve.settings_hash(old), resolve.tag(old), old.method_settings) == (
+        resolve.settings_hash(shipped),
+        resolve.tag(shipped),
         shipped.method_settings,
     )
     path.write_text(yaml.safe_dump(sectioned | {"lr": 0.1, "method_settings": {"prompt-tapt": own}}))
@@ -290,11 +291,11 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     assert narrowed.method_settings == {
         "self-training": {"epochs": 2, "batch_size": 4, "lr": 0.002, "completion_only": False}
     }
-    hashes = {c.method: c.settings_hash() for c in whole.per_method()}
-    assert [c.settings_hash() for c in narrowed.per_method()] == [hashes["self-training"]]
+    hashes = {c.method: resolve.settings_hash(c) for c in whole.per_method()}
+    assert [resolve.settings_hash(c) for c in narrowed.per_method()] == [hashes["self-training"]]
     kept = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
     assert kept.method_settings == {}
-    assert [c.settings_hash() for c in kept.per_method()] == [hashes["test-time-rl"]]
+    assert [resolve.settings_hash(c) for c in kept.per_method()] == [hashes["test-time-rl"]]
     with pytest.raises(
         SettingsError, match=r"names \['prompt-tapt', 'self-training'\], which this run does not use"
     ):

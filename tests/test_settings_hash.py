@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from harness.core.settings import fingerprint
+from harness.grid import resolve
 from harness.grid.config import CONFIGS_DIR, GridConfig, read
 
 HASHES = Path(__file__).parent / "data" / "settings_hashes.json"
@@ -58,14 +59,14 @@ def rows(name: str, raw: dict) -> dict:
     cfg = read(raw, name)
     out = {}
     for cell in cfg.cell_configs():
-        key = f"{cell.tag} m{cell.m} n{cell.n}"
+        key = f"{resolve.tag(cell)} m{cell.m} n{cell.n}"
         out[key] = {
-            "hash": cell.settings_hash(),
-            "base": fingerprint(cell.base_settings()),
-            "settings": cell.result_settings(),
+            "hash": resolve.settings_hash(cell),
+            "base": fingerprint(resolve.base_settings(cell)),
+            "settings": resolve.recorded(cell),
         }
         for slug in sorted(cell.task_overrides):
-            out[f"{key} {slug}"] = {"hash": cell.for_task(slug).settings_hash()}
+            out[f"{key} {slug}"] = {"hash": resolve.settings_hash(resolve.for_task(cell, slug))}
     return out
 
 
@@ -128,10 +129,10 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
                     method: {**config["method_settings"][method], **keys},
                 }
             }
-        assert read(config | grid, str(path)).settings_hash() == manifest["settings_hash"], path
+        assert resolve.settings_hash(read(config | grid, str(path))) == manifest["settings_hash"], path
         older = any(k not in config for k in grid)  # written before the key existed: its old default ran
         changed += older
-        assert (read(config, str(path)).settings_hash() != manifest["settings_hash"]) == older, path
+        assert (resolve.settings_hash(read(config, str(path))) != manifest["settings_hash"]) == older, path
     # the first shipped runs (self-training's, test-time RL's, with CoDeC on) predate the keys; prompt TAPT's
     # rerun wrote them
     assert 2 <= changed < len(manifests)

@@ -219,3 +219,32 @@ def test_an_mlm_batch_always_has_a_masked_token(tiny_bert):
         if (b["labels"] != -100).sum() == 1 and (b["input_ids"] == tok.mask_token_id).sum() == 1
     ]
     assert len(forced) > 100  # P(no token masked of 2) = 0.85^2: the guard does most of the masking here
+
+
+def test_train_method_raw_text_pretrains_the_backbone_as_pretrain_text_did(
+    tiny_bert, data_dir, tmp_path, capsys
+):
+    """`train --method raw-text` is the classifier flow's TAPT from the one command that trains: the
+    backbone's weights move and a model dir is written; the older `pretrain-text` says its new name."""
+    from safetensors.torch import load_file
+
+    from harness.cli.main import main
+
+    flags = ["--task", "ag_news", "--split", "extra", "--base", str(tiny_bert), "--data-dir", str(data_dir)]
+    flags += [f"--{k}={v}" for k, v in SUB.items()] + ["--pretrain-batch-size", "8"]
+    main(["train", "--method", "raw-text", "--out", str(tmp_path / "a"), *flags])
+    said = capsys.readouterr()
+    assert (
+        "objective mlm" in said.out and "lm_eval" not in said.out
+    )  # a backbone: the classifier flow scores it
+    record = json.loads((tmp_path / "a" / "tapt.json").read_text())
+    assert (record["kind"], record["steps"], record["pretrain_batch_size"]) == ("text", 6, 8)
+    before, after = (
+        load_file(tiny_bert / "model.safetensors"),
+        load_file(tmp_path / "a" / "model.safetensors"),
+    )
+    moved = [k for k in after if k in before and not torch.equal(before[k], after[k])]
+    assert any("encoder.layer" in k for k in moved), "the backbone did not move"
+    main(["pretrain-text", "--out", str(tmp_path / "b"), *flags])
+    assert "now `tapt-bench train --method raw-text`" in capsys.readouterr().err
+    assert json.loads((tmp_path / "b" / "tapt.json").read_text())["final_loss"] == record["final_loss"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from harness.grid import run
+from harness.grid import resolve, run
 from harness.grid.config import GridConfig
 from harness.results import collect
 from harness.stats.summary import summarize
@@ -19,7 +19,7 @@ def pooled(cfg: GridConfig) -> tuple[float, int]:
     mdir = run.model_dir(cfg)
     if not any(mdir.glob("*/units/*.json")):
         return float("inf"), 0
-    (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == cfg.tag]
+    (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == resolve.tag(cfg)]
     mde = config["detectable_bias"]  # NaN where the bias is uninformative: no MDE to stop at
     return (100 * mde if not math.isnan(mde) else float("inf")), config["bias_units"]
 
@@ -37,17 +37,19 @@ def run_rounds(cfg: GridConfig, target: float, run_one: Callable[[GridConfig], o
                     if mde <= target
                     else f"its {c.subsamples} subsamples"
                 )
-                say(f"{c.tag} (m {c.m}, n {c.n}): stops at {why}")
+                say(f"{resolve.tag(c)} (m {c.m}, n {c.n}): stops at {why}")
                 open_.remove(c)
-                out[f"{c.tag} m{c.m} n{c.n}"] = (mde, units)
+                out[f"{resolve.tag(c)} m{c.m} n{c.n}"] = (mde, units)
                 continue
-            say(f"round {k}: {c.tag} (m {c.m}, n {c.n}), MDE so far {mde:.2f} pts over {units} units")
+            say(
+                f"round {k}: {resolve.tag(c)} (m {c.m}, n {c.n}), MDE so far {mde:.2f} pts over {units} units"
+            )
             run_one(c.replace(subsamples=k))
         if not open_:
             break
     for c in open_:
         mde, units = pooled(c)
         met = "at most" if mde <= target else "still above"
-        say(f"{c.tag} (m {c.m}, n {c.n}): MDE {mde:.2f} pts over {units} units, {met} {target:g}")
-        out[f"{c.tag} m{c.m} n{c.n}"] = (mde, units)
+        say(f"{resolve.tag(c)} (m {c.m}, n {c.n}): MDE {mde:.2f} pts over {units} units, {met} {target:g}")
+        out[f"{resolve.tag(c)} m{c.m} n{c.n}"] = (mde, units)
     return out

@@ -48,7 +48,8 @@ def recorded(settings: Settings, parts: dict[str, bool] | None = None) -> dict[s
 class Sections:
     """Sections of settings held side by side (`SECTIONS`: attribute -> Settings class). It is built from
     flat keys, each passed to its section (which checks its types and bounds); `check` then looks
-    across sections. A key reads through (`config.lr` is `config.adapter.lr`); `replace` makes a new one."""
+    across sections. A key reads through (`config.lr` is `config.adapter.lr`, set once when it is built);
+    `replace` makes a new one."""
 
     SECTIONS: ClassVar[dict[str, type[Settings]]] = {}
     TITLES: ClassVar[dict[str, str]] = {}  # a section's title in --help
@@ -61,7 +62,15 @@ class Sections:
         for name, cls in self.SECTIONS.items():
             own = {k: v for k, v in keys.items() if owners[k] == name}
             object.__setattr__(self, name, cls(**own))
+        self.complete()
+        for section in self.sections().values():  # each key an attribute: a read is no call
+            for field in dataclasses.fields(section):
+                object.__setattr__(self, field.name, getattr(section, field.name))
         self.check()
+
+    def complete(self) -> None:
+        """Fill values that follow from others (before the keys are read through and checked); a section
+        is not changed after: `replace` makes a new one."""
 
     def check(self) -> None:
         """Checks across sections; subclasses extend."""
@@ -92,10 +101,7 @@ class Sections:
         return type(self)(**(self.keys() | keys))
 
     def __getattr__(self, key: str) -> Any:  # reached only for names that are not attributes
-        name = type(self).owners().get(key)
-        if name is None or name not in self.__dict__:
-            raise AttributeError(f"{type(self).__name__} has no key {key!r}")
-        return getattr(self.__dict__[name], key)
+        raise AttributeError(f"{type(self).__name__} has no key {key!r}")
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(

@@ -1,5 +1,6 @@
 """YAML as the project reads it: a key written twice in one mapping is refused, naming both lines (PyYAML
-keeps the last in silence, so `m: 2` then `m: 4` would run at m 4)."""
+keeps the last in silence, so `m: 2` then `m: 4` would run at m 4); lm-eval's task YAMLs read with their
+`!function` tags kept as text (`TaskYaml`: the project reads a task's facts, never calls its functions)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,16 @@ class UniqueKeys(yaml.SafeLoader):
                 )
             seen.setdefault(key, line) if isinstance(key, str | int | float | bool) else None
         return super().construct_mapping(node, deep)
+
+
+class TaskYaml(UniqueKeys):
+    """An lm-eval task YAML: a `!function name` tag is read as its text, "!function name"."""
+
+    def function_text(self, node) -> str:
+        return f"!function {self.construct_scalar(node)}"
+
+
+TaskYaml.add_constructor("!function", TaskYaml.function_text)
 
 
 def load(text: str, loader: type[UniqueKeys] = UniqueKeys):

@@ -26,11 +26,11 @@ import pandas as pd
 from contamination import detectors
 from contamination.exchangeability_run import examples, sharded_test
 from harness import results
-from harness.core import conditions
+from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError, read_json_object
-from harness.core.models import load_scoring_model, resolve
+from harness.core.models import load_scoring_model
 from harness.core.settings import Settings, field_names, option
-from harness.grid import flows, null_models
+from harness.grid import flows, null_models, resolve
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
 from harness.tasks.protocol import find_spec, subsample_docs
@@ -104,7 +104,7 @@ def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
 
 def ran_here(cfg: GridConfig) -> bool:
     """Whether cfg's own folder holds a finished unit of cfg's settings."""
-    want = cfg.settings_hash()
+    want = resolve.settings_hash(cfg)
     return any(
         unit.get("settings_hash") == want
         for slug in cfg.slugs
@@ -162,7 +162,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
                         f"did not keep its adapters): delete {tdir / 'units'} so that calibrate trains its "
                         "units again and keeps them, or drop --exchangeability"
                     )
-    base, tokenizer = load_scoring_model(resolve(cfg.base))
+    base, tokenizer = load_scoring_model(models.resolve(cfg.base))
     rows = []
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.include_path)
@@ -254,7 +254,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
     sees |= {f"exchangeability ({fmt})": what for fmt, what in FORMATS.items()}
     pvalues = pd.DataFrame(rows)
     out = {
-        "settings": cfg.result_settings() | {"tasks": cfg.tasks, "subsamples": cfg.subsamples},
+        "settings": resolve.recorded(cfg) | {"tasks": cfg.tasks, "subsamples": cfg.subsamples},
         "options": dataclasses.asdict(opts),
         "rates": detectors.error_rates(pvalues, sees, ("method", "mode", "detector")),
         "rates_by_task": detectors.error_rates(pvalues, sees, ("method", "mode", "task", "detector")),

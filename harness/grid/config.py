@@ -3,21 +3,19 @@ with every key checked before anything is written."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import yaml
 
-from contamination import codec
 from contamination.exposure_run import ExposureSettings
 from harness.core import models, yaml_files
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, BaseForm, ModelSettings
-from harness.core.sections import Sections, recorded
-from harness.core.settings import Settings, against, field_names, fingerprint, flag, from_mapping
+from harness.core.sections import Sections
+from harness.core.settings import against, field_names, flag, from_mapping
 from harness.grid import flows, study_layout
 from harness.grid.grid_settings import GridSettings
-from harness.scoring.classifier import STUDY_TASK_OVERRIDES, ClassifierSettings
+from harness.scoring.classifier import ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.subsample import SampleSettings
@@ -54,8 +52,7 @@ class GridConfig(Sections):
 
     SECTIONS, TITLES = SECTIONS, TITLES
 
-    def __init__(self, **keys) -> None:
-        super().__init__(**keys)
+    def complete(self) -> None:
         self.sample.default_chat_model(self.model.base)
 
     def check(self) -> None:
@@ -105,16 +102,6 @@ class GridConfig(Sections):
             out.append(self.replace(method=name, methods=[], method_settings=own))
         return out
 
-    def for_task(self, slug: str) -> GridConfig:
-        """These settings with the task's overrides applied (checked like any settings): the grid's keys
-        as keys, the method's own under its method_settings."""
-        values, owners, method = self.task_overrides.get(slug, {}), self.owners(), self.adaptation()
-        changes = {k: v for k, v in values.items() if k in owners}
-        if study_layout.task_keys(method.settings, values):
-            section = self.method_values(method, slug)
-            changes["method_settings"] = {**self.method_settings, method.name: section}
-        return self.replace(**changes)
-
     def adaptation(self) -> methods.Method:
         """The method this run audits (the flow's study method by default), found once per config."""
         if "_method" not in self.__dict__:
@@ -125,76 +112,11 @@ class GridConfig(Sections):
     def __getstate__(self) -> dict:  # a worker finds the method again: a plug-in's file may not pickle
         return {k: v for k, v in self.__dict__.items() if k != "_method"}
 
-    def method_values(self, method: methods.Method, slug: str | None = None) -> dict:
-        """The method's section of method_settings, with a task's overrides of its own keys."""
-        values = self.method_settings.get(method.name) or {}
-        if not isinstance(values, dict):
-            raise SettingsError.of("method_settings", f"{method.name}: {values!r} is not a mapping")
-        return values | study_layout.task_keys(method.settings, self.task_overrides.get(slug, {}))
-
-    def settings_of(self, method: methods.Method, slug: str | None = None) -> Settings:
-        """The method's settings: its section of method_settings (with the task's overrides of its keys), on
-        the base's form where its settings declare it (quantize, fallback_lora, bf16: top-level keys)."""
-        values = self.method_values(method, slug)
-        form = [k for k in values if k in study_layout.FORM and k != "bf16"]
-        if form:
-            problem = f"{method.name}: {form} set the base's form for every method; set them at the top level"
-            raise SettingsError.of("method_settings", problem)
-        own = field_names(method.settings)
-        base = {k: v for k, v in dataclasses.asdict(self.form).items() if k in own}
-        try:
-            hidden = tuple(k for k in study_layout.FORM if k != "bf16")  # top-level keys
-            return method.configured(base | values, method.name, hidden)
-        except SettingsError as err:
-            if slug and err.key in study_layout.task_keys(method.settings, self.task_overrides.get(slug, {})):
-                raise SettingsError.of("task_overrides", f"{slug}.{err.key}: {err.problem}") from None
-            raise SettingsError(f"method_settings {err}", "method_settings", str(err)) from None
-
-    @property
-    def tag(self) -> str:
-        """The results folder of the model: the base's name, with `+method` for another method than the
-        flow's default (harness.grid.study_layout)."""
-        name = self.model_tag or Path(self.base.rstrip("/")).name
-        return study_layout.tag(self.flow, self.adaptation().name, name)
-
     @property
     def slugs(self) -> list[str]:
         if self.tasks == ["all"]:
             return all_slugs(self.include_path)
         return [t.removeprefix(TASK_PREFIX) for t in self.tasks]
-
-    def result_settings(self) -> dict:
-        """The settings that can change a unit's numbers, by the one rule of `sections.recorded` over the
-        sections its flow uses; recorded with every unit."""
-        out, readers = {}, flows.section_readers()
-        for name, section in self.sections().items():
-            if self.flow in readers.get(name, (self.flow,)):
-                out |= recorded(section, self.grid.parts())
-        if "task_overrides" in out and self.applying(out["task_overrides"]) == self.applying(
-            STUDY_TASK_OVERRIDES
-        ):
-            out["task_overrides"] = STUDY_TASK_OVERRIDES  # the same units: `{}` in a zero_shot run, say
-        if self.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
-            out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
-            out["codec_block"] = self.codec_block  # documents that share a context
-        method = self.adaptation()
-        return study_layout.record(self.flow, method.name, self.settings_of(method), out)
-
-    def applying(self, overrides: dict) -> dict:
-        """The per-task keys this run reads (a zero_shot run reads no classifier key), per task."""
-        readers = flows.section_readers()
-        used = {k for k, name in self.owners().items() if self.flow in readers.get(name, (self.flow,))}
-        used |= set(field_names(self.adaptation().settings))
-        kept = {slug: {k: v for k, v in values.items() if k in used} for slug, values in overrides.items()}
-        return {slug: values for slug, values in kept.items() if values}
-
-    def settings_hash(self) -> str:
-        return fingerprint(self.result_settings())
-
-    def base_settings(self) -> dict:
-        """The settings that can change the base's own scores in a unit: the result settings without the
-        method's (methods side by side with equal base settings share the base's scores)."""
-        return study_layout.base_record(self.result_settings())
 
 
 def config_path(name: str | Path) -> Path:

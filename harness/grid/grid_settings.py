@@ -30,10 +30,10 @@ class GridSettings(Settings):
         "stream_chunks": 2,
         "stream_chunk_size": 1,
     }
-    # method, methods, method_settings: the method's own record stands in for them (result_settings)
+    # method, methods, method_settings: the method's own record stands in for them (resolve.recorded)
     RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
     RECORD |= dict.fromkeys(("method", "methods", "method_settings"), NEVER)
-    RECORD["codec_block"] = NEVER  # recorded beside CoDeC's span, where CoDeC runs (config.result_settings)
+    RECORD["codec_block"] = NEVER  # recorded beside CoDeC's span, where CoDeC runs (resolve.recorded)
     RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
     # the first stream restarted from the base each chunk: its results keep their hash (since)
     RECORD |= {"stream_mode": since("restart"), "stream_chunk_size": WHEN_SET}

@@ -3,12 +3,12 @@ and checked once from the config. A unit reads what it needs from here, never fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import results
 from harness.core.settings import Settings, fingerprint
-from harness.grid import run_checks
+from harness.grid import resolve, run_checks, study_layout
 from harness.grid.config import GridConfig
 from harness.tasks.lm_eval_spec import folder_name
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
@@ -21,20 +21,28 @@ class Cell:
 
     config: GridConfig  # the cell's and method's keys (their values only are read)
     method: methods.Method
+    settings: Settings  # the method's, before a task's overrides
     tag: str  # the model folder's name
     folder: Path  # <out>/m<m>/n<n>/<tag>
     recorded: dict  # the settings each unit records (the tasks' own: Planned.recorded)
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     scores: tuple  # (Score, settings) of each plug-in score, loaded once
+    specs: dict = field(default_factory=dict, compare=False, repr=False)  # each task's, found once
 
     def task_dir(self, slug: str) -> Path:
         return self.folder / folder_name(slug)
 
+    def spec(self, slug: str) -> Spec:
+        if slug not in self.specs:
+            self.specs[slug] = find_spec(slug, self.config.include_path)
+        return self.specs[slug]
+
     def unit(self, slug: str, k: int) -> Planned:
         """Subsample k of task `slug`, with the task's overrides applied to its settings."""
-        task = self.config.for_task(slug) if slug in self.config.task_overrides else self.config
-        return Planned(self, slug, k, task, task.settings_of(self.method), self.task_dir(slug))
+        task = resolve.for_task(self.config, slug) if slug in self.config.task_overrides else self.config
+        settings = resolve.method_settings(task) if task is not self.config else self.settings
+        return Planned(self, slug, k, task, settings, self.task_dir(slug))
 
     def units(self, shard: tuple[int, int] = (0, 1)) -> tuple[Planned, ...]:
         return tuple(self.unit(slug, k) for slug, k in shard_units(self.config, shard))
@@ -66,7 +74,7 @@ class Planned:
 
     def inputs(self) -> tuple[Spec, dict]:
         """The unit's task and its documents (train, extra, test and the pool's third draw)."""
-        spec = find_spec(self.slug, self.config.include_path)
+        spec = self.cell.spec(self.slug)
         return spec, subsample_docs(spec, self.config.sample, self.k)
 
     @property
@@ -76,15 +84,16 @@ class Planned:
 
 def cell(cfg: GridConfig) -> Cell:
     """The plan of a config of one cell and one method (as `cells` gives), resolved once."""
-    recorded = cfg.result_settings()
+    recorded, tag = resolve.recorded(cfg), resolve.tag(cfg)
     return Cell(
         config=cfg,
         method=cfg.adaptation(),
-        tag=cfg.tag,
-        folder=results.model_dir(cfg.out, cfg.m, cfg.n, cfg.tag),
+        settings=resolve.method_settings(cfg),
+        tag=tag,
+        folder=results.model_dir(cfg.out, cfg.m, cfg.n, tag),
         recorded=recorded,
         settings_hash=fingerprint(recorded),
-        base_hash=fingerprint(cfg.base_settings()),
+        base_hash=fingerprint(study_layout.base_record(recorded)),
         scores=tuple(cfg.loaded_scores()),
     )
 

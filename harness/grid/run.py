@@ -17,7 +17,7 @@ from harness.core import threads as thread_count
 from harness.core.errors import SettingsError
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
-from harness.grid import lock, plan
+from harness.grid import lock, plan, resolve
 from harness.grid.config import GridConfig
 from harness.grid.plan import Cell, Planned
 from harness.grid.units import Unit, compute_unit, log
@@ -30,11 +30,11 @@ units = plan.shard_units  # the shard's (task, subsample) pairs, by the plan's o
 
 
 def task_dir(cfg: GridConfig, slug: str) -> Path:
-    return results.task_dir(cfg.out, cfg.m, cfg.n, cfg.tag, folder_name(slug))
+    return results.task_dir(cfg.out, cfg.m, cfg.n, resolve.tag(cfg), folder_name(slug))
 
 
 def model_dir(cfg: GridConfig) -> Path:
-    return results.model_dir(cfg.out, cfg.m, cfg.n, cfg.tag)
+    return results.model_dir(cfg.out, cfg.m, cfg.n, resolve.tag(cfg))
 
 
 def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[tuple[str, int]]:
@@ -42,20 +42,19 @@ def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[tuple[str, int]]:
     return [(slug, k) for slug, k in units(cfg, shard) if not results.is_done(task_dir(cfg, slug), k)]
 
 
-def stale_units(cfg: GridConfig) -> list[tuple[Path, int, dict]]:
-    """Finished units of this config's tasks (any shard) whose recorded settings differ from cfg's."""
-    want = cfg.result_settings()
+def stale_units(cell: Cell) -> list[tuple[Path, int, dict]]:
+    """Finished units of the cell's tasks (any shard) whose recorded settings differ from the plan's."""
     return [
-        (task_dir(cfg, slug), k, unit.get("settings", {}))
-        for slug in cfg.slugs
-        for k, unit in results.finished(task_dir(cfg, slug)).items()
-        if unit.get("settings") != want
+        (cell.task_dir(slug), k, unit.get("settings", {}))
+        for slug in cell.config.slugs
+        for k, unit in results.finished(cell.task_dir(slug)).items()
+        if unit.get("settings") != cell.recorded
     ]
 
 
-def check_settings(cfg: GridConfig, overwrite: bool) -> None:
+def check_settings(cell: Cell, overwrite: bool) -> None:
     """Refuse to add units to results made with other settings; with `overwrite`, delete those units."""
-    stale = stale_units(cfg)
+    stale = stale_units(cell)
     if not stale:
         return
     if overwrite:
@@ -66,20 +65,18 @@ def check_settings(cfg: GridConfig, overwrite: bool) -> None:
         log.info("--overwrite: removed %d unit(s) made with other settings", len(stale))
         return
     tdir, k, old = stale[0]
-    changed = (
-        differences(old, cfg.result_settings()) if old else ["no settings recorded (an older tapt-bench)"]
-    )
+    changed = differences(old, cell.recorded) if old else ["no settings recorded (an older tapt-bench)"]
     raise SettingsError(
-        f"{model_dir(cfg)} holds {len(stale)} finished unit(s) made with other settings "
+        f"{cell.folder} holds {len(stale)} finished unit(s) made with other settings "
         f"(e.g. {tdir.name} subsample {k}):\n  " + "\n  ".join(changed) + "\n"
         "Their numbers would be mixed with this run's. Either write to a new `out`, or pass "
         "--overwrite to delete those units and recompute them with these settings."
     )
 
 
-def start_log(cfg: GridConfig, shard: tuple[int, int]) -> logging.FileHandler:
+def start_log(folder: Path, shard: tuple[int, int]) -> logging.FileHandler:
     """A log file per run under <model dir>/logs, with what this run does and how long each unit took."""
-    path = results.new_log_path(model_dir(cfg), shard)
+    path = results.new_log_path(folder, shard)
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -183,10 +180,10 @@ def locked_run(
     from tqdm import tqdm
 
     cfg = cell.config
-    check_settings(cfg, overwrite)  # before anything is written
+    check_settings(cell, overwrite)  # before anything is written
     planned = cell.units(shard)
     pending = [u for u in planned if not results.is_done(u.folder, u.k)]
-    handler = start_log(cfg, shard)
+    handler = start_log(cell.folder, shard)
     started, finished, touched, stages = time.time(), [], [], []
     log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(planned), cfg.base)
     write_manifest(cell, shard, started, finished)

@@ -11,7 +11,7 @@ from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError, UserError
 from harness.core.settings import NEVER, field_names
-from harness.grid import flows
+from harness.grid import flows, resolve
 from harness.grid.config import GridConfig, as_set, config_path, load_config
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from tapt import methods
@@ -60,7 +60,7 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
             problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {cfg.flow!r}"
             raise SettingsError.of(key, problem)
         for slug in [None, *cfg.task_overrides]:  # checks them, and each task's values of its keys
-            config.settings_of(method, slug)
+            resolve.method_settings(config, slug)
         if conditions.STREAM in cfg.conditions and cfg.stream_mode == "carry" and not method.carries:
             problem = (
                 f"is carry, and {method.name} cannot carry an adapter on from chunk to chunk (its "

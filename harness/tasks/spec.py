@@ -4,6 +4,7 @@ user's include folders."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -153,13 +154,6 @@ class TaskSpec:
         return [*folder, "--tasks", task, "--metadata", json.dumps(metadata)]
 
 
-class _Loader(yaml_files.UniqueKeys):
-    """YAML with lm-eval's `!function` tag kept as its text (we read facts, never call functions)."""
-
-
-_Loader.add_constructor("!function", lambda loader, node: f"!function {loader.construct_scalar(node)}")
-
-
 def load_task_config(path: str | Path) -> dict[str, Any]:
     """The merged config of one task YAML: its `include`s first (relative to the file), its own keys
     over them.
@@ -170,12 +164,8 @@ def load_task_config(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise TaskError(f"{path}: no such task YAML")
-    try:
-        cfg = yaml_files.load(path.read_text(), _Loader)
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
-        raise TaskError(f"{path}: malformed YAML: {err}") from err
-    if not isinstance(cfg, dict):
-        raise TaskError(f"{path}: malformed YAML: expected a mapping of keys, got {type(cfg).__name__}")
+    stat = path.stat()
+    cfg = copy.deepcopy(parsed(path, stat.st_mtime_ns, stat.st_size))  # its caller may change it
     merged: dict[str, Any] = {}
     includes = cfg.pop("include", [])
     for inc in includes if isinstance(includes, list) else [includes]:
@@ -189,6 +179,19 @@ def load_task_config(path: str | Path) -> dict[str, Any]:
             )
         merged.update(load_task_config(target))
     return merged | cfg
+
+
+@functools.lru_cache(maxsize=256)
+def parsed(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
+    """One YAML file's own keys, parsed again only when it changes (every shipped task includes the
+    template: one parse serves them all); not to be changed: load_task_config hands out copies."""
+    try:
+        cfg = yaml_files.load(path.read_text(), yaml_files.TaskYaml)
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
+        raise TaskError(f"{path}: malformed YAML: {err}") from err
+    if not isinstance(cfg, dict):
+        raise TaskError(f"{path}: malformed YAML: expected a mapping of keys, got {type(cfg).__name__}")
+    return cfg
 
 
 def check_slug(slug: str, source: str) -> None:

@@ -1,5 +1,6 @@
 """One adaptation outside the grid (`tapt-bench train --method NAME`): a method run on one subsample
-split and saved as a PEFT adapter dir (or, for a method that changes the base itself, a model dir)."""
+split and saved as a PEFT adapter dir (or, for a method that changes the base itself, a model dir;
+raw-text TAPT, the classifier flow's, pretrains the whole backbone and saves it as a model dir)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from harness.core.models import BaseForm
 from harness.core.settings import Settings, pick
 from tapt import methods, output
 from tapt.corpus import TaptInput
-from tapt.methods import Inputs, Method, nothing_learned, prompt_tapt
+from tapt.methods import Inputs, Method, nothing_learned, prompt_tapt, raw_text
+from tapt.methods.raw_text.pretrain import TextArgs, pretrain_text
 
 
 @dataclass(kw_only=True)
@@ -29,11 +31,13 @@ def train(args: TrainArgs, method: Method | str | None = None, settings: Setting
     args.out; returns the record written to its tapt.json."""
     if not isinstance(method, Method):
         method = methods.find(method or prompt_tapt.METHOD.name)  # the zero-shot flow's default
+    if settings is None:
+        settings = method.settings(**pick(args, method.settings))
+    if method.name == raw_text.METHOD.name:  # the classifier flow's: the whole backbone, saved as a model
+        return pretrain_text(TextArgs(**pick(args, TaptInput), **dataclasses.asdict(settings)))
     if "zero_shot" not in method.flows:
         flows = list(method.flows)
         raise UserError(f"--method {method.name} serves the flow(s) {flows}; train runs zero_shot")
-    if settings is None:
-        settings = method.settings(**pick(args, method.settings))
     return adapt_and_save(args, method, settings)[0]
 
 
