@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import results
 from harness.core.settings import Settings, fingerprint
 from harness.grid import resolve, run_checks, study_layout
 from harness.grid.config import GridConfig
@@ -84,13 +83,13 @@ class Planned:
 
 def cell(cfg: GridConfig) -> Cell:
     """The plan of a config of one cell and one method (as `cells` gives), resolved once."""
-    recorded, tag = resolve.recorded(cfg), resolve.tag(cfg)
+    recorded, folder = resolve.recorded(cfg), resolve.folder(cfg)
     return Cell(
         config=cfg,
         method=cfg.adaptation(),
         settings=resolve.method_settings(cfg),
-        tag=tag,
-        folder=results.model_dir(cfg.out, cfg.m, cfg.n, tag),
+        tag=folder.name,
+        folder=folder,
         recorded=recorded,
         settings_hash=fingerprint(recorded),
         base_hash=fingerprint(study_layout.base_record(recorded)),

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from contamination import codec
+from harness import results
 from harness.core.errors import SettingsError
 from harness.core.sections import recorded as section_record
 from harness.core.settings import Settings, field_names, fingerprint
@@ -62,6 +63,11 @@ def tag(cfg: GridConfig) -> str:
     return study_layout.tag(cfg.flow, cfg.adaptation().name, name)
 
 
+def folder(cfg: GridConfig) -> Path:
+    """<out>/m<m>/n<n>/<tag>: the model folder of a config of one cell and one method."""
+    return results.model_dir(cfg.out, cfg.m, cfg.n, tag(cfg))
+
+
 def recorded(cfg: GridConfig) -> dict:
     """The settings that can change a unit's numbers, by the one rule of `sections.recorded` over the
     sections its flow uses; recorded with every unit."""
@@ -69,8 +75,9 @@ def recorded(cfg: GridConfig) -> dict:
     for name, section in cfg.sections().items():
         if cfg.flow in readers.get(name, (cfg.flow,)):
             out |= section_record(section, cfg.grid.parts())
-    study = applying(cfg, STUDY_TASK_OVERRIDES)
-    if "task_overrides" in out and applying(cfg, out["task_overrides"]) == study:
+    if "task_overrides" in out and applying(cfg, out["task_overrides"]) == applying(
+        cfg, STUDY_TASK_OVERRIDES
+    ):
         out["task_overrides"] = STUDY_TASK_OVERRIDES  # the same units: `{}` in a zero_shot run, say
     if cfg.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
         out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]

@@ -30,11 +30,10 @@ units = plan.shard_units  # the shard's (task, subsample) pairs, by the plan's o
 
 
 def task_dir(cfg: GridConfig, slug: str) -> Path:
-    return results.task_dir(cfg.out, cfg.m, cfg.n, resolve.tag(cfg), folder_name(slug))
+    return model_dir(cfg) / folder_name(slug)
 
 
-def model_dir(cfg: GridConfig) -> Path:
-    return results.model_dir(cfg.out, cfg.m, cfg.n, resolve.tag(cfg))
+model_dir = resolve.folder  # the model folder of a config of one cell and one method
 
 
 def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[tuple[str, int]]:
