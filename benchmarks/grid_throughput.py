@@ -47,16 +47,20 @@ class ThroughputArgs(Settings):
     tasks: list[str] = option(["rotten_tomatoes", "ag_news"], "the tasks the units are drawn from, in turn")
     units: int = option(24, "units the chosen workers run")
     baseline_units: int = option(2, "units one worker runs (0: no such leg)")
+    together: bool = option(False, "the chosen and one-worker legs score each unit's models together")
+    alone_units: int = option(
+        0, "units one worker runs scoring one model at a time (score_together false; 0: no such leg)"
+    )
     workers: str = option("auto", "the chosen workers (--workers of tapt-bench run)")
     deadline: float = option(0.0, "seconds from the start after which a leg is stopped (0: none)")
     chosen_deadline: float = option(0.0, "seconds from the start after which the chosen leg is stopped")
     out: str = option("results/grid_throughput", "folder for the model and both legs' results")
     tiny: bool = option(False, "a 2-layer model, m 8, n 16, plain LoRA, 2 workers (the CPU part)")
 
-    MINIMUM = {"units": 1, "baseline_units": 0, "deadline": 0.0, "chosen_deadline": 0.0}
+    MINIMUM = {"units": 1, "baseline_units": 0, "alone_units": 0, "deadline": 0.0, "chosen_deadline": 0.0}
 
 
-def leg_config(a: ThroughputArgs, base: Path, units: int, out: Path) -> Path:
+def leg_config(a: ThroughputArgs, base: Path, units: int, out: Path, together: bool = False) -> Path:
     """The study's zero_shot config over `units` units of a.tasks (subsample 0 of each, then 1, ...)."""
     data = {"data_dir": str(Path(a.data_dir).resolve())} if a.data_dir else {}
     tiny = {"m": 8, "n": 16, "quantize": "none"} if a.tiny else {}
@@ -68,6 +72,7 @@ def leg_config(a: ThroughputArgs, base: Path, units: int, out: Path) -> Path:
         tasks=a.tasks,
         subsamples=subsamples,
         out=str(out),
+        score_together=together,
         **data,
         **tiny,
     )
@@ -190,12 +195,14 @@ def main() -> None:
         torch.cuda.empty_cache()
     print(f"random-weight model made in {time.time() - start:.0f} s", flush=True)
     at = [start + d if d else 0.0 for d in (a.chosen_deadline or a.deadline, a.deadline)]
-    legs = [("chosen", "2" if a.tiny and a.workers == "auto" else a.workers, a.units, at[0])]
-    legs += [("one", "1", a.baseline_units, at[1])] if a.baseline_units else []
+    legs = [("chosen", "2" if a.tiny and a.workers == "auto" else a.workers, a.units, at[0], a.together)]
+    legs += [("one", "1", a.baseline_units, at[1], a.together)] if a.baseline_units else []
+    legs += [("alone", "1", a.alone_units, at[1], False)] if a.alone_units else []
     rows = []
-    for name, workers, units, stop_at in legs:
+    for name, workers, units, stop_at, together in legs:
         results = out / name
-        rows.append(run_leg(name, leg_config(a, base, units, results), results, workers, units, stop_at))
+        config = leg_config(a, base, units, results, together)
+        rows.append(run_leg(name, config, results, workers, units, stop_at))
         print(json.dumps(rows[-1]), flush=True)
     print(
         f"\n{'leg':10} {'workers':>7} {'units':>5} {'wall s':>7} {'s/unit':>8} {'steady':>7} {'units/h':>7} "
@@ -213,8 +220,12 @@ def main() -> None:
             f"steady throughput, chosen over one worker: {ratio:.2f}x; the {GRID}-unit grid at the chosen "
             f"rate: {grid / 3600:.2f} h (one worker: {GRID * rows[1]['steady'] / 3600:.2f} h)"
         )
-    if len(rows) > 1:
-        print(agreement(out / "one", out / "chosen"))
+    if a.baseline_units:
+        print("chosen against one worker:", agreement(out / "one", out / "chosen"))
+    if a.baseline_units and a.alone_units:  # the same units, scored together and one model at a time
+        print(
+            "one worker, scored together against one model at a time:", agreement(out / "alone", out / "one")
+        )
     sys.exit(1 if any(r["problem"] or not r["units"] for r in rows) else 0)
 
 

@@ -48,6 +48,16 @@ def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path
     return write_grid_config(tmp_path, out, cfg | extra | ({"method_settings": sections} if sections else {}))
 
 
+TIMES = ("seconds", "seconds_per_step")  # how long a unit took: the one part two runs may differ in
+
+
+def without_times(value):
+    """A unit's record without how long its parts took."""
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
+    return value
+
+
 ALL_CONDITIONS = ["base", "extra", "test", "leak", "stream"]
 
 

@@ -7,7 +7,7 @@ import logging
 
 import pandas as pd
 import pytest
-from helpers import tiny_grid_config
+from helpers import tiny_grid_config, without_times
 
 from harness.cli.main import main
 from harness.core import threads
@@ -16,14 +16,6 @@ from harness.grid.config import load_config
 from harness.grid.on_ray import gpu_fraction
 from harness.grid.pool import Memory, Pool, fits
 from harness.grid.run import run
-
-TIMES = ("seconds", "seconds_per_step")  # how long a unit took: the one part two runs may differ in
-
-
-def without_times(value):
-    if isinstance(value, dict):
-        return {k: without_times(v) for k, v in value.items() if k not in TIMES}
-    return value
 
 
 def records(out):

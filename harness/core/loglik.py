@@ -60,9 +60,15 @@ def distribution_stats(logp: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
 ROWS_PER_CONTEXT = 4
 
 
+def score(model, contexts, continuations=None, batch_size: int = 8, **how) -> list[Scored]:
+    """`score_under` one model: the model as given (no adapter chosen per row)."""
+    return score_under(model, [None], contexts, continuations, batch_size, **how)[None]
+
+
 @torch.inference_mode()
-def score(
+def score_under(
     model,
+    names: Sequence[str | None],
     contexts: Sequence[Sequence[int]],
     continuations: Sequence[Sequence[Sequence[int]]] | None = None,
     batch_size: int = 8,
@@ -70,45 +76,56 @@ def score(
     context_logprobs: bool = True,
     softmax_dtype: torch.dtype | None = torch.float32,
     share_prefix: bool = True,
-) -> list[Scored]:
+) -> dict[str | None, list[Scored]]:
     """Score each context (right-padded, `batch_size` at a time, longest first) and then all of its
-    continuations from the batch's KV cache. With `share_prefix`, the tokens every context starts with
-    (a prompt's instruction) run once, and each batch reads them from that pass's cache. Contexts hold
-    at least one token, continuations at least one each. Without `context_logprobs` only each context's last
-    position is projected on the vocabulary (`token_logprobs` is then empty). Log-softmax runs in
-    `softmax_dtype` (None: the logits' dtype). The model is put in eval mode."""
+    continuations from the batch's KV cache, under each of `names`: a PEFT model's adapters, read in
+    one forward by PEFT's `adapter_names` per row ('__base__': no adapter; [None]: the model as given).
+    A forward holds the same contexts, padded alike, under every name. With `share_prefix`, the tokens
+    every context starts with (a prompt's instruction) run once, and each batch reads them from that
+    pass's cache. Contexts hold at least one token, continuations at least one each. Without
+    `context_logprobs` only each context's last position is projected on the vocabulary (`token_logprobs`
+    is then empty). Log-softmax runs in `softmax_dtype` (None: the logits' dtype). The model is put in
+    eval mode."""
     model.eval()
     continuations = continuations or [[] for _ in contexts]
-    out: list[Scored | None] = [None] * len(contexts)
+    out = {name: [None] * len(contexts) for name in names}
     order = sorted(range(len(contexts)), key=lambda i: -len(contexts[i]))
     assert context_logprobs or not token_stats, "token_stats are statistics of the context log-probs"
     last_only = not context_logprobs and _keeps_logits(model)
     head = None  # the shared prefix's pass
     if share_prefix:
-        head = _Prefix.run(model, contexts, context_logprobs, token_stats, softmax_dtype, last_only)
+        head = _Prefix.run(model, names, contexts, context_logprobs, token_stats, softmax_dtype, last_only)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        pairs = [(row, cont) for row, i in enumerate(idx) for cont in continuations[i]]
-        batch = _Batch.forward(model, [contexts[i] for i in idx], head, pairs, last_only)
+        rows = [(k, i) for k in range(len(names)) for i in idx]  # (name, context) of each forward row
+        pairs = [(row, cont) for row, (_, i) in enumerate(rows) for cont in continuations[i]]
+        row_names = [names[k] for k, _ in rows]
+        batch = _Batch.forward(model, [contexts[i] for _, i in rows], head, pairs, last_only, rows, row_names)
         logp, last = batch.logprobs(context_logprobs, softmax_dtype)
-        for row, i in enumerate(idx):
+        for row, (k, i) in enumerate(rows):
             picked, stats = np.empty(0, dtype=np.float32), (None, None)
             if context_logprobs:
                 picked, stats = batch.own(row, logp, token_stats)
                 if head:
-                    picked, stats = head.joined(contexts[i], picked, stats)
-            out[i] = Scored(picked, [], *stats)
+                    picked, stats = head.joined(k, contexts[i], picked, stats)
+            out[names[k]][i] = Scored(picked, [], *stats)
         rest = {}
         if batch.needs_cache:  # the continuations' tokens after the first, from the cache of their context
             rest = _continuations(
-                model, batch.run.past_key_values, pairs, batch.mask, batch_size, softmax_dtype
+                model, batch.run.past_key_values, pairs, batch.mask, batch_size, softmax_dtype, row_names
             )
         for r, (row, cont) in enumerate(pairs):
             total, greedy = float(last[row, cont[0]]), int(last[row].argmax()) == cont[0]
             if r in rest:
                 total, greedy = total + rest[r][0], greedy and rest[r][1]
-            out[idx[row]].choices.append((total, greedy))
+            k, i = rows[row]
+            out[names[k]][i].choices.append((total, greedy))
     return out
+
+
+def _adapters(names: Sequence[str | None]) -> dict:
+    """The forward's keyword choosing each row's adapter (none for the model as given)."""
+    return {} if names[0] is None else {"adapter_names": list(names)}
 
 
 @dataclass
@@ -124,7 +141,7 @@ class _Batch:
     needs_cache: bool
 
     @classmethod
-    def forward(cls, model, contexts, head, pairs, last_only: bool) -> _Batch:
+    def forward(cls, model, contexts, head, pairs, last_only: bool, rows, names) -> _Batch:
         start_at = head.length if head else 0  # each batch runs its contexts' tokens from here
         lengths = [len(c) - start_at for c in contexts]
         ids, mask = _right_padded([c[start_at:] for c in contexts])
@@ -134,7 +151,7 @@ class _Batch:
             keep = sorted({n - 1 for n in lengths})
             kwargs["logits_to_keep"] = torch.tensor(keep, device=model.device)
         if head:
-            kwargs["past_key_values"] = head.cache(len(contexts))
+            kwargs["past_key_values"] = head.cache([k for k, _ in rows])
             kwargs["position_ids"] = (start_at + torch.arange(ids.shape[1]))[None].to(model.device)
             mask = torch.cat([torch.ones((len(contexts), start_at), dtype=mask.dtype), mask], dim=1)
         out = model(
@@ -142,6 +159,7 @@ class _Batch:
             attention_mask=mask.to(model.device),
             use_cache=needs_cache,
             **kwargs,
+            **_adapters(names),
         )
         if needs_cache and out.past_key_values is None:
             raise NoCacheError(f"{type(model).__name__} returned no KV cache")
@@ -168,45 +186,54 @@ class _Batch:
 
 @dataclass
 class _Prefix:
-    """The tokens every context starts with, run once: their KV cache and, for context log-probs, the
-    log-probs at their positions (the last one predicts each context's first token of its own)."""
+    """The tokens every context starts with, run once under each name: their KV cache and, for context
+    log-probs, the log-probs at their positions (the last one predicts each context's first token of its
+    own)."""
 
     length: int
-    past: object  # the prefix's KV cache, batch of one
-    logp: torch.Tensor | None  # (length, vocab)
-    stats: tuple | None  # distribution_stats of logp
+    past: object  # the prefix's KV cache, a row per name
+    logp: torch.Tensor | None  # (names, length, vocab)
+    stats: list | None  # distribution_stats of logp, per name
 
     @classmethod
-    def run(cls, model, contexts, context_logprobs, token_stats, softmax_dtype, last_only) -> _Prefix | None:
+    def run(
+        cls, model, names, contexts, context_logprobs, token_stats, softmax_dtype, last_only
+    ) -> _Prefix | None:
         """None when fewer than two contexts share a first token (nothing to save)."""
         length = shared_prefix(contexts) if len(contexts) > 1 else 0
         if length == 0:
             return None
-        ids = torch.tensor([list(contexts[0][:length])], device=model.device)
+        ids = torch.tensor([list(contexts[0][:length])] * len(names), device=model.device)
         keep = {"logits_to_keep": 1} if last_only else {}  # no position of the prefix is projected
+        keep |= _adapters(names)
         run = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, **keep)
         if run.past_key_values is None:
             raise NoCacheError(f"{type(model).__name__} returned no KV cache")
         logp = stats = None
         if context_logprobs:
-            logp = torch.log_softmax(run.logits[0], dim=-1, dtype=softmax_dtype).cpu()
-            stats = distribution_stats(logp.float()) if token_stats else None
+            logp = torch.log_softmax(run.logits, dim=-1, dtype=softmax_dtype).cpu()
+            stats = [distribution_stats(one.float()) for one in logp] if token_stats else None
         return cls(length, run.past_key_values, logp, stats)
 
-    def cache(self, rows: int):
-        """A copy of the prefix's cache for a batch of `rows` contexts."""
+    def cache(self, names: list[int]):
+        """A copy of the prefix's cache for a batch of contexts, each under the name of that index."""
         own = copy.deepcopy(self.past)
-        own.batch_repeat_interleave(rows)
+        if len(set(names)) == 1 and names[0] == 0:
+            own.batch_repeat_interleave(len(names))
+        else:
+            own.reorder_cache(torch.tensor(names))
         return own
 
-    def joined(self, context, picked: np.ndarray, stats: tuple) -> tuple[np.ndarray, tuple]:
-        """A context's token log-probs (and statistics) over its whole length: the prefix's, then its own."""
-        own_first = self.logp[-1, context[self.length]].reshape(1).float().numpy()
+    def joined(self, k: int, context, picked: np.ndarray, stats: tuple) -> tuple[np.ndarray, tuple]:
+        """A context's token log-probs (and statistics) over its whole length under name `k`: the
+        prefix's, then its own."""
+        logp = self.logp[k]
+        own_first = logp[-1, context[self.length]].reshape(1).float().numpy()
         tokens = torch.tensor(context[1 : self.length], dtype=torch.long)
-        inner = self.logp[:-1].gather(1, tokens[:, None])[:, 0].float().numpy()
+        inner = logp[:-1].gather(1, tokens[:, None])[:, 0].float().numpy()
         picked = np.concatenate([inner, own_first, picked])
         if stats[0] is not None:
-            stats = tuple(np.concatenate([mine, theirs]) for mine, theirs in zip(self.stats, stats))
+            stats = tuple(np.concatenate([mine, theirs]) for mine, theirs in zip(self.stats[k], stats))
         return picked, stats
 
 
@@ -238,10 +265,12 @@ def _right_padded(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Te
     return ids, mask
 
 
-def _continuations(model, cache, pairs, mask, batch_size, softmax_dtype) -> dict[int, tuple[float, bool]]:
+def _continuations(
+    model, cache, pairs, mask, batch_size, softmax_dtype, names
+) -> dict[int, tuple[float, bool]]:
     """(summed log p, all greedy) of every continuation's tokens after its first, keyed by the pair's
     index; run in passes of `ROWS_PER_CONTEXT * batch_size` rows, each row on a copy of its context's
-    cache (the last pass reuses the cache itself), context and continuation padding masked."""
+    cache (the last pass reuses the cache itself) under its context's name, padding masked."""
     lengths = mask.sum(1)
     todo = [r for r, (_, cont) in enumerate(pairs) if len(cont) > 1]
     step = ROWS_PER_CONTEXT * batch_size
@@ -259,6 +288,7 @@ def _continuations(model, cache, pairs, mask, batch_size, softmax_dtype) -> dict
             position_ids=positions.to(model.device),
             past_key_values=own,
             use_cache=False,
+            **_adapters([names[pairs[r][0]] for r in part]),
         )
         logp = torch.log_softmax(run.logits, dim=-1, dtype=softmax_dtype).cpu()
         for k, r in enumerate(part):

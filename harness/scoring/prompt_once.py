@@ -19,7 +19,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from harness.core import loglik
+from harness.core import adapters, loglik
 from harness.scoring.lm_eval_registration import NAME
 
 log = logging.getLogger(__name__)
@@ -32,32 +32,59 @@ class PromptOnceLM(HFLM):
     # set to {} to keep each (context, continuation) request's continuation length in tokens, as scored:
     # the study's rule (the mean of a class's token log-probs) reads it (zero_shot.score)
     continuation_tokens: dict | None = None
+    # a PEFT model's adapters scored together ('__base__': none): every request is scored under each of
+    # them in one forward (PEFT's adapter_names per row), and `scoring_as` names the one lm-eval reads
+    # now; the others' answers wait in `answered` for its next `evaluate` of the same requests
+    models: tuple[str, ...] = ()
+    scoring_as: str | None = None
+    answered: dict | None = None
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if self.continuation_tokens is not None:
             self.continuation_tokens.update((key, len(x)) for key, _, x in requests if key is not None)
+        if not self.models:
+            return self._answers(requests, disable_tqdm, override_bs, (None,))[None]
+        keys = [(tuple(c), tuple(x)) for _, c, x in requests]
+        self.answered = {} if self.answered is None else self.answered
+        if not all((self.scoring_as, k) in self.answered for k in keys):
+            found = self._answers(requests, disable_tqdm, override_bs, self.models)
+            for name, answers in found.items():
+                self.answered.update(((name, k), a) for k, a in zip(keys, answers))
+        return [self.answered[self.scoring_as, k] for k in keys]
+
+    def _answers(self, requests, disable_tqdm, override_bs, names) -> dict:
+        """Each request's (log-likelihood, is_greedy) under each of `names` (None: the model as it is)."""
         reason = self._unshareable()
         if reason:
             log.warning("%s: every request scored with hf's path: %s", NAME, reason)
-            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+            return self._hf_path(requests, disable_tqdm, override_bs, names)
         # HFLM cuts a pair longer than the model's window from the left, changing the context it reads;
         # a continuation the tokenizer merged whole into the context has no token to score (HFLM refuses it)
         long = [i for i, (_, c, x) in enumerate(requests) if not x or len(c) + len(x) > self.max_length + 1]
-        answers: list = [None] * len(requests)
+        answers = {name: [None] * len(requests) for name in names}
         if long:
             why = "longer than the window, or no continuation token"
             log.warning(
                 "%s: %d of %d requests (%s) scored with hf's path", NAME, len(long), len(requests), why
             )
-            theirs = super()._loglikelihood_tokens([requests[i] for i in long], True, override_bs)
-            for i, answer in zip(long, theirs):
-                answers[i] = answer
+            theirs = self._hf_path([requests[i] for i in long], True, override_bs, names)
+            for name in names:
+                for i, answer in zip(long, theirs[name]):
+                    answers[name][i] = answer
         try:
             self._from_shared_contexts(requests, set(long), answers, disable_tqdm, override_bs)
         except loglik.NoCacheError as err:
             log.warning("%s: every request scored with hf's path: %s", NAME, err)
-            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+            return self._hf_path(requests, disable_tqdm, override_bs, names)
         return answers
+
+    def _hf_path(self, requests, disable_tqdm, override_bs, names) -> dict:
+        """HFLM's own answers under each name: one adapter active at a time."""
+        out = {}
+        for name in names:
+            with adapters.active(self.model, name):
+                out[name] = super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+        return out
 
     def _unshareable(self) -> str | None:
         """Why this model's requests cannot share a context's cache (None: they can)."""
@@ -69,8 +96,8 @@ class PromptOnceLM(HFLM):
         return None
 
     def _from_shared_contexts(self, requests, skip, answers, disable_tqdm, override_bs) -> None:
-        """Fill `answers` for every request not in `skip`: distinct contexts longest first, `batch_size`
-        at a time, each with its distinct continuations."""
+        """Fill `answers` ({name: a list per request}) for every request not in `skip`: distinct contexts
+        longest first, `batch_size` at a time under every name, each with its distinct continuations."""
         groups: dict[tuple, dict[tuple, list[int]]] = {}
         for i, (_, context, continuation) in enumerate(requests):
             if i not in skip:
@@ -86,8 +113,9 @@ class PromptOnceLM(HFLM):
                 dtype=self.mixed_precision_dtype,
                 enabled=self.mixed_precision_dtype is not None,
             ):
-                scored = loglik.score(
+                scored = loglik.score_under(
                     self.model,
+                    list(answers),
                     batch,
                     conts,
                     len(batch),
@@ -95,12 +123,16 @@ class PromptOnceLM(HFLM):
                     softmax_dtype=self.softmax_dtype,
                     share_prefix=self.share_prefix,
                 )
-            for context, cs, s in zip(batch, conts, scored):
-                for continuation, answer in zip(cs, s.choices):
+            for name, under in scored.items():
+                for context, cs, s in zip(batch, conts, under):
+                    for continuation, answer in zip(cs, s.choices):
+                        for i in groups[context][continuation]:
+                            answers[name][i] = answer
+            for context, cs in zip(batch, conts):
+                for continuation in cs:
                     for i in groups[context][continuation]:
-                        answers[i] = answer
-                        if requests[i][0] is not None:
-                            self.cache_hook.add_partial("loglikelihood", requests[i][0], answer)
+                        if requests[i][0] is not None and None in answers:  # lm-eval's --use_cache
+                            self.cache_hook.add_partial("loglikelihood", requests[i][0], answers[None][i])
                         pbar.update(1)
         pbar.close()
 

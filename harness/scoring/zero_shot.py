@@ -31,14 +31,17 @@ def lm_eval_task(
     return EvalTask(*spec.eval_tasks(metadata, include_path, test))
 
 
-def scorer(model, tokenizer, batch_size: int):
+def scorer(model, tokenizer, batch_size: int, models: tuple[str, ...] = ()):
     """lm-eval's HF model around an already loaded model (a PEFT-wrapped one included), as `hf-prompt-once`:
-    each test prompt read once, every class scored from its cache."""
+    each test prompt read once, every class scored from its cache. `models`: the PEFT model's adapters
+    ('__base__' the base) scored together, each prompt under all of them in one forward (`score`'s `as_model`
+    then names the one read)."""
     from harness.scoring.prompt_once import PromptOnceLM
 
     logging.getLogger("lm_eval.models.huggingface").setLevel(logging.ERROR)  # the model-object warning
     lm = PromptOnceLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     lm.continuation_tokens = {}
+    lm.models = tuple(models)
     return lm
 
 
@@ -49,7 +52,7 @@ Rule = Literal["acc", "mean_token"]
 RULES = get_args(Rule)
 
 
-def score(lm, task: EvalTask, rule: Rule = "acc") -> pd.DataFrame:
+def score(lm, task: EvalTask, rule: Rule = "acc", as_model: str | None = None) -> pd.DataFrame:
     """One row per scored doc: `row` (pool position), `label`, `correct_acc` (lm-eval's acc for that
     doc), `correct_mean_token` (the study's rule), and by `rule` (one of RULES) `correct` and `probs`
     (softmax over the choices' summed or mean log-probs); where the task defines it, `correct_norm`
@@ -60,6 +63,7 @@ def score(lm, task: EvalTask, rule: Rule = "acc") -> pd.DataFrame:
     grid records once per run in its manifest instead."""
     from lm_eval.evaluator import evaluate
 
+    lm.scoring_as = as_model
     out = evaluate(
         lm, task.tasks, samples=task.samples, log_samples=True, bootstrap_iters=0, verbosity="ERROR"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from contamination import doc_scores
-from harness.core import conditions, models, weights
+from harness.core import adapters, conditions, models, weights
 from harness.core.errors import UserError
 from harness.core.settings import Settings
 from harness.grid import stream
@@ -120,13 +120,18 @@ class Step:
 
 
 def zero_shot_unit(unit: Planned, spec: Spec, docs: dict, keep_adapters: bool) -> Unit:
-    """The unit's steps: the base's, then one per condition."""
+    """The unit's steps: the base's, then one per condition (scored together, or one at a time)."""
     u = unit_inputs(unit, spec, docs, keep_adapters)
     cfg = unit.config
-    base, base_from = base_step(u)
-    steps = {conditions.BASE: base}
-    for cond in cfg.conditions[1:]:  # extra, test (and leak, stream): each adapts on its split's documents
-        steps[cond] = (stream_step if cond == conditions.STREAM else condition_step)(u, cond, base)
+    base, base_from = found_base(u)
+    adapted = [c for c in cfg.conditions[1:] if c != conditions.STREAM]  # each adapts on its split
+    if cfg.score_together:
+        steps = together(u, adapted, base)
+    else:
+        steps = {conditions.BASE: base or kept_base(u, score(u, conditions.BASE, u.base.model))}
+        steps |= {cond: condition_step(u, cond, steps[conditions.BASE]) for cond in adapted}
+    if conditions.STREAM in cfg.conditions:
+        steps[conditions.STREAM] = stream_step(u, conditions.STREAM, steps[conditions.BASE])
     done = unit_of(
         unit,
         spec,
@@ -159,47 +164,63 @@ def timed(u: ZeroShot, name: str, work):
     return out, {name: took}
 
 
-def score(u: ZeroShot, cond: str, model) -> Step:
-    """lm-eval's scores of test under `model`; with the exposure test, its scores of test and extra, both
-    splits in one pass of their own (one code path for the two sides the test compares)."""
-    lm = scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
-    scored, seconds = timed(u, f"score_{cond}", lambda: scoring.score(lm, u.task, u.cfg.accuracy))
+def score(u: ZeroShot, cond: str, model, lm=None, name: str | None = None) -> Step:
+    """lm-eval's scores of test under `model` (as `name`, one of the models `lm` scores together); with the
+    exposure test, its scores of test and extra, both splits in one pass of their own (one code path for the
+    two sides the test compares)."""
+    lm = lm or scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
+    scored, seconds = timed(u, f"score_{cond}", lambda: scoring.score(lm, u.task, u.cfg.accuracy, name))
     if not u.cfg.exposure:
         return Step(scored, seconds=seconds)
-    exposed, more = timed(
-        u,
-        f"exposure_{cond}",
-        lambda: doc_scores.prompt_scores(
-            model,
-            u.base.tokenizer,
-            u.spec,
-            exposure_docs(u.docs),
-            u.cfg.eval_batch_size,
-            codec_context=u.cfg.codec_context,
-            codec_block=u.cfg.codec_block,
-            seed=u.cfg.seed,
-            extra=list(u.unit.cell.scores),
-        ),
-    )
+    with adapters.active(model, name):
+        exposed, more = timed(u, f"exposure_{cond}", lambda: exposure(u, model))
     return Step(scored, exposed, seconds=seconds | more)
 
 
-def base_step(u: ZeroShot) -> tuple[Step, str | None]:
-    """The base's scores, and the model folder that computed them where another method's unit of the same
-    documents and base settings did (scoring is deterministic: the same numbers)."""
+def exposure(u: ZeroShot, model) -> pd.DataFrame:
+    """The exposure test's scores of test and extra under `model`."""
+    return doc_scores.prompt_scores(
+        model,
+        u.base.tokenizer,
+        u.spec,
+        exposure_docs(u.docs),
+        u.cfg.eval_batch_size,
+        codec_context=u.cfg.codec_context,
+        codec_block=u.cfg.codec_block,
+        seed=u.cfg.seed,
+        extra=list(u.unit.cell.scores),
+    )
+
+
+def found_base(u: ZeroShot) -> tuple[Step | None, str | None]:
+    """The base's scores and the model folder that computed them, where another method's unit of the same
+    documents and base settings did (scoring is deterministic: the same numbers); (None, None) if none."""
     key = (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
     found = BASE_SCORES.of_another(key, u.unit.cell.tag)
-    if found is not None:
-        tag, scored, exposed = found
-        return Step(scored[conditions.BASE], exposed.get(conditions.BASE)), tag
-    step = score(u, conditions.BASE, u.base.model)
+    if found is None:
+        return None, None
+    tag, scored, exposed = found
+    return Step(scored[conditions.BASE], exposed.get(conditions.BASE)), tag
+
+
+def kept_base(u: ZeroShot, step: Step) -> Step:
+    """The base's step, kept for the other methods' units of the same documents."""
+    key = (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
     exposed = {} if step.exposed is None else {conditions.BASE: step.exposed}
     BASE_SCORES.keep(key, u.unit.cell.tag, {conditions.BASE: step.scored}, exposed)
-    return step, None
+    return step
 
 
 def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
     """Adapt the base on the condition's split (the method's run), score it, and take the base back."""
+    adapted, step = trained(u, cond)
+    step = scored_alone(u, cond, adapted, step)
+    step.skipped = not_adapted(adapted.record, step.scored, base.scored)
+    return step
+
+
+def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
+    """The method's run on the condition's split: its adapted model, and a step holding its record."""
     split, answers = conditions.TAPT[cond]
 
     def adapt():
@@ -230,11 +251,52 @@ def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
         return adapted, {key: v for key, v in rec.items() if key != "rows"}
 
     (adapted, training), seconds = timed(u, f"train_{cond}", adapt)
-    step = score(u, cond, adapted.model)
-    step.training, step.seconds = training, seconds | step.seconds
-    step.skipped = not_adapted(adapted.record, step.scored, base.scored)
+    return adapted, Step(pd.DataFrame(), training=training, seconds=seconds)
+
+
+def scored_alone(u: ZeroShot, cond: str, adapted: methods.Adapted, step: Step) -> Step:
+    """The adapted model scored on its own; the base taken back."""
+    alone = score(u, cond, adapted.model)
+    step.scored, step.exposed, step.seconds = alone.scored, alone.exposed, step.seconds | alone.seconds
     u.base.check_restored(u.method, cond, adapted.base())  # the same base serves the next condition
     return step
+
+
+def together(u: ZeroShot, conds: list[str], base: Step | None) -> dict[str, Step]:
+    """Train every condition's adapter first, each kept off the base (the base taken back after each),
+    then score the base (unless another method's unit did) and every adapter in one pass: each batch of
+    prompts under all of them (PEFT's adapter_names). A method that returns anything but one LoRA adapter
+    over the base has its model scored on its own, as one at a time does."""
+    steps, kept, made = {}, {}, {}
+    for cond in conds:
+        adapted, steps[cond] = trained(u, cond)
+        made[cond] = adapted.record
+        lora = adapters.lone_lora(adapted.model) if adapted.restore is None else None
+        if lora is None:
+            scored_alone(u, cond, adapted, steps[cond])
+        else:
+            kept[cond] = lora
+            u.base.check_restored(u.method, cond, adapted.base())
+    if not kept:
+        base = base or kept_base(u, score(u, conditions.BASE, u.base.model))
+    else:
+        named = ({} if base else {conditions.BASE: adapters.BASE}) | {cond: cond for cond in kept}
+        model = adapters.put_on(u.base.model, kept)
+        lm = scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size, tuple(named.values()))
+        passed = 0.0
+        for cond, name in named.items():
+            step = score(u, cond, model, lm, name)
+            passed += step.seconds.pop(f"score_{cond}")  # the first computes the pass; the others read it
+            if cond == conditions.BASE:
+                base = kept_base(u, step)
+            else:
+                steps[cond].scored, steps[cond].exposed = step.scored, step.exposed
+                steps[cond].seconds |= step.seconds
+        steps[conds[0]].seconds[f"score_{'+'.join(named)}"] = passed
+        u.base.check_restored(u.method, "+".join(kept), model.unload())
+    for cond in conds:
+        steps[cond].skipped = not_adapted(made[cond], steps[cond].scored, base.scored)
+    return {conditions.BASE: base} | steps
 
 
 def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
