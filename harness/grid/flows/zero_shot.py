@@ -1,5 +1,6 @@
 """The zero-shot flow: score the base through lm-eval, then adapt it (the unit's method) and score once per
-condition, the base taken back after each; prompts, not a head, read the classes."""
+condition, the base taken back after each (or, with score_together, every condition's adapter trained
+first and all scored in one pass); prompts, not a head, read the classes."""
 
 from __future__ import annotations
 
