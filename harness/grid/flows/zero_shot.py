@@ -196,8 +196,7 @@ def exposure(u: ZeroShot, model) -> pd.DataFrame:
 def found_base(u: ZeroShot) -> tuple[Step | None, str | None]:
     """The base's scores and the model folder that computed them, where another method's unit of the same
     documents and base settings did (scoring is deterministic: the same numbers); (None, None) if none."""
-    key = (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
-    found = BASE_SCORES.of_another(key, u.unit.cell.tag)
+    found = BASE_SCORES.of_another(base_key(u), u.unit.cell.tag)
     if found is None:
         return None, None
     tag, scored, exposed = found
@@ -206,10 +205,14 @@ def found_base(u: ZeroShot) -> tuple[Step | None, str | None]:
 
 def kept_base(u: ZeroShot, step: Step) -> Step:
     """The base's step, kept for the other methods' units of the same documents."""
-    key = (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
     exposed = {} if step.exposed is None else {conditions.BASE: step.exposed}
-    BASE_SCORES.keep(key, u.unit.cell.tag, {conditions.BASE: step.scored}, exposed)
+    BASE_SCORES.keep(base_key(u), u.unit.cell.tag, {conditions.BASE: step.scored}, exposed)
     return step
+
+
+def base_key(u: ZeroShot) -> tuple:
+    """What the base's scores are kept under: the results root, the base's settings, the task, the draw."""
+    return (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
 
 
 def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
