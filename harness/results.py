@@ -33,7 +33,7 @@ OPTIONAL = list(conditions.OPTIONAL)  # a run with the planted leak adds its col
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 UNITS = "m*/n*/*/*/units/*.json"
 UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")
-PROVENANCE = ("seconds", "base_from")  # how a unit was computed, not what: shards may differ in them
+PROVENANCE = ("seconds", "base_from", "code")  # how a unit was computed, not what: shards may differ in them
 CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, beside its per-mode grids
 # a unit's conditions whose model is not an adaptation ({condition: why}); accuracies.csv's column of the
 # same name lists them (comma-separated), and every effect leaves those rows out

@@ -24,9 +24,15 @@ def pooled(cfg: GridConfig) -> tuple[float, int]:
     return (100 * mde if not math.isnan(mde) else float("inf")), config["bias_units"]
 
 
-def run_rounds(cfg: GridConfig, target: float, run_one: Callable[[GridConfig], object], say=print) -> dict:
+def run_rounds(
+    cfg: GridConfig, target: float | None, run_one: Callable[[GridConfig], object], say=print
+) -> dict:
     """Run `cfg`'s cells and methods in rounds until each one's pooled MDE is at most `target` points, or
-    it ran its config's subsamples; returns {"<model> m<m> n<n>": (MDE, units)} as they stand at the end."""
+    it ran its config's subsamples; returns {"<model> m<m> n<n>": (MDE, units)} as they stand at the end.
+    `target` None: every planned unit, never stopped on the data (a confirmatory plan), in rounds so that
+    a run stopped early holds its methods on the same subsamples."""
+    if target is None:
+        target = -math.inf
     open_, out = cfg.cell_configs(), {}
     for k in range(1, max(c.subsamples for c in open_) + 1):
         for c in list(open_):

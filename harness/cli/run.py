@@ -139,10 +139,10 @@ def cmd_run(args: argparse.Namespace) -> None:
         def run_one(cell) -> None:  # planned here, not checked again: load_run checked the whole run
             run.run(plan.cell(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
 
-        if opts.until_mde:
+        if opts.until_mde or (cfg.confirmatory and shard[1] == 1):  # a plan: rounds, never stopped early
             from harness.cli.rounds import run_rounds
 
-            run_rounds(cfg, opts.until_mde, run_one)
+            run_rounds(cfg, None if cfg.confirmatory else opts.until_mde, run_one)
         else:
             for cell in cfg.cell_configs():
                 run_one(cell)

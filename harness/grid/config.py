@@ -13,6 +13,7 @@ from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, BaseForm, ModelSettings
 from harness.core.sections import Sections
 from harness.core.settings import against, field_names, flag, from_mapping
+from harness.core.study_plan import StudyPlan
 from harness.grid import flows, study_layout
 from harness.grid.grid_settings import GridSettings
 from harness.scoring.classifier import ClassifierSettings
@@ -30,6 +31,7 @@ SECTIONS = {
     "form": BaseForm,  # every method's: a method's own settings are in method_settings
     "head": ClassifierSettings,
     "statistic": ExposureSettings,
+    "plan": StudyPlan,
 }
 TITLES = {
     "grid": "the grid",
@@ -38,6 +40,7 @@ TITLES = {
     "form": "the base's form, for every method",
     "head": "the classifier head",
     "statistic": "the exposure test",
+    "plan": "the study's plan, fixed before it runs",
 }
 
 
@@ -93,14 +96,31 @@ class GridConfig(Sections):
         return [c for cell in out or [self] for c in cell.per_method()]
 
     def per_method(self) -> list[GridConfig]:
-        """One config per method of `methods` (each into its own model folder), or this one."""
-        if not self.methods:
+        """One config per method of `methods` and per dose of `doses` (each into its own model folder),
+        or this one."""
+        if not self.methods and not self.doses:
             return [self]
         out = []
-        for name in self.methods:
-            own = {k: v for k, v in self.method_settings.items() if k == methods.find(name).name}
-            out.append(self.replace(method=name, methods=[], method_settings=own))
+        for name in self.methods or [self.method or flows.get(self.flow).default_method]:
+            key = methods.find(name).name
+            own = {k: v for k, v in self.method_settings.items() if k == key}
+            dkey = name if name in self.doses else key
+            swept = self.doses.get(dkey) or {}
+            for setting, values in swept.items() or [(None, [None])]:
+                for value in values:
+                    settings = own if setting is None else {key: {**own.get(key, {}), setting: value}}
+                    doses = {} if setting is None else {dkey: {setting: [value]}}
+                    out.append(self.replace(method=name, methods=[], method_settings=settings, doses=doses))
         return out
+
+    def dose(self) -> str | None:
+        """'setting=value' of this config's one dose (`doses` after per_method), or None."""
+        for swept in self.doses.values():
+            for setting, values in swept.items():
+                if len(values) == 1:
+                    value = f"{values[0]:g}" if isinstance(values[0], float) else values[0]
+                    return f"{setting}={value}"
+        return None
 
     def adaptation(self) -> methods.Method:
         """The method this run audits (the flow's study method by default), found once per config."""

@@ -32,7 +32,7 @@ class GridSettings(Settings):
     }
     # method, methods, method_settings: the method's own record stands in for them (resolve.recorded)
     RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
-    RECORD |= dict.fromkeys(("method", "methods", "method_settings"), NEVER)
+    RECORD |= dict.fromkeys(("method", "methods", "method_settings", "doses"), NEVER)
     RECORD["score_together"] = WHEN_SET  # it moves the numbers in their last bits, as a batch size does
     RECORD["codec_block"] = NEVER  # recorded beside CoDeC's span, where CoDeC runs (resolve.recorded)
     RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
@@ -84,6 +84,11 @@ class GridSettings(Settings):
         {},
         "each method's settings, {method: {key: value}} (`tapt-bench methods show NAME` lists them); the "
         "flow's default method may also take its settings as this config's own keys (epochs, lr, ...)",
+    )
+    doses: dict[str, dict[str, list]] = option(
+        {},
+        "a method run at several strengths, {method: {setting: [value, ...]}} (one setting a method): one "
+        "model folder a value, <model>+<method>@<setting>=<value>, on the same subsamples",
     )
     exposure: bool = option(
         False,
@@ -147,6 +152,23 @@ class GridSettings(Settings):
         twice = sorted({t for t in self.tasks if self.tasks.count(t) > 1})
         if twice:
             raise SettingsError.of("tasks", f"names {', '.join(twice)} more than once: name each task once")
+        for name, swept in self.doses.items():
+            if (
+                not isinstance(swept, dict)
+                or len(swept) != 1
+                or not all(
+                    isinstance(v, list) and v and len(set(map(repr, v))) == len(v) for v in swept.values()
+                )
+            ):
+                problem = (
+                    f"{name}: {swept!r} must name one setting and its distinct values, e.g. "
+                    "{prompt-tapt: {lr: [0.0002, 0.0006]}}"
+                )
+                raise SettingsError.of("doses", problem)
+            named = self.methods or [self.method] if (self.methods or self.method) else None
+            if named is not None and name not in named:
+                problem = f"{name} is not among the run's methods {named}: name it there"
+                raise SettingsError.of("doses", problem)
         if self.methods and self.method:
             problem = (
                 f"and methods are both set ({self.method!r}, {self.methods}); name every method in methods"

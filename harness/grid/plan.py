@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core import study_plan
 from harness.core.settings import Settings, fingerprint
 from harness.grid import resolve, run_checks, study_layout
 from harness.grid.config import GridConfig
@@ -27,6 +28,8 @@ class Cell:
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     scores: tuple  # (Score, settings) of each plug-in score, loaded once
+    code: dict = field(default_factory=dict)  # the product code's commit (study_plan.code_version)
+    config_hash: str = ""  # of the config's keys but where it reads and writes (study_plan.config_hash)
     specs: dict = field(default_factory=dict, compare=False, repr=False)  # each task's, found once
 
     def task_dir(self, slug: str) -> Path:
@@ -94,6 +97,8 @@ def cell(cfg: GridConfig) -> Cell:
         settings_hash=fingerprint(recorded),
         base_hash=fingerprint(study_layout.base_record(recorded)),
         scores=tuple(cfg.loaded_scores()),
+        code=study_plan.code_version(),
+        config_hash=study_plan.config_hash(cfg.keys()),
     )
 
 

@@ -60,7 +60,8 @@ def tag(cfg: GridConfig) -> str:
     """The results folder of the model: the base's name, with `+method` for another method than the
     flow's default (harness.grid.study_layout)."""
     name = cfg.model_tag or Path(cfg.base.rstrip("/")).name
-    return study_layout.tag(cfg.flow, cfg.adaptation().name, name)
+    dose = cfg.dose()
+    return study_layout.tag(cfg.flow, cfg.adaptation().name, name) + (f"@{dose}" if dose else "")
 
 
 def folder(cfg: GridConfig) -> Path:

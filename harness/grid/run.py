@@ -92,6 +92,8 @@ def write_manifest(cell: Cell, shard: tuple[int, int], started: float, finished:
         "shard": list(shard),
         "versions": library_versions(),
         "seed": cfg.seed,
+        "code": cell.code,
+        "config_hash": cell.config_hash,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": time.time() - started,
         "finished_units": finished,

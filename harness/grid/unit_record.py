@@ -86,6 +86,7 @@ def unit_of(
         "settings_hash": unit.settings_hash,
         "seconds": seconds,
         "training": training,
+        "code": unit.cell.code | {"config_hash": unit.cell.config_hash},
     }
     if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
         record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}
