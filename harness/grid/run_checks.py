@@ -50,10 +50,10 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
         check_task_override(cfg, slug)
     key = "methods" if cfg.methods else "method"
     cells = cfg.cell_configs()  # per cell, per method
-    used = set()
-    for config in cells[: len(cfg.methods) or 1]:  # the first cell's: each method once
+    used, seen = set(), set()
+    for config in cells[: len(cfg.per_method())]:  # the first cell's: each method (and dose) once
         method = config.adaptation()
-        if method.name in used:
+        if (method.name, config.dose()) in seen:
             problem = f"names {method.name} twice ({cfg.methods}); name each method once"
             raise SettingsError.of(key, problem)
         if cfg.flow not in method.flows:
@@ -68,6 +68,7 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
             )
             raise SettingsError.of("stream_mode", problem)
         used.add(method.name)
+        seen.add((method.name, config.dose()))
     unused = sorted(set(cfg.method_settings) - used)
     if unused:
         problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
