@@ -38,9 +38,12 @@ CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, bes
 # a unit's conditions whose model is not an adaptation ({condition: why}); accuracies.csv's column of the
 # same name lists them (comma-separated), and every effect leaves those rows out
 NOT_ADAPTED = "not_adapted"
-# the conditions whose model gave every test document of the unit one class (comma-separated; read from
-# probabilities.parquet by `collect`): a bias between two such models says nothing of the method
+# the conditions whose model gave every test document of the unit one class, where the gold labels are not
+# all that class, with the class ('extra=2,test=2'; read from probabilities.parquet by `collect`; None
+# where no probabilities were recorded): a bias between two models of one class says nothing of the method
 ONE_CLASS = "one_class"
+# per unit, the test documents the test model gets right and the extra model wrong, and the reverse
+FLIPS = ("flips_test_only", "flips_extra_only")
 
 
 # ---- writing -----------------------------------------------------------------------------------------
@@ -239,26 +242,71 @@ def collect(root: str | Path) -> pd.DataFrame:
             raise UserError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
         m, n, model, task = match.groups()
         df = read_accuracies(path, int(n))
-        ks, one = unit_classes(path.parent / "probabilities.parquet", len(df))
-        frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=ks, **{ONE_CLASS: one}))
+        ks, one, flips = unit_classes(path.parent / "probabilities.parquet", len(df))
+        frames.append(
+            df.assign(m=int(m), n=int(n), model=model, task=task, subsample=ks, **{ONE_CLASS: one}, **flips)
+        )
     if not frames:
         raise UserError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
     return pd.concat(frames, ignore_index=True)
 
 
-def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str]]:
-    """Each accuracies.csv row's subsample and its ONE_CLASS conditions, from the probabilities the same
-    rebuild wrote (its units in the same order); row numbers and no collapse where that table is missing
-    or holds other units."""
+def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | None], dict[str, list]]:
+    """Each accuracies.csv row's subsample, its collapsed conditions (ONE_CLASS) and its flips (FLIPS),
+    from the probabilities
+    the same rebuild wrote (its units in the same order). A folder with unit records and no such table,
+    or one that holds other units, is an error naming it; accuracies alone (made elsewhere, without
+    unit records) give row numbers and None: the collapse could not be checked."""
     if not probs_path.is_file():
-        return list(range(rows)), [""] * rows
-    probs = pd.read_parquet(probs_path, columns=["subsample", "condition", "probs"])
+        if any((probs_path.parent / "units").glob("*.json")):
+            raise UserError(
+                f"{probs_path}: missing beside its unit records; the collapse check reads it. Rerun the "
+                "grid into the same --out (it rebuilds the table from the finished units)"
+            )
+        return list(range(rows)), [None] * rows, {c: [np.nan] * rows for c in FLIPS}
+    probs = pd.read_parquet(
+        probs_path, columns=["subsample", "row", "condition", "probs", "label", "correct"]
+    )
     ks = [int(k) for k in pd.unique(probs["subsample"])]
     if len(ks) != rows:
-        return list(range(rows)), [""] * rows
-    classes = predicted(probs).groupby(["subsample", "condition"])["pred"]
-    single = classes.nunique() == 1
-    return ks, [",".join(c for c in conditions.ALL if single.get((k, c), False)) for k in ks]
+        raise UserError(
+            f"{probs_path}: holds {len(ks)} units and its accuracies.csv {rows}: the two tables disagree; "
+            "rerun the grid into the same --out to rebuild both from the finished units"
+        )
+    units = [group for _, group in predicted(probs).groupby("subsample", sort=False)]
+    flipped = [flips(u) for u in units]
+    return ks, [collapsed(u) for u in units], {c: [f[c] for f in flipped] for c in FLIPS}
+
+
+def flips(unit: pd.DataFrame) -> dict[str, float]:
+    """A unit's test documents that the test model gets right and the extra model wrong, and the
+    reverse: where a bias comes from (NaN where the unit has no test or extra model)."""
+    right = unit.pivot_table(index="row", columns="condition", values="correct", aggfunc="first")
+    if not {conditions.TEST, conditions.EXTRA} <= set(right.columns):
+        return dict.fromkeys(FLIPS, np.nan)
+    test, extra = right[conditions.TEST].astype(bool), right[conditions.EXTRA].astype(bool)
+    return {FLIPS[0]: float((test & ~extra).sum()), FLIPS[1]: float((extra & ~test).sum())}
+
+
+def collapsed(unit: pd.DataFrame) -> str:
+    """A unit's collapsed models as 'condition=class,...': each condition whose model gives every test
+    document one class where the gold labels are not all that class (a model right on a test split of
+    one class is not collapsed)."""
+    out = []
+    for cond in conditions.ALL:
+        rows = unit[unit["condition"] == cond]
+        classes = set(rows["pred"])
+        if len(classes) == 1 and set(rows["label"]) != classes:
+            out.append(f"{cond}={classes.pop()}")
+    return ",".join(out)
+
+
+def collapsed_classes(value: str | None) -> dict[str, int]:
+    """ONE_CLASS read back: {condition: the class its model gave every document}."""
+    if not isinstance(value, str) or not value:
+        return {}
+    pairs = (item.partition("=") for item in value.split(","))
+    return {cond: int(cls) for cond, _, cls in pairs if cls}
 
 
 def measured(df: pd.DataFrame, effect: str) -> pd.Series:
@@ -269,6 +317,31 @@ def measured(df: pd.DataFrame, effect: str) -> pd.Series:
         return pd.Series(True, index=df.index)
     skipped = df[NOT_ADAPTED].fillna("").astype(str).str.split(",")
     return ~skipped.map(lambda conds: any(c in conds for c in pair))
+
+
+def probabilities(root: str | Path) -> dict[str, pd.DataFrame]:
+    """Per task folder under root, by its path from root (as `predictions`): its probabilities table."""
+    return {
+        path.parent.relative_to(root).as_posix(): pd.read_parquet(path)
+        for path in sorted(Path(root).rglob("probabilities.parquet"))
+    }
+
+
+def manifests(mdir: Path) -> list[dict[str, Any]]:
+    """A model folder's run manifests (each run's config, code, versions and finished units)."""
+    fix = "delete it; the next run into this folder writes it again"
+    return [read_json_object(p, str(p), fix) for p in sorted(mdir.glob("manifest-shard*.json"))]
+
+
+def model_dirs(root: str | Path) -> dict[tuple[int, int, str], Path]:
+    """Every model folder under root (or root itself, a model folder), by (m, n, model)."""
+    out = {}
+    for path in sorted(Path(root).rglob("accuracies.csv")):
+        match = LAYOUT.search(path.as_posix())
+        if match:
+            m, n, model, _ = match.groups()
+            out[(int(m), int(n), model)] = path.parent.parent
+    return out
 
 
 def predictions(root: str | Path) -> dict[str, pd.DataFrame]:

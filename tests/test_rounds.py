@@ -20,9 +20,7 @@ def test_each_method_stops_on_its_own_mde_and_the_methods_keep_the_same_subsampl
 
     monkeypatch.setattr(rounds, "pooled", pooled)
     said = []
-    got = rounds.run_rounds(
-        cfg, 5.0, lambda c: ran.setdefault(resolve.tag(c), []).append(c.subsamples), said.append
-    )
+    got = rounds.run_rounds(cfg, 5.0, lambda c, k: ran.setdefault(resolve.tag(c), []).append(k), said.append)
     plain, st = "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct+self-training"
     assert ran == {plain: [1, 2, 3, 4, 5, 6], st: [1, 2, 3, 4]}
     assert got == {f"{plain} m100 n100": (float("inf"), 6), f"{st} m100 n100": (5.0, 4)}
@@ -56,7 +54,7 @@ def test_a_method_that_meets_the_target_already_runs_nothing_more(monkeypatch):
     cfg = GridConfig(tasks=["ag_news"], subsamples=6)
     monkeypatch.setattr(rounds, "pooled", lambda c: (4.0, 12))
     ran = []
-    assert rounds.run_rounds(cfg, 5.0, ran.append, lambda line: None) == {
+    assert rounds.run_rounds(cfg, 5.0, lambda c, k: ran.append(c), lambda line: None) == {
         "SmolLM2-135M-Instruct m100 n100": (4.0, 12)
     }
     assert ran == []

@@ -25,14 +25,19 @@ def pooled(cfg: GridConfig) -> tuple[float, int]:
 
 
 def run_rounds(
-    cfg: GridConfig, target: float | None, run_one: Callable[[GridConfig], object], say=print
+    cfg: GridConfig, target: float | None, run_one: Callable[[GridConfig, int], object], say=print
 ) -> dict:
     """Run `cfg`'s cells and methods in rounds until each one's pooled MDE is at most `target` points, or
     it ran its config's subsamples; returns {"<model> m<m> n<n>": (MDE, units)} as they stand at the end.
     `target` None: every planned unit, never stopped on the data (a confirmatory plan), in rounds so that
     a run stopped early holds its methods on the same subsamples."""
-    if target is None:
-        target = -math.inf
+    if target is None:  # the plan: no summary is read between rounds, so nothing of the data is seen
+        for k in range(1, max(c.subsamples for c in cfg.cell_configs()) + 1):
+            for c in cfg.cell_configs():
+                if k <= c.subsamples:
+                    say(f"round {k} of the plan: {resolve.tag(c)} (m {c.m}, n {c.n})")
+                    run_one(c, k)
+        return {}
     open_, out = cfg.cell_configs(), {}
     for k in range(1, max(c.subsamples for c in open_) + 1):
         for c in list(open_):
@@ -50,7 +55,7 @@ def run_rounds(
             say(
                 f"round {k}: {resolve.tag(c)} (m {c.m}, n {c.n}), MDE so far {mde:.2f} pts over {units} units"
             )
-            run_one(c.replace(subsamples=k))
+            run_one(c, k)  # its first k subsamples: the config, and what its units record, stay whole
         if not open_:
             break
     for c in open_:

@@ -136,8 +136,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     shard = opts.shard_pair()
     with executor(opts) as execute:
 
-        def run_one(cell) -> None:  # planned here, not checked again: load_run checked the whole run
-            run.run(plan.cell(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads)
+        def run_one(cell, upto: int | None = None) -> None:  # planned here: load_run checked the whole run
+            run.run(plan.cell(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads, upto)
 
         if opts.until_mde or (cfg.confirmatory and shard[1] == 1):  # a plan: rounds, never stopped early
             from harness.cli.rounds import run_rounds
@@ -175,7 +175,7 @@ def executor(opts: RunOptions):
 def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
     """A results folder's summary as text: the tables, changed predictions, collapsed models, what each
     method recorded of itself, and the exposure test."""
-    from harness.results import collect, exposure_tests
+    from harness.results import exposure_tests
     from harness.stats.diagnostics import format_records, method_records
     from harness.stats.exposure_summary import exposure_shares, format_exposure
     from harness.stats.summary import (
@@ -184,10 +184,9 @@ def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
         format_tables,
         one_class,
         prediction_changes,
-        summarize,
     )
 
-    summary = summarize(collect(root), seed=seed, target=target)
+    summary = read_summary(root, seed, target)
     print(format_tables(summary))
     changes = prediction_changes(root)
     parts = [
@@ -201,6 +200,20 @@ def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
             print(part + "\n")
 
 
+def read_summary(root: Path, seed: int, target: float) -> dict:
+    """The summary of a results folder, each (m, n, model) read with its plan and told whether it is
+    confirmed (harness.stats.confirmation)."""
+    from harness.results import collect
+    from harness.stats import confirmation
+    from harness.stats.summary import summarize
+
+    summary = summarize(collect(root), seed=seed, target=target, plans=confirmation.plans(root))
+    found = confirmation.of_root(root)
+    for config in summary["configs"]:
+        config["confirmation"] = found.get((config["m"], config["n"], config["model"]))
+    return summary
+
+
 def cmd_merge(args: argparse.Namespace) -> None:
     from harness.grid.merge import merge
 
@@ -209,16 +222,16 @@ def cmd_merge(args: argparse.Namespace) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace) -> None:
-    from harness.results import collect, exposure_tests
+    from harness.results import exposure_tests
     from harness.stats.diagnostics import method_records
     from harness.stats.exposure_summary import exposure_shares
-    from harness.stats.summary import one_class, summarize
+    from harness.stats.summary import one_class
 
     load_statistics(args.statistics)
     if not args.json:
         print_summary(Path(args.results), args.seed, args.target / 100)
         return
-    summary = summarize(collect(args.results), seed=args.seed, target=args.target / 100)
+    summary = read_summary(Path(args.results), args.seed, args.target / 100)
     shares = exposure_shares(exposure_tests(args.results))
     records = method_records(args.results)
     collapsed = one_class(args.results)

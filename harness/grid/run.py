@@ -151,6 +151,7 @@ def run(
     overwrite: bool = False,
     execute: Executor | None = None,
     threads: int = 0,
+    upto: int | None = None,
 ) -> list[Path]:
     """Run the shard's unfinished units of a config of one cell and one method (`cfg.cell_configs()` gives
     them); returns the task dirs it wrote. Safe to kill and rerun. The run is planned once (harness/grid/
@@ -159,7 +160,7 @@ def run(
     `execute(cell, units, keep_adapters)` yields finished Units in any order (default: one by one in this
     process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
     harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
-    the run's log file."""
+    the run's log file. `upto`: only the subsamples below it (a round of `run --until-mde`)."""
     cells = (cfg,) if isinstance(cfg, Cell) else plan.cells(cfg)  # a Cell: planned (and checked) already
     if len(cells) != 1:
         raise SettingsError(
@@ -167,7 +168,7 @@ def run(
             "cell_configs()"
         )
     with lock.held(cells[0].folder, shard, alone=overwrite):  # before any check or deletion
-        return locked_run(cells[0], shard, keep_adapters, overwrite, execute, threads)
+        return locked_run(cells[0], shard, keep_adapters, overwrite, execute, threads, upto)
 
 
 def locked_run(
@@ -177,12 +178,13 @@ def locked_run(
     overwrite: bool,
     execute: Executor | None,
     threads: int,
+    upto: int | None = None,
 ) -> list[Path]:
     from tqdm import tqdm
 
     cfg = cell.config
     check_settings(cell, overwrite)  # before anything is written
-    planned = cell.units(shard)
+    planned = [u for u in cell.units(shard) if upto is None or u.k < upto]
     pending = [u for u in planned if not results.is_done(u.folder, u.k)]
     handler = start_log(cell.folder, shard)
     started, finished, touched, stages = time.time(), [], [], []

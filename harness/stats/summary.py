@@ -7,28 +7,40 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from harness import results
 from harness.core import conditions
 from harness.core.power import ALPHA, POWER, TARGET
-from harness.stats.statistics import STATISTICS, detectable_effect, load_installed, paired_pvalue  # noqa: F401
+from harness.stats.confirmation import line as confirmation_line
+from harness.stats.statistics import (  # noqa: F401
+    STATISTICS,
+    bh,
+    detectable_effect,
+    load_installed,
+    paired_pvalue,
+)
 from harness.stats.verdict import (
     MIN_SUBSAMPLES,
     collapse_counts,
+    interval,
+    key,
     mark,
     pooled_line,
     pooled_verdict,
     pts,
+    unchecked_line,
     uninformative_lines,
 )
 
 DETECTABLE_METHOD = (
-    f"detectable bias (MDE): the smallest mean bias the one-sided paired test (alpha {ALPHA}) finds with "
-    f"{POWER:.0%} power, (t_{1 - ALPHA:.2f},K-1 + t_{POWER:.2f},K-1) * sd(test - extra) / sqrt(K), "
+    f"intervals: 95%, two-sided, by inverting the paired sign-flip test (every shift it does not reject); "
+    f"detectable bias (MDE): the smallest mean bias the two-sided paired test (alpha {ALPHA}) finds with "
+    f"{POWER:.0%} power, (t_{1 - ALPHA / 2:.3f},K-1 + t_{POWER:.2f},K-1) * sd(test - extra) / sqrt(K), "
     "K subsamples "
     f"(normal approximation with t quantiles); inf below K = {MIN_SUBSAMPLES}, where the sign-flip test's "
-    f"smallest p-value, 2^-K, is above {ALPHA}, and where every subsample's bias is the same (no spread "
-    "to read the power from)"
+    f"smallest two-sided p-value, 2^(1-K), is above {ALPHA}, and where every subsample's bias is the same "
+    "(no spread to read the power from)"
 )
 
 
@@ -37,11 +49,15 @@ def effects_in(df: pd.DataFrame) -> list[str]:
     return [e for e, pair in conditions.EFFECTS.items() if all(c in df and df[c].notna().all() for c in pair)]
 
 
-def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[str, Any]:
+def summarize(
+    df: pd.DataFrame, seed: int = 0, target: float = TARGET, plans: dict | None = None
+) -> dict[str, Any]:
     """The JSON summary: per (m, n, model) and per task, every statistic of STATISTICS for every effect
     that carries it (`bias_mean`, `bias_p_value`, `bias_p_adjusted` over tasks, `detectable_bias`, ...);
     pooled over every unit of the (m, n, model), those marked pooled, with the primary effect's units and
-    its verdict against the `target` effect (pooled_verdict). Rows where a condition of an effect was not
+    its verdict (pooled_verdict): read with the plan a confirmatory config declared (`plans`: (m, n, model)
+    -> its config's keys), else two-sided at ALPHA with the `target` (a fraction) as the bound, the
+    family every (m, n, model) of this summary. Rows where a condition of an effect was not
     adapted (results.NOT_ADAPTED) are left out of that effect and counted (`bias_not_adapted`); an
     effect with no row left gets each statistic's empty value (NaN: not a measurement)."""
     load_installed()
@@ -52,7 +68,7 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
         for task, t in group.groupby("task", sort=True):
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
             row |= not_adapted_counts(t) | measure(t, effects, seed, pooled=False)
-            per_task.append(row | (collapse_counts(t) if primary in effects else {}))
+            per_task.append(row | (collapse_counts(t) | flip_counts(t) if primary in effects else {}))
         for st in STATISTICS:  # the statistics read across tasks (a multiple-testing correction)
             for e in [e for e in effects if st.across and st.effects(e)]:
                 values = st.adjusted(e, np.array([t[st.of.format(e=e)] for t in per_task], float))
@@ -65,8 +81,8 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
         if primary in effects:
             per = [t[f"{primary}_units"] for t in per_task]
             config[f"{primary}_units_per_task"] = [min(per), max(per)]
-            config = mark(config | collapse_counts(group))
-            config |= pooled_verdict(config, target)
+            config = mark(config | collapse_counts(group) | flip_counts(group))
+            config |= planned_test(group, plan_of(plans, config, target), seed)
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
             config |= {
@@ -75,7 +91,70 @@ def summarize(df: pd.DataFrame, seed: int = 0, target: float = TARGET) -> dict[s
                 f"detectable_{primary}_median": median_mde(per_task),
             }
         configs.append(config)
+    corrected(configs)
+    for config in configs:
+        if key(primary, "p_family") in config:
+            config |= pooled_verdict(config, config.pop("_bound"), config[key(primary, "alpha")])
     return {"configs": configs, "tasks": tasks}
+
+
+PLAN_KEYS = ("confirmatory", "sides", "alpha", "family", "equivalence_bound")
+
+
+def plan_of(plans: dict | None, config: dict, target: float) -> dict[str, Any]:
+    """The test a config's pooled bias is read with: its confirmatory plan's, else two-sided at ALPHA,
+    the family this summary, the bound `target` (a fraction)."""
+    declared = (plans or {}).get((config["m"], config["n"], config["model"])) or {}
+    if declared.get("confirmatory"):
+        return {k: declared[k] for k in PLAN_KEYS}
+    return {"confirmatory": False, "sides": "two", "alpha": ALPHA, "family": "config"} | {
+        "equivalence_bound": 100 * target
+    }
+
+
+def planned_test(rows: pd.DataFrame, plan: dict, seed: int) -> dict[str, Any]:
+    """The pooled bias's p-value by the plan's sides (before the family's correction), and the plan."""
+    e = conditions.PRIMARY
+    keep, control, treatment = paired(rows, e)
+    alternative = "greater" if plan["sides"] == "one" else "two-sided"
+    p = paired_pvalue(treatment, control, seed, alternative) if keep.any() else float("nan")
+    return {
+        key(e, "p_test"): p,
+        key(e, "sides"): plan["sides"],
+        key(e, "alpha"): plan["alpha"],
+        key(e, "family"): plan["family"],
+        "_bound": plan["equivalence_bound"],
+    }
+
+
+def corrected(configs: list[dict]) -> None:
+    """Each config's `bias_p_family`: its planned p-value, Benjamini-Hochberg-corrected over the configs
+    whose family is the summary (every method and dose), or its own where the family is the model."""
+    e = conditions.PRIMARY
+    together = [c for c in configs if c.get(key(e, "family")) == "config"]
+    adjusted = bh(np.array([c[key(e, "p_test")] for c in together], float))
+    for c, p in zip(together, adjusted):
+        c[key(e, "p_family")], c[key(e, "family_size")] = float(p), len(together)
+    for c in configs:
+        if key(e, "p_test") in c and key(e, "p_family") not in c:
+            c[key(e, "p_family")], c[key(e, "family_size")] = c[key(e, "p_test")], 1
+
+
+def flip_counts(rows: pd.DataFrame) -> dict[str, Any]:
+    """The test documents the test model gets right and the extra model wrong, and the reverse, summed
+    over the units that measure the bias, with the two-sided sign test of the two counts."""
+    e = conditions.PRIMARY
+    keep = results.measured(rows, e)
+    if not all(c in rows for c in results.FLIPS) or rows.loc[keep, list(results.FLIPS)].isna().any(axis=None):
+        return {}
+    test_only, extra_only = (int(rows.loc[keep, c].sum()) for c in results.FLIPS)
+    both = test_only + extra_only
+    p = float(stats.binomtest(test_only, both).pvalue) if both else 1.0
+    return {
+        key(e, "flips_test_only"): test_only,
+        key(e, "flips_extra_only"): extra_only,
+        key(e, "flips_p"): p,
+    }
 
 
 def measure(rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool) -> dict[str, Any]:
@@ -153,7 +232,10 @@ def format_tables(summary: dict[str, Any]) -> str:
         effects = [e for e in conditions.EFFECTS if f"{e}_mean" in c]
         lines.append(
             f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
-            + ", ".join(f"{conditions.label(e)} {pts(c[f'{e}_mean'])} pts" for e in effects)
+            + ", ".join(
+                f"{conditions.label(e)} {pts(c[f'{e}_mean'])} pts {interval(c[f'{e}_low'], c[f'{e}_high'])}"
+                for e in effects
+            )
             + (
                 f"; tasks with {primary} >0: {c[f'tasks_positive_{primary}']}, "
                 f"<0: {c[f'tasks_negative_{primary}']}"
@@ -199,10 +281,25 @@ def format_tables(summary: dict[str, Any]) -> str:
                 f"  no MDE for half the tasks or more: their subsamples' {primary} is the same in every one "
                 "(the method moved no prediction between the conditions?), which says nothing of the power"
             )
+        if c.get("confirmation"):
+            lines.append(f"  {confirmation_line(c['confirmation'])}")
         if c.get(f"{primary}_units"):
             lines.append(f"  {pooled_line(c)}")
+            lines += [f"  {line}" for line in (flip_line(c), unchecked_line(c)) if line]
         lines.append("")
     return "\n".join(lines)
+
+
+def flip_line(config: dict[str, Any]) -> str | None:
+    """Where the pooled bias comes from: documents only the test model gets right, and the reverse."""
+    e = conditions.PRIMARY
+    if key(e, "flips_p") not in config:
+        return None
+    return (
+        f"flips over those units: {config[key(e, 'flips_test_only')]} test documents right under test and "
+        f"wrong under extra, {config[key(e, 'flips_extra_only')]} the reverse (sign test, two-sided, "
+        f"p {config[key(e, 'flips_p')]:.4f})"
+    )
 
 
 def prediction_changes(root: str | Path) -> pd.DataFrame:
@@ -225,12 +322,15 @@ def prediction_changes(root: str | Path) -> pd.DataFrame:
 
 
 def one_class(root: str | Path) -> pd.DataFrame:
-    """Per task, the share of units in which each condition's model gives every test document the same
-    class: a collapsed model. A bias between two collapsed models says nothing of the method's bias."""
+    """Per task, the share of units in which each condition's model gives every test document one class
+    where the gold labels are not all that class (results.collapsed): a collapsed model."""
     rows = []
-    for task, predicted in results.predictions(root).items():
-        units = predicted.groupby(level="subsample").nunique() == 1
-        rows.append({"task": task, "units": len(units), **units.mean().to_dict()})
+    for task, probs in results.probabilities(root).items():
+        units = results.predicted(probs).groupby("subsample")
+        found = [results.collapsed_classes(results.collapsed(unit)) for _, unit in units]
+        present = [c for c in conditions.ALL if c in set(probs["condition"])]
+        shares = {c: float(np.mean([c in f for f in found])) for c in present}
+        rows.append({"task": task, "units": len(found), **shares})
     return pd.DataFrame(rows)
 
 

@@ -1,11 +1,16 @@
-"""The bias test's answer, and when the design cannot give one.
+"""The bias test's answer in words, each word following the interval, and when the design cannot answer.
 
-A verdict of "not inflated" is worth what the design could see. Two cases make it mean nothing:
-- the extra or test model gives every test document one class (a collapsed model): two such models agree
-  by construction, so their bias is 0 and its spread small, whatever the method does;
-- the planted leak (TAPT on test with its answers, the positive control) is not seen: the design missed
-  an effect planted on purpose, so its silence on the bias says nothing.
-Where either holds the answer is "uninformative", with the counts, and no MDE is given.
+The words, for the pooled bias of a method (and dose):
+- "inflated": the family's corrected test rejects and the bias is above 0 ("deflated" where below);
+- "not inflated beyond B": the test does not reject and the two-sided interval ends below B points;
+- "inconclusive": neither: the interval reaches B;
+- "uninformative": the test does not reject and the design could not have seen a bias (below).
+
+Two cases make a design blind. Where they hold beside a rejection, the word stays "inflated" and the
+reason is printed beside it:
+- the extra and test models give every test document the same one class (both collapsed, the gold labels
+  not all that class) in over COLLAPSED of the units: such models agree by construction;
+- the planted leak (TAPT on test with its answers, the positive control) is not seen above 0.
 """
 
 from __future__ import annotations
@@ -17,80 +22,103 @@ import pandas as pd
 
 from harness import results
 from harness.core import conditions
-from harness.core.power import ALPHA, POWER, units_for
+from harness.core.power import ALPHA, units_for
 
-# the fewest subsamples whose sign-flip test can reject at ALPHA: its smallest p-value is 2^-K
-MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA)))
-# the largest share of units whose extra or test model may answer one class before the bias is not read
+# the fewest subsamples whose two-sided sign-flip test can reject at ALPHA: its smallest p is 2^(1-K)
+MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA))) + 1
+# the largest share of units whose extra and test models may collapse to one class before the bias is not read
 COLLAPSED = 0.10
 UNINFORMATIVE = "uninformative"
+INFLATED, DEFLATED, INCONCLUSIVE = "inflated", "deflated", "inconclusive"
+BOUNDED = "not inflated beyond"
+
+
+def key(e: str, name: str) -> str:
+    """A summary key of effect `e` (`bias_units`, `bias_one_class`): one place builds them."""
+    return f"{e}_{name}"
 
 
 def collapse_counts(rows: pd.DataFrame) -> dict[str, int]:
-    """Among the units that measure the bias, those whose extra model, test model, or either gives every
-    test document one class (results.ONE_CLASS)."""
+    """Among the units that measure the bias: those whose extra model, whose test model, and whose both
+    models collapsed to the same class (results.ONE_CLASS); and those with no probabilities to check."""
     e = conditions.PRIMARY
+    control, treatment = conditions.EFFECTS[e]
     keep = results.measured(rows, e)
-    if results.ONE_CLASS not in rows:  # accuracies read without their probabilities: nothing to count
-        rows = rows.assign(**{results.ONE_CLASS: ""})
-    listed = rows.loc[keep, results.ONE_CLASS].fillna("").astype(str).str.split(",")
-    has = {c: listed.map(lambda x, c=c: c in x) for c in conditions.EFFECTS[e]}
-    either = has[conditions.EXTRA] | has[conditions.TEST]
-    counts = {f"{e}_one_class_{c}": int(v.sum()) for c, v in has.items()}
-    return counts | {f"{e}_one_class": int(either.sum())}
+    values = (
+        rows.loc[keep, results.ONE_CLASS] if results.ONE_CLASS in rows else pd.Series([None] * keep.sum())
+    )
+    unchecked = values.map(lambda v: not isinstance(v, str))
+    classes = values.map(results.collapsed_classes)
+    same = classes.map(lambda d: control in d and treatment in d and d[control] == d[treatment])
+    return {
+        key(e, f"one_class_{control}"): int(classes.map(lambda d: control in d).sum()),
+        key(e, f"one_class_{treatment}"): int(classes.map(lambda d: treatment in d).sum()),
+        key(e, "one_class"): int(same.sum()),
+        key(e, "unchecked"): int(unchecked.sum()),
+    }
 
 
 def why_uninformative(row: dict[str, Any]) -> str | None:
-    """Why the bias of these units (a task's, or a config's pooled) says nothing of the method, or None."""
+    """Why the bias of these units (a task's, or a config's pooled) cannot show an absence, or None."""
     e = conditions.PRIMARY
-    units, collapsed = row[f"{e}_units"], row.get(f"{e}_one_class", 0)
-    if units and collapsed / units > COLLAPSED:
-        control, treatment = conditions.EFFECTS[e]
+    control, treatment = conditions.EFFECTS[e]
+    units, same = row[key(e, "units")], row.get(key(e, "one_class"), 0)
+    if units and same / units > COLLAPSED:
         return (
-            f"in {collapsed} of {units} units the {control} or {treatment} model gives every test document "
-            f"one class ({control} {row[f'{e}_one_class_{control}']}, {treatment} "
-            f"{row[f'{e}_one_class_{treatment}']}; over {COLLAPSED:.0%} of units): two such models agree by "
-            f"construction, so their {e} and its spread measure the collapse, not the method"
+            f"in {same} of {units} units the {control} and {treatment} models give every test document the "
+            f"same one class, the gold labels not all that class ({control} alone "
+            f"{row[key(e, f'one_class_{control}')]}, {treatment} {row[key(e, f'one_class_{treatment}')]}; "
+            f"over {COLLAPSED:.0%} of units): such models agree by construction, so their {e} measures the "
+            "collapse"
         )
-    p = row.get("leak_p_value", float("nan"))
-    if units >= MIN_SUBSAMPLES and np.isfinite(p) and p > ALPHA:
+    p, leak = row.get("leak_p_value", float("nan")), row.get("leak_mean", float("nan"))
+    if units >= MIN_SUBSAMPLES and np.isfinite(p) and (p > ALPHA or leak <= 0):
         return (
-            f"the planted leak (the positive control) was not seen: leak {100 * row['leak_mean']:+.2f} pts, "
-            f"p {p:.4f} > {ALPHA}; a design that misses a planted effect cannot vouch for the absence of one"
+            f"the planted leak (the positive control) was not seen above 0: leak {pts(leak)} pts, p {p:.4f}; "
+            "a design that misses a planted effect cannot vouch for the absence of one"
         )
     return None
 
 
 def mark(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with its reason where it is uninformative, and no MDE there (it would measure the collapse)."""
+    """The row with its reason where the design is blind, and no MDE there (it would measure the collapse)."""
     why = why_uninformative(row)
     if why is None:
         return row
     e = conditions.PRIMARY
-    return row | {f"{e}_{UNINFORMATIVE}": why, f"detectable_{e}": float("nan")}
+    return row | {key(e, UNINFORMATIVE): why, f"detectable_{e}": float("nan")}
 
 
-def pooled_verdict(config: dict[str, Any], target: float) -> dict[str, Any]:
-    """The pooled bias test's answer (`bias_verdict`): uninformative (why_uninformative), inflated
-    (p <= ALPHA), not inflated beyond the MDE (the MDE at most `target`), or not powered to see `target`
-    (then, where the MDE is finite, about how many units would be)."""
+def pooled_verdict(config: dict[str, Any], bound: float, alpha: float = ALPHA) -> dict[str, Any]:
+    """The pooled bias's word (see the module's note), read from the family's corrected p-value
+    (`bias_p_family`) and the two-sided interval; `bound` in points."""
     e = conditions.PRIMARY
-    mde, p = config[f"detectable_{e}"], config[f"{e}_p_value"]
-    verdict = {f"{e}_target": target}
-    if f"{e}_{UNINFORMATIVE}" in config:
-        return verdict | {f"{e}_verdict": UNINFORMATIVE}
-    if np.isfinite(p) and p <= ALPHA:
-        return verdict | {f"{e}_verdict": "inflated"}
-    if mde <= target:
-        return verdict | {f"{e}_verdict": "not inflated beyond the MDE"}
-    if np.isfinite(mde):
-        verdict[f"{e}_units_needed"] = units_for(mde, config[f"{e}_units"], target)
-    return verdict | {f"{e}_verdict": "not powered"}
+    p, mean, high = config[key(e, "p_family")], config[key(e, "mean")], config[key(e, "high")]
+    verdict = {key(e, "bound_pts"): bound, key(e, "alpha"): alpha}
+    if np.isfinite(p) and p <= alpha and mean != 0:
+        return verdict | {key(e, "verdict"): INFLATED if mean > 0 else DEFLATED}
+    if key(e, UNINFORMATIVE) in config:
+        return verdict | {key(e, "verdict"): UNINFORMATIVE}
+    if np.isfinite(high) and 100 * high < bound:
+        return verdict | {key(e, "verdict"): BOUNDED}
+    mde = config[f"detectable_{e}"]
+    if np.isfinite(mde) and mde > 0:
+        verdict[key(e, "units_needed")] = units_for(mde, config[key(e, "units")], bound / 100)
+    return verdict | {key(e, "verdict"): INCONCLUSIVE}
 
 
 def pts(x: float) -> str:
     """An effect in points, or n/a where no unit measured it."""
     return f"{100 * x:+.2f}" if np.isfinite(x) else "n/a"
+
+
+def interval(low: float, high: float) -> str:
+    """A two-sided interval in points ([low, high]); unbounded where too few units can reject."""
+    if np.isnan(low) or np.isnan(high):
+        return "[n/a]"
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return "[unbounded: too few units]"
+    return f"[{100 * low:+.2f}, {100 * high:+.2f}]"
 
 
 def mde_text(mde: float) -> str:
@@ -100,35 +128,44 @@ def mde_text(mde: float) -> str:
 def pooled_line(config: dict[str, Any]) -> str:
     """The pooled bias test in one sentence, its verdict last (the summary and the report both print it)."""
     e = conditions.PRIMARY
-    units, mde, target = config[f"{e}_units"], config[f"detectable_{e}"], config[f"{e}_target"]
+    units, mde, bound = config[key(e, "units")], config[f"detectable_{e}"], config[key(e, "bound_pts")]
+    sides = "one-sided" if config.get(key(e, "sides")) == "one" else "two-sided"
     head = (
-        f"pooled over the {units} units of every task: {e} {pts(config[f'{e}_mean'])} pts, "
-        f"p {config[f'{e}_p_value']:.4f}, MDE {mde_text(mde)}"
+        f"pooled over the {units} units of every task: {e} {pts(config[key(e, 'mean')])} pts "
+        f"{interval(config[key(e, 'low')], config[key(e, 'high')])} (95%, two-sided), p {sides} "
+        f"{config[key(e, 'p_test')]:.4f}, BH over {config[key(e, 'family_size')]} "
+        f"{config[key(e, 'p_family')]:.4f}, MDE {mde_text(mde)}"
     )
-    fewest, most = config[f"{e}_units_per_task"]
+    fewest, most = config[key(e, "units_per_task")]
     if fewest != most:  # the pooled mean weighs each task by its units
         head += f" (tasks of {fewest} to {most} units: the tasks with more weigh more)"
-    verdict = config[f"{e}_verdict"]
+    verdict, blind = config[key(e, "verdict")], config.get(key(e, UNINFORMATIVE))
+    if verdict in (INFLATED, DEFLATED):
+        said = f"{head}: {verdict} (corrected p <= {config[key(e, 'alpha')]})"
+        return said + (f"; the design is {UNINFORMATIVE} of an absence: {blind}" if blind else "")
     if verdict == UNINFORMATIVE:
-        return f"{head}: {UNINFORMATIVE}: {config[f'{e}_{UNINFORMATIVE}']}"
-    if verdict == "inflated":
-        return f"{head}: inflated (p <= {ALPHA})"
-    if verdict != "not powered":
-        return f"{head}: not inflated beyond the MDE (a {e} that large is seen with {POWER:.0%} power)"
-    if np.isfinite(mde):
-        return (
-            f"{head}: not powered to see {100 * target:.0f} pts; about {config[f'{e}_units_needed']} units "
-            "would be (4x the units halve the MDE)"
-        )
+        return f"{head}: {UNINFORMATIVE}: {blind}"
+    if verdict == BOUNDED:
+        return f"{head}: {BOUNDED} {bound:g} pts (the interval ends below it)"
+    needed = config.get(key(e, "units_needed"))
+    more = f"; about {needed} units would bring the MDE to {bound:g} pts" if needed else ""
     if units < MIN_SUBSAMPLES:
-        return f"{head}: not powered (under {MIN_SUBSAMPLES} units no p-value can fall below {ALPHA})"
+        more = f"; under {MIN_SUBSAMPLES} units no two-sided p-value can fall below {ALPHA}"
+    return f"{head}: {INCONCLUSIVE} (the interval reaches {bound:g} pts{more})"
+
+
+def unchecked_line(config: dict[str, Any]) -> str | None:
+    """Where some units had no probabilities, the collapse check could not run on them: said, not skipped."""
+    k = config.get(key(conditions.PRIMARY, "unchecked"), 0)
+    if not k:
+        return None
     return (
-        f"{head}: not powered (every unit's {e} is the same, no spread to read a power from: did the method "
-        "move any prediction between the conditions?)"
+        f"the collapse check did not run on {k} of {config[key(conditions.PRIMARY, 'units')]} units: "
+        "accuracies without probabilities.parquet (made elsewhere); their models may give one class"
     )
 
 
 def uninformative_lines(tasks: list[dict], indent: str = "  ") -> list[str]:
-    """One line per task whose bias says nothing of the method (its MDE column reads n/a)."""
-    key = f"{conditions.PRIMARY}_{UNINFORMATIVE}"
-    return [f"{indent}{t['task']}: {UNINFORMATIVE}: {t[key]}" for t in tasks if key in t]
+    """One line per task whose bias cannot show an absence (its MDE column reads n/a)."""
+    name = key(conditions.PRIMARY, UNINFORMATIVE)
+    return [f"{indent}{t['task']}: {UNINFORMATIVE}: {t[name]}" for t in tasks if name in t]

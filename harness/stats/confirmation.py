@@ -1,0 +1,99 @@
+"""Whether a model folder's result is confirmed: its config declared a plan before it ran
+(harness.core.study_plan), and its records show that plan was kept.
+
+Confirmed needs all of: a confirmatory config; every planned unit finished (its tasks times its
+subsamples, no more); every unit recorded one commit of the product code, without uncommitted changes;
+every unit and run read the same config (its hash). The test is the plan's by construction: the summary
+reads the sides, level, family and bound from the plan. Anything else is exploratory, with each reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harness import results
+
+CONFIRMED, EXPLORATORY = "confirmed", "exploratory"
+
+
+def confirmation(mdir: Path) -> dict[str, Any]:
+    """{'status', 'why' (reasons it is not confirmed), 'plan' (the config's test), 'commit'}."""
+    configs = [(m.get("config") or {}, m.get("config_hash")) for m in results.manifests(mdir)]
+    plans = [(c, h) for c, h in configs if c.get("confirmatory")]
+    if not plans:
+        why = "its config declares no plan (confirmatory: true), so its test was not fixed before it ran"
+        return {"status": EXPLORATORY, "why": [why]}
+    plan, planned_hash = plans[0]
+    why = []
+    if len({h for _, h in configs}) > 1:
+        why.append(
+            f"its {len(configs)} runs read different configs (hashes {sorted({str(h) for _, h in configs})})"
+        )
+    units = {
+        tdir.name: results.finished(tdir) for tdir in sorted(mdir.iterdir()) if (tdir / "units").is_dir()
+    }
+    why += missing_units(plan, units)
+    records = [r for per_task in units.values() for r in per_task.values()]
+    codes = [r.get("code") or {} for r in records]
+    unrecorded = sum(not c.get("commit") for c in codes)
+    if unrecorded:
+        why.append(f"{unrecorded} units record no commit of the code")
+    commits = Counter(c["commit"][:10] for c in codes if c.get("commit"))
+    if len(commits) > 1:
+        why.append(f"its units ran on {len(commits)} commits of the code ({dict(commits)})")
+    dirty = sum(bool(c.get("dirty")) for c in codes)
+    if dirty:
+        why.append(f"{dirty} units ran on code with uncommitted changes")
+    other = sum(c.get("config_hash") not in (None, planned_hash) for c in codes)
+    if other:
+        why.append(f"{other} units read another config than the plan's")
+    test = {k: plan.get(k) for k in ("sides", "alpha", "family", "equivalence_bound", "seed", "subsamples")}
+    commit = next(iter(commits), None)
+    return {"status": EXPLORATORY if why else CONFIRMED, "why": why, "plan": test, "commit": commit}
+
+
+def missing_units(plan: dict, units: dict[str, dict[int, dict]]) -> list[str]:
+    """The planned units that did not finish, and any beyond the plan."""
+    planned, tasks = int(plan.get("subsamples", 0)), plan.get("tasks") or []
+    want = len(tasks) * planned if tasks != ["all"] else len(units) * planned
+    have = sum(len(u) for u in units.values())
+    why = []
+    short = {t: sorted(set(range(planned)) - set(u)) for t, u in units.items()}
+    short = {t: ks for t, ks in short.items() if ks}
+    if have < want or short:
+        shown = "; ".join(f"{t} {ks}" for t, ks in short.items())
+        why.append(f"{have} of its {want} planned units finished" + (f" (missing: {shown})" if shown else ""))
+    beyond = sum(k >= planned for u in units.values() for k in u)
+    if beyond:
+        why.append(f"{beyond} units beyond the planned {planned} a task")
+    return why
+
+
+def line(found: dict[str, Any]) -> str:
+    """The status in one sentence, for the summary and the report."""
+    if found["status"] == CONFIRMED:
+        p = found["plan"]
+        sides = "two-sided" if p["sides"] == "two" else "one-sided"
+        return (
+            f"{CONFIRMED}: every planned unit ({p['subsamples']} a task, seed {p['seed']}) ran on commit "
+            f"{found['commit']} with no uncommitted change, and is read with the plan's test ({sides}, "
+            f"alpha {p['alpha']}, BH over the {p['family']}, bound {p['equivalence_bound']:g} pts)"
+        )
+    return f"{EXPLORATORY}: " + "; ".join(found["why"])
+
+
+def of_root(root: str | Path) -> dict[tuple[int, int, str], dict[str, Any]]:
+    """Each model folder's confirmation under root, by (m, n, model)."""
+    return {k: confirmation(mdir) for k, mdir in results.model_dirs(root).items()}
+
+
+def plans(root: str | Path) -> dict[tuple[int, int, str], dict[str, Any]]:
+    """Each model folder's config as its run recorded it (its plan among its keys), by (m, n, model)."""
+    out = {}
+    for k, mdir in results.model_dirs(root).items():
+        found = [m.get("config") or {} for m in results.manifests(mdir)]
+        declared = [c for c in found if c.get("confirmatory")]
+        out[k] = declared[0] if declared else (found[0] if found else {})
+    return out
