@@ -264,9 +264,7 @@ def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | Non
                 "grid into the same --out (it rebuilds the table from the finished units)"
             )
         return list(range(rows)), [None] * rows, {c: [np.nan] * rows for c in FLIPS}
-    probs = pd.read_parquet(
-        probs_path, columns=["subsample", "row", "condition", "probs", "label", "correct"]
-    )
+    probs = pd.read_parquet(probs_path)
     ks = [int(k) for k in pd.unique(probs["subsample"])]
     if len(ks) != rows:
         raise UserError(
@@ -281,6 +279,8 @@ def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | Non
 def flips(unit: pd.DataFrame) -> dict[str, float]:
     """A unit's test documents that the test model gets right and the extra model wrong, and the
     reverse: where a bias comes from (NaN where the unit has no test or extra model)."""
+    if not {"row", "correct"} <= set(unit.columns):  # a table written without them: no flips to count
+        return dict.fromkeys(FLIPS, np.nan)
     right = unit.pivot_table(index="row", columns="condition", values="correct", aggfunc="first")
     if not {conditions.TEST, conditions.EXTRA} <= set(right.columns):
         return dict.fromkeys(FLIPS, np.nan)

@@ -51,8 +51,8 @@ def pooled(root) -> dict:
 
 def test_a_design_that_sees_its_leak_and_keeps_its_models_gives_its_verdict(tmp_path):
     c = pooled(grid(tmp_path, BIASES, leak_gain=0.30))
-    assert c["bias_verdict"] == "not inflated beyond the MDE"
-    assert c["detectable_bias"] < 0.05 and c["leak_p_value"] <= 0.05 and c["bias_one_class"] == 0
+    assert c["bias_verdict"] == "not inflated beyond"
+    assert 100 * c["bias_high"] < 5 and c["detectable_bias"] < 0.05 and c["leak_p_value"] <= 0.05 and c["bias_one_class"] == 0
 
 
 def test_collapsed_extra_and_test_models_give_no_verdict_and_no_mde(tmp_path, capsys):
@@ -63,7 +63,7 @@ def test_collapsed_extra_and_test_models_give_no_verdict_and_no_mde(tmp_path, ca
     assert (c["bias_one_class_extra"], c["bias_one_class_test"], c["bias_one_class"]) == (8, 8, 8)
     main(["summarize", str(root)])
     out = capsys.readouterr().out
-    assert "MDE n/a: uninformative: in 8 of 8 units the extra or test model gives every test document" in out
+    assert "MDE n/a: uninformative: in 8 of 8 units the extra and test models give every test document" in out
     assert "not inflated" not in out
     assert "  a: uninformative: in 8 of 8 units" in out  # the task's row says it too
     main(["summarize", str(root), "--json"])
@@ -72,13 +72,13 @@ def test_collapsed_extra_and_test_models_give_no_verdict_and_no_mde(tmp_path, ca
 
 def test_one_collapsed_unit_in_ten_is_tolerated_and_two_are_not(tmp_path):
     biases = BIASES + [0.0, 0.01]
-    for collapsed_units, verdict in [(1, "not inflated beyond the MDE"), (2, "uninformative")]:
+    for collapsed_units, verdict in [(1, "not inflated beyond"), (2, "uninformative")]:
         root = tmp_path / str(collapsed_units)
         tdir = root / "m8" / f"n{N}" / "toy" / "a"
         for k, bias in enumerate(biases):
             leak = 0.8 + (0.01 if k % 2 else -0.01)
             accs = {"base": 0.5, "extra": 0.5, "test": 0.5 + bias, "leak": leak}
-            unit(tdir, k, accs, ("test",) if k < collapsed_units else ())
+            unit(tdir, k, accs, ("extra", "test") if k < collapsed_units else ())
         results.rebuild(tdir)
         assert pooled(root)["bias_verdict"] == verdict, collapsed_units
 
@@ -103,4 +103,4 @@ def test_each_row_is_labelled_with_its_own_subsample_and_collapse(tmp_path):
     by_k = df.set_index("subsample")
     assert sorted(df["subsample"]) == list(range(11))
     assert by_k["test"].to_dict() == pytest.approx({k: 0.5 + k / N for k in range(11)})
-    assert by_k["one_class"].to_dict() == {k: ("test" if k == 10 else "") for k in range(11)}
+    assert by_k["one_class"].to_dict() == {k: ("test=0" if k == 10 else "") for k in range(11)}
