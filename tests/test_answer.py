@@ -138,7 +138,9 @@ def test_units_from_two_commits_are_not_confirmed(tmp_path):
 def test_the_summary_says_confirmed_or_exploratory_and_why(tmp_path, capsys):
     planned(tmp_path, ["a" * 40] * 6)
     main(["summarize", str(tmp_path)])
-    assert "confirmed: every planned unit (6 a task, seed 7) ran on commit aaaaaaaaaa" in capsys.readouterr().out
+    assert (
+        "confirmed: every planned unit (6 a task, seed 7) ran on commit aaaaaaaaaa" in capsys.readouterr().out
+    )
     main(["summarize", str(tmp_path), "--json"])
     found = json.loads(capsys.readouterr().out)["configs"][0]["confirmation"]
     assert found["status"] == "confirmed"

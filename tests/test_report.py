@@ -108,7 +108,7 @@ def test_an_analysis_file_of_the_wrong_shape_is_refused_before_the_page_is_writt
 
 def test_the_report_heads_each_model_with_its_pooled_bias_test(tmp_path):
     """Six subsamples of one task, each a gain of 5-15 points: the page's head line gives the pooled
-    bias with its p-value (2^-6 for six gains of one sign) and MDE, as the summary does."""
+    bias with its two-sided p-value (2^-5 for six gains of one sign) and MDE, as the summary does."""
     import pandas as pd
 
     folder = tmp_path / "m10" / "n20" / "toy" / "a"
@@ -120,7 +120,8 @@ def test_the_report_heads_each_model_with_its_pooled_bias_test(tmp_path):
     )
     main(["report", str(tmp_path), "--out", str(tmp_path / "report.html")])
     head = re.search(
-        r"pooled over the 6 units of every task: bias \+9\.17 pts, p (0\.\d+), MDE (\d+\.\d\d) pts: inflated",
+        r"pooled over the 6 units of every task: bias \+9\.17 pts \[\+[\d.]+, \+[\d.]+\] \(95%, two-sided\), "
+        r"p two-sided (0\.\d+), BH over 1 0\.\d+, MDE (\d+\.\d\d) pts: inflated",
         (tmp_path / "report.html").read_text(),
     )
     assert head and float(head.group(1)) < 0.05 and 0 < float(head.group(2)) < 9.17

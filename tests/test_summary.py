@@ -31,31 +31,36 @@ def fixture_dir(tmp_path):
     return tmp_path
 
 
+def refuse(constant):
+    raise ValueError(f"{constant} is not JSON")
+
+
 def test_hand_computed_means(fixture_dir, capsys):
     main(["summarize", str(fixture_dir), "--json"])
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out, parse_constant=refuse)  # strict: no NaN, no Infinity
     assert set(out) == {"configs", "tasks"}
     (c,) = out["configs"]
     # boosts: a 0.1, 0.2; b -0.1, 0, 0 -> mean 0.2/5; biases: a 0.1, 0; b -0.1, -0.1, 0 -> mean -0.1/5
-    # detectable bias: K=2 and K=3 subsamples; the sign-flip test's smallest p-value 2^-K is above 0.05
-    assert c.pop("detectable_bias_median") == float("inf")
-    # pooled over the 5 units of both tasks (2^-5 < 0.05: a p-value can reject, an MDE exists)
-    pooled = np.array([0.1, 0.0, -0.1, -0.1, 0.0])
-    sd = np.std(pooled, ddof=1)
-    assert c.pop("detectable_bias") == pytest.approx((2.1318 + 0.9410) * sd / np.sqrt(5), rel=1e-3)
+    # detectable bias: K=2 and K=3 subsamples; the two-sided sign-flip test's smallest p-value 2^(1-K)
+    # is above 0.05, and so it is over the 5 pooled units (2^-4): no MDE, no bounded interval
+    # strict JSON: an infinite MDE and an unbounded interval are null
+    assert c.pop("detectable_bias_median") is None and c.pop("detectable_bias") is None
+    assert (c.pop("bias_low"), c.pop("bias_high")) == (None, None)
     assert c.pop("bias_units") == 5 and c.pop("bias_p_value") > 0.5
     assert c.pop("bias_units_per_task") == [2, 3]  # unbalanced: task b weighs more in the pooled mean
-    # its MDE, about 14 pts, is above the 5-pt target: not powered, and 5 * (MDE / 5)^2 units would be
-    assert c.pop("bias_verdict") == "not powered" and c.pop("bias_target") == 0.05
-    assert c.pop("bias_units_needed") == int(np.ceil(5 * ((2.1318 + 0.9410) * sd / np.sqrt(5) / 0.05) ** 2))
-    # no probabilities beside these accuracies: no model is counted as giving one class
+    # no plan declared: two-sided at 0.05, the bound the target, the family this summary (one model)
+    assert c.pop("bias_p_test") == c.pop("bias_p_family") and c.pop("bias_family_size") == 1
+    assert (c.pop("bias_sides"), c.pop("bias_alpha"), c.pop("bias_family")) == ("two", 0.05, "config")
+    assert c.pop("bias_verdict") == "inconclusive" and c.pop("bias_bound_pts") == 5.0
+    # no probabilities beside these accuracies: no model is counted as collapsed, and that is said
     assert [c.pop(f"bias_one_class{s}") for s in ("", "_extra", "_test")] == [0, 0, 0]
-    assert c == pytest.approx(
+    assert c.pop("bias_unchecked") == 5
+    assert c.pop("confirmation")["status"] == "exploratory"
+    assert {k: v for k, v in c.items() if not k.startswith("boost_")} == pytest.approx(
         {
             "m": 10,
             "n": 10,
             "model": "toy",
-            "boost_mean": 0.04,
             "bias_mean": -0.02,
             "tasks": 2,
             "rows": 5,
@@ -63,6 +68,7 @@ def test_hand_computed_means(fixture_dir, capsys):
             "tasks_negative_bias": 1,
         }
     )
+    assert c["boost_mean"] == pytest.approx(0.04)
     assert isinstance(c["m"], int) and isinstance(c["n"], int)
     a, b = out["tasks"]
     assert (a["task"], a["boost_mean"], a["bias_mean"]) == ("a", pytest.approx(0.15), pytest.approx(0.05))
@@ -86,12 +92,19 @@ def test_hand_computed_means(fixture_dir, capsys):
         "bias_one_class",
         "bias_one_class_extra",
         "bias_one_class_test",
+        "bias_unchecked",
+        "boost_low",
+        "boost_high",
+        "bias_low",
+        "bias_high",
     }
-    assert a["detectable_bias"] == b["detectable_bias"] == float("inf") and (a["rows"], b["rows"]) == (2, 3)
+    assert a["detectable_bias"] is None and b["detectable_bias"] is None and (a["rows"], b["rows"]) == (2, 3)
     main(["summarize", str(fixture_dir)])
     out = capsys.readouterr().out
-    assert "with under 5 subsamples per task no permutation p-value can fall below 0.05" in out
-    assert "(tasks of 2 to 3 units: the tasks with more weigh more): not powered to see 5 pts" in out
+    assert "with under 6 subsamples per task no permutation p-value can fall below 0.05" in out
+    assert (
+        "(tasks of 2 to 3 units: the tasks with more weigh more): inconclusive (the interval reaches 5" in out
+    )
 
 
 def test_the_pooled_test_sees_a_bias_no_task_alone_can(tmp_path, capsys):
@@ -110,8 +123,13 @@ def test_the_pooled_test_sees_a_bias_no_task_alone_can(tmp_path, capsys):
     assert 0 < c["detectable_bias"] < 0.05
     main(["summarize", str(tmp_path)])
     out = capsys.readouterr().out
-    assert f"pooled over the 12 units of every task: bias +10.00 pts, p {c['bias_p_value']:.4f}, MDE" in out
-    assert c["bias_verdict"] == "inflated" and ": inflated (p <= 0.05)" in out
+    assert "pooled over the 12 units of every task: bias +10.00 pts [+" in out
+    assert (
+        f"(95%, two-sided), p two-sided {c['bias_p_value']:.4f}, BH over 1 {c['bias_p_value']:.4f}, MDE"
+        in out
+    )
+    assert 0.05 < c["bias_low"] < 0.1 < c["bias_high"] < 0.15
+    assert c["bias_verdict"] == "inflated" and ": inflated (corrected p <= 0.05)" in out
 
 
 def test_a_method_that_moved_nothing_claims_no_power(tmp_path, capsys):
@@ -126,43 +144,43 @@ def test_a_method_that_moved_nothing_claims_no_power(tmp_path, capsys):
     main(["summarize", str(tmp_path)])
     out = capsys.readouterr().out
     assert "bias is the same in every one" in out and "with under 5 subsamples" not in out
-    assert c["bias_verdict"] == "not powered" and "bias_units_needed" not in c
-    assert "units of every task: bias +0.00 pts, p 1.0000, MDE inf: not powered (every unit's bias is" in out
+    # every unit's bias is 0: the interval is [0, 0], so "not inflated beyond" holds of these units
+    assert c["bias_verdict"] == "not inflated beyond" and "bias_units_needed" not in c
+    assert "units of every task: bias +0.00 pts [+0.00, +0.00] (95%, two-sided), p two-sided 1.0000" in out
 
 
-def test_the_pooled_verdict_reads_the_mde_against_the_target(tmp_path, capsys):
-    """Eight subsamples whose biases cancel (p well above 0.05): with a target above their MDE the bias
-    is 'not inflated beyond the MDE'; below it, 'not powered', with the units that would reach the
-    target: K * (MDE / target)^2, rounded up."""
+def test_the_pooled_verdict_reads_the_interval_against_the_bound(tmp_path, capsys):
+    """Eight subsamples whose biases cancel (p well above 0.05): with a bound above the interval's upper
+    end the bias is 'not inflated beyond' it; with a bound inside it, 'inconclusive', with the units that
+    would bring the MDE to the bound: K * (MDE / bound)^2, rounded up."""
     from harness.stats.summary import detectable_effect
 
     biases = [0.05, -0.05, 0.10, -0.10, 0.05, -0.05, 0.0, 0.0]
     write(tmp_path, "a", [[0.5, 0.5, 0.5 + b, 0.3, 2, 0.5] for b in biases], n=20)
     mde = detectable_effect(np.array(biases))
-    assert 0.05 < mde < 0.15
-    loose = summarize(collect(tmp_path), target=mde + 0.01)["configs"][0]
-    assert loose["bias_p_value"] > 0.3 and loose["bias_verdict"] == "not inflated beyond the MDE"
+    loose = summarize(collect(tmp_path), target=0.10)["configs"][0]
+    assert loose["bias_p_value"] > 0.3 and 0.05 < loose["bias_high"] < 0.10
+    assert loose["bias_verdict"] == "not inflated beyond"
     main(["summarize", str(tmp_path), "--target", "5"])
     out = capsys.readouterr().out
     needed = int(np.ceil(8 * (mde / 0.05) ** 2))
     assert needed > 8
-    assert f"MDE {100 * mde:.2f} pts: not powered to see 5 pts; about {needed} units would be" in out
+    assert f"MDE {100 * mde:.2f} pts: inconclusive (the interval reaches 5 pts; about {needed} units" in out
     main(["summarize", str(tmp_path), "--json", "--target", "5"])
     (c,) = json.loads(capsys.readouterr().out)["configs"]
-    assert c["bias_units_needed"] == needed and c["bias_target"] == 0.05
+    assert c["bias_units_needed"] == needed and c["bias_bound_pts"] == 5.0
 
 
 def test_detectable_bias_by_hand():
-    """(t_0.95,5 + t_0.80,5) * sd / sqrt(6) for six differences; one subsample fewer, 2^-5 < 0.05 still
-    allows a rejection; four cannot (2^-4 > 0.05)."""
+    """(t_0.975,5 + t_0.80,5) * sd / sqrt(6) for six differences (the two-sided test); one subsample
+    fewer cannot reject (its smallest two-sided p-value, 2^-4, is above 0.05)."""
     from harness.stats.summary import detectable_effect
 
     d = np.array([0.1, 0.0, 0.1, 0.0, 0.05, 0.05])
     sd = np.sqrt(np.sum((d - 0.05) ** 2) / 5)
-    assert detectable_effect(d) == pytest.approx((2.0150 + 0.9195) * sd / np.sqrt(6), rel=1e-3)
-    assert np.isfinite(detectable_effect(d[:5]))
-    assert detectable_effect(d[:4]) == float("inf")
-    assert paired_pvalue(np.full(4, 0.9), np.full(4, 0.1)) > 0.05  # why: even four equal gains give p = 1/16
+    assert detectable_effect(d) == pytest.approx((2.5706 + 0.9195) * sd / np.sqrt(6), rel=1e-3)
+    assert detectable_effect(d[:5]) == float("inf")
+    assert paired_pvalue(np.full(5, 0.9), np.full(5, 0.1)) > 0.05  # why: five equal gains give p = 1/16
 
 
 def test_detectable_bias_matches_a_brute_force_power_simulation():
@@ -189,7 +207,8 @@ def test_permutation_p_values():
     assert paired_pvalue(extra + 0.1 + rng.normal(0, 0.01, 20), extra) < 0.001
     null = extra + rng.normal(0, 0.05, 20)
     assert paired_pvalue(null, extra) > 0.05
-    assert paired_pvalue(extra - 0.1, extra) > 0.99
+    assert paired_pvalue(extra - 0.1, extra) < 0.001  # two-sided: a loss is seen too
+    assert paired_pvalue(extra - 0.1, extra, alternative="greater") > 0.99  # the study's one-sided test
 
 
 def test_bh_adjustment_matches_the_formula(tmp_path):
@@ -328,14 +347,11 @@ def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypat
     )
     s = summarize(df)
     (t,) = s["tasks"]
-    assert t["total_mean"] == pytest.approx(0.2) and t["total_p_value"] == pytest.approx(1 / 64, abs=0.01)
+    assert t["total_mean"] == pytest.approx(0.2) and t["total_p_value"] == pytest.approx(2 / 64, abs=0.01)
     assert s["configs"][0]["total_mean"] == pytest.approx(0.2) and "total_p_adjusted" in t
     text = format_tables(s)
-    assert "total (leak-base) +20.00 pts" in text and text.splitlines()[3].split()[-3:] == [
-        "total",
-        "p",
-        "p_BH",
-    ]
+    assert "total (leak-base) +20.00 pts" in text
+    assert text.splitlines()[3].split()[-5:] == ["total", "low", "high", "p", "p_BH"]
     page = report.summary_section(s["configs"][0], s["tasks"])
     assert "p (total)" in page and "total (leak - base) <b>+20.00</b>" in page
 

@@ -52,7 +52,12 @@ def pooled(root) -> dict:
 def test_a_design_that_sees_its_leak_and_keeps_its_models_gives_its_verdict(tmp_path):
     c = pooled(grid(tmp_path, BIASES, leak_gain=0.30))
     assert c["bias_verdict"] == "not inflated beyond"
-    assert 100 * c["bias_high"] < 5 and c["detectable_bias"] < 0.05 and c["leak_p_value"] <= 0.05 and c["bias_one_class"] == 0
+    assert (
+        100 * c["bias_high"] < 5
+        and c["detectable_bias"] < 0.05
+        and c["leak_p_value"] <= 0.05
+        and c["bias_one_class"] == 0
+    )
 
 
 def test_collapsed_extra_and_test_models_give_no_verdict_and_no_mde(tmp_path, capsys):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from harness.cli.parsing import command
+from harness.cli.parsing import command, strict_json
 from harness.core.errors import UserError
 from harness.core.settings import from_namespace
 
@@ -47,7 +46,7 @@ def cmd_analyze(args: argparse.Namespace) -> None:
 
         write_json(Path(s.out), {"results": source, "fits": records, "checks": found})
     if s.json:
-        print(json.dumps({"results": source, "fits": records, "checks": found}))
+        print(strict_json({"results": source, "fits": records, "checks": found}))
         return
     print(analysis.format_fits(records, s.every_task))
     for c in found:
@@ -81,7 +80,7 @@ def analyze_meta(args: argparse.Namespace) -> None:
                 Path(s.plots) / f"meta_cdf_m{m}_n{n}_{effect}.png",
             )
         if s.json:
-            print(json.dumps({"results": source, "meta": result, "lm_type_agreement": agreement}))
+            print(strict_json({"results": source, "meta": result, "lm_type_agreement": agreement}))
         else:
             print(format_meta_analysis(result, agreement, source))
 
@@ -94,7 +93,7 @@ def cmd_simulate_pca(args: argparse.Namespace) -> None:
     if s.plot:
         plot(rows, s, s.plot)
     settings = {k: v for k, v in vars(s).items() if k not in ("json", "plot")}
-    print(json.dumps({"settings": settings, "ranks": rows}) if s.json else format_rows(rows, s))
+    print(strict_json({"settings": settings, "ranks": rows}) if s.json else format_rows(rows, s))
 
 
 def register(sub) -> None:

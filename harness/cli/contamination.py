@@ -4,10 +4,9 @@ detector's error rates), `exchangeability` and `pvalue` (the exchangeability tes
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from harness.cli.parsing import command
+from harness.cli.parsing import command, strict_json
 from harness.core.errors import read_json_object
 from harness.core.settings import field_names, from_namespace
 
@@ -43,7 +42,7 @@ def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
     fix = "pass the .json file written by `contamination exchangeability --out` or a study log"
     log = read_json_object(args.log, f"{args.log} (a test log)", fix)
     pval = pvalue_from_log(log, args.log)
-    print(json.dumps({"pval": pval}) if args.json else f"pval {pval:.10g}")
+    print(strict_json({"pval": pval}) if args.json else f"pval {pval:.10g}")
 
 
 def cmd_contamination_exposure(args: argparse.Namespace) -> None:
@@ -52,7 +51,7 @@ def cmd_contamination_exposure(args: argparse.Namespace) -> None:
 
     test, result = run_test(ExposureArgs, run, args)
     if test.json:
-        print(json.dumps({k: v for k, v in result.items() if k != "documents"}))
+        print(strict_json({k: v for k, v in result.items() if k != "documents"}))
         return
     suspect = " + ".join(filter(None, [test.checkpoint or test.base, test.peft]))
     reference = "none (uncalibrated)" if test.uncalibrated else test.base

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
+from typing import Any
 
 from harness.core.flags import add_settings
 
@@ -45,3 +47,22 @@ def command(group, name: str, func, help: str, *settings: type, epilog: str | No
             p.flags |= add_settings(p, cls)
     p.set_defaults(func=func)
     return p
+
+
+def strict(value: Any) -> Any:
+    """A value any strict JSON parser reads: a non-finite number (an MDE of inf, a mean of no unit) is
+    null; numpy numbers are plain ones."""
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def strict_json(value: Any) -> str:
+    """`value` as strict JSON (no NaN, no Infinity: see strict)."""
+    return json.dumps(strict(value), allow_nan=False)

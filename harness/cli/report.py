@@ -15,7 +15,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     from harness.stats import analysis, report
 
     load_statistics(args.statistics)
-    root = Path(args.results)
+    root = Path(args.results).expanduser()
     out = Path(args.out or root / "report.html").expanduser()
     problem = file_problem(out) if args.out else None
     if problem:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cli.parsing import command, natural, positive
+from harness.cli.parsing import command, natural, positive, strict_json
 from harness.core.errors import SettingsError
 from harness.core.power import TARGET
 from harness.core.settings import Settings, field_names, from_namespace, option
@@ -182,11 +181,12 @@ def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
         format_changes,
         format_one_class,
         format_tables,
+        of_folder,
         one_class,
         prediction_changes,
     )
 
-    summary = read_summary(root, seed, target)
+    summary = of_folder(root, seed, target)
     print(format_tables(summary))
     changes = prediction_changes(root)
     parts = [
@@ -200,20 +200,6 @@ def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
             print(part + "\n")
 
 
-def read_summary(root: Path, seed: int, target: float) -> dict:
-    """The summary of a results folder, each (m, n, model) read with its plan and told whether it is
-    confirmed (harness.stats.confirmation)."""
-    from harness.results import collect
-    from harness.stats import confirmation
-    from harness.stats.summary import summarize
-
-    summary = summarize(collect(root), seed=seed, target=target, plans=confirmation.plans(root))
-    found = confirmation.of_root(root)
-    for config in summary["configs"]:
-        config["confirmation"] = found.get((config["m"], config["n"], config["model"]))
-    return summary
-
-
 def cmd_merge(args: argparse.Namespace) -> None:
     from harness.grid.merge import merge
 
@@ -225,22 +211,23 @@ def cmd_summarize(args: argparse.Namespace) -> None:
     from harness.results import exposure_tests
     from harness.stats.diagnostics import method_records
     from harness.stats.exposure_summary import exposure_shares
-    from harness.stats.summary import one_class
+    from harness.stats.summary import of_folder, one_class
 
     load_statistics(args.statistics)
+    root = Path(args.results).expanduser()  # `~/x` quoted reaches here unexpanded
     if not args.json:
-        print_summary(Path(args.results), args.seed, args.target / 100)
+        print_summary(root, args.seed, args.target / 100)
         return
-    summary = read_summary(Path(args.results), args.seed, args.target / 100)
-    shares = exposure_shares(exposure_tests(args.results))
-    records = method_records(args.results)
-    collapsed = one_class(args.results)
+    summary = of_folder(root, args.seed, args.target / 100)
+    shares = exposure_shares(exposure_tests(root))
+    records = method_records(root)
+    collapsed = one_class(root)
     extra = {"exposure": shares} if shares else {}
     if not records.empty:  # a diagnostic a method did not record is null
         extra["methods"] = records.astype(object).where(records.notna(), None).to_dict("records")
     if not collapsed.empty:  # a condition a task did not run is null
         extra["one_class"] = collapsed.astype(object).where(collapsed.notna(), None).to_dict("records")
-    print(json.dumps(summary | extra))
+    print(strict_json(summary | extra))
 
 
 STATISTICS_HELP = (

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any, ClassVar, Literal, Union
 
 from harness.core.errors import SettingsError, UserError
 
+# a number in exponent form that YAML 1.1 (PyYAML) leaves a string: 2e-3, 1E4, -5e+2
+YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 NEVER, WHEN_SET = "never", "when set"  # when a results record holds a key (harness.core.sections)
 
 
@@ -92,6 +95,8 @@ def conform(value: Any, tp: Any) -> tuple[bool, Any]:
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool), value
     if tp is float:
+        if isinstance(value, str) and YAML11_FLOAT.fullmatch(value.strip()):
+            return True, float(value)  # `2e-3`: YAML 1.1 reads an exponent without a dot as a string
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         return ok, float(value) if ok else value
     if tp is str:  # a path object is as good as its string

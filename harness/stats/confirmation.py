@@ -21,6 +21,11 @@ CONFIRMED, EXPLORATORY = "confirmed", "exploratory"
 def confirmation(mdir: Path) -> dict[str, Any]:
     """{'status', 'why' (reasons it is not confirmed), 'plan' (the config's test), 'commit'}."""
     configs = [(m.get("config") or {}, m.get("config_hash")) for m in results.manifests(mdir)]
+    if not configs:
+        return {
+            "status": EXPLORATORY,
+            "why": ["no run manifest here (results made elsewhere): no plan on record"],
+        }
     plans = [(c, h) for c, h in configs if c.get("confirmatory")]
     if not plans:
         why = "its config declares no plan (confirmatory: true), so its test was not fixed before it ran"

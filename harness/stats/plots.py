@@ -207,3 +207,51 @@ def record_intervals(records: list[dict], per_task: bool):
     ax.set_xlabel("accuracy difference, treatment - control (points)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
+
+
+def dose_of(model: str) -> tuple[str, str, float] | None:
+    """(the model without its dose, the setting, its value) of a model folder named <model>@<setting>=<value>
+    (a config's `doses`); None for a model run at one strength."""
+    name, _, dose = model.partition("@")
+    setting, _, value = dose.partition("=")
+    try:
+        return (name, setting, float(value)) if dose else None
+    except ValueError:
+        return None
+
+
+def dose_response(configs: list[dict]):
+    """Per dosed model: the pooled bias and leak (and the boost) against the dose, with their two-sided
+    95% intervals (an unbounded end drawn to the panel's edge); one panel a model."""
+    plt = pyplot()
+    groups: dict[tuple, list] = {}
+    for c in configs:
+        found = dose_of(c["model"])
+        if found:
+            groups.setdefault((found[0], found[1], c["m"], c["n"]), []).append((found[2], c))
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 3.6), squeeze=False)
+    for ax, ((model, setting, m, n), points) in zip(axes[0], sorted(groups.items())):
+        points.sort(key=lambda p: p[0])
+        x = np.array([p[0] for p in points])
+        for i, (effect, marker) in enumerate(zip(("bias", "leak", "boost"), "osD")):
+            rows = [c for _, c in points if f"{effect}_mean" in c]
+            if len(rows) != len(points):
+                continue
+            mean = np.array([100 * c[f"{effect}_mean"] for c in rows])
+            low = np.array([100 * c[f"{effect}_low"] for c in rows])
+            high = np.array([100 * c[f"{effect}_high"] for c in rows])
+            low, high = np.where(np.isfinite(low), low, -100), np.where(np.isfinite(high), high, 100)
+            shift = x * (1 + 0.06 * (i - 1))  # side by side at each dose, on the log axis
+            label = conditions.label(effect, " - ")
+            ax.errorbar(
+                shift, mean, yerr=[mean - low, high - mean], fmt=marker + "-", ms=5, capsize=3, label=label
+            )
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xticks(x, [f"{v:g}" for v in x])
+        ax.minorticks_off()
+        ax.set_xlabel(f"{setting} (dose)")
+        ax.set_ylabel("accuracy difference (points)")
+        ax.set_title(f"{model}, m {m}, n {n}", fontsize=9)
+        ax.legend(fontsize=8)
+    return fig

@@ -15,7 +15,7 @@ import pandas as pd
 from harness import results
 from harness.core import conditions
 from harness.core.errors import read_json_object
-from harness.stats import diagnostics, exposure_summary, plots, summary, verdict
+from harness.stats import confirmation, diagnostics, exposure_summary, plots, summary, verdict
 from harness.stats.analysis import tasks_excluding_zero
 from harness.stats.page import SORT, STYLE, details, esc, figure, points, table
 
@@ -74,11 +74,12 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         f"&lt; 0: {esc(config[f'tasks_negative_{primary}'])}; "
         f"median MDE {verdict.mde_text(config[f'detectable_{primary}_median'])}"
         + (f"; {esc(verdict.pooled_line(config))}" if config.get(f"{primary}_units") else "")
+        + (f"; {esc(confirmation.line(config['confirmation']))}" if config.get("confirmation") else "")
         + f".{skipped}</p>"
     )
     caption = (
-        "Per task, in accuracy points: means over subsamples, one-sided paired permutation p-values "
-        f"(H1: the effect is > 0) with Benjamini-Hochberg adjustment; bold: p_BH <= {summary.ALPHA}. "
+        "Per task, in accuracy points: means over subsamples with two-sided 95% intervals, two-sided paired "
+        f"permutation p-values with Benjamini-Hochberg adjustment over tasks; bold: p_BH <= {summary.ALPHA}. "
         "Ordered by bias; click a header to sort. " + summary.DETECTABLE_METHOD
     )
     fig = figure(
@@ -87,6 +88,37 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         "A bias near 0 beside a clearly positive leak is the study's message: seen unlabeled, not inflated.",
     )
     return head + table(headers, rows, caption) + fig
+
+
+def dose_section(configs: list[dict]) -> str:
+    """Where a run swept a method's dose: bias, leak and boost against it, with intervals, and a row per
+    dose (its verdict and its collapsed units); nothing where no model has a dose."""
+    dosed = [c for c in configs if plots.dose_of(c["model"])]
+    if not dosed:
+        return ""
+    primary = conditions.PRIMARY
+    rows = []
+    for c in dosed:
+        row = [(c["model"], c["model"])]
+        for e in ("bias", "leak", "boost"):
+            text = f"{verdict.pts(c[f'{e}_mean'])} {verdict.interval(c[f'{e}_low'], c[f'{e}_high'])}"
+            row.append((text, c[f"{e}_mean"]))
+        one = c.get(f"{primary}_one_class", 0)
+        row += [
+            (f"{one} of {c[f'{primary}_units']}", one),
+            (c[f"{primary}_verdict"], c[f"{primary}_verdict"]),
+        ]
+        rows.append(row)
+    caption = (
+        "Per model and dose, pooled over every task's units, in points, with two-sided 95% intervals; "
+        "collapsed: units whose extra and test models give every test document the same one class."
+    )
+    headers = ["model", "bias", "leak", "boost", "collapsed", "verdict"]
+    fig = figure(
+        plots.png(plots.dose_response(dosed)),
+        "The bias (test - extra), the planted leak and the boost against the dose, with 95% intervals.",
+    )
+    return "<h2>The bias against the dose</h2>" + table(headers, rows, caption) + fig
 
 
 def changes_section(mdir: Path) -> str:
@@ -263,7 +295,7 @@ def build(root: str | Path, analysis: dict | None = None, accuracies: pd.DataFra
     """The report of every cell and model under `root` (and the analysis records, where given);
     `accuracies`: root's, where the caller has already collected them."""
     root = Path(root)
-    s = summary.summarize(results.collect(root) if accuracies is None else accuracies)
+    s = summary.of_folder(root, accuracies=accuracies)
     parts = [
         f"<h1>tapt-bench report: {esc(root.resolve().name)}</h1>",
         f"<p>{esc(root.resolve())}, made {time.strftime('%Y-%m-%d %H:%M')}. "
@@ -273,6 +305,7 @@ def build(root: str | Path, analysis: dict | None = None, accuracies: pd.DataFra
         "on test with its answers: the positive control) "
         "are scored on the same test docs. Boost = extra - base; bias = test - extra.</p>",
     ]
+    parts.append(dose_section(s["configs"]))
     for c in s["configs"]:
         mdir = results.model_dir(root, c["m"], c["n"], c["model"])
         tasks = [t for t in s["tasks"] if (t["m"], t["n"], t["model"]) == (c["m"], c["n"], c["model"])]

@@ -44,6 +44,21 @@ DETECTABLE_METHOD = (
 )
 
 
+def of_folder(
+    root: str | Path, seed: int = 0, target: float = TARGET, accuracies: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """The summary of a results folder: each (m, n, model) read with the plan its run recorded, and told
+    whether it is confirmed (harness.stats.confirmation); `accuracies`: root's, where already collected."""
+    from harness.stats import confirmation
+
+    df = results.collect(root) if accuracies is None else accuracies
+    out = summarize(df, seed=seed, target=target, plans=confirmation.plans(root))
+    found = confirmation.of_root(root)
+    for config in out["configs"]:
+        config["confirmation"] = found.get((config["m"], config["n"], config["model"]))
+    return out
+
+
 def effects_in(df: pd.DataFrame) -> list[str]:
     """The effects of conditions.EFFECTS whose two conditions every row of these accuracies has."""
     return [e for e, pair in conditions.EFFECTS.items() if all(c in df and df[c].notna().all() for c in pair)]

@@ -118,7 +118,7 @@ def interval(low: float, high: float) -> str:
         return "[n/a]"
     if not (np.isfinite(low) and np.isfinite(high)):
         return "[unbounded: too few units]"
-    return f"[{100 * low:+.2f}, {100 * high:+.2f}]"
+    return f"[{round(100 * low, 2) + 0.0:+.2f}, {round(100 * high, 2) + 0.0:+.2f}]"  # no "-0.00"
 
 
 def mde_text(mde: float) -> str:
