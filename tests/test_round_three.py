@@ -12,7 +12,7 @@ from harness.grid.config import load_config
 def test_a_number_in_exponent_form_is_a_number_in_a_config(tmp_path):
     """YAML 1.1 reads `2e-3` as a string; a config means the number, as `train --lr 2e-3` does."""
     path = tmp_path / "c.yaml"
-    path.write_text("tasks: [ag_news]\nsubsamples: 1\nmethod_settings:\n  prompt-tapt: {lr: 2e-3, epochs: 1E0}\n")
+    path.write_text("tasks: [ag_news]\nmethod_settings:\n  prompt-tapt: {lr: 2e-3, epochs: 1E0}\n")
     cfg = load_config(path, {"data_dir": "tests/data"})
     settings = resolve.method_settings(cfg)
     assert (settings.lr, settings.epochs) == (0.002, 1.0)
@@ -32,7 +32,8 @@ def test_summarize_json_is_strict_json(tmp_path, capsys):
     d = tmp_path / "m10" / "n10" / "toy" / "a"
     d.mkdir(parents=True)
     columns = ["base", "extra", "test", "majority", "num_classes", "majority_all"]
-    pd.DataFrame([[0.5, 0.6, 0.7, 0.3, 2, 0.5]] * 2, columns=columns).to_csv(d / "accuracies.csv", index=False)
+    rows = pd.DataFrame([[0.5, 0.6, 0.7, 0.3, 2, 0.5]] * 2, columns=columns)
+    rows.to_csv(d / "accuracies.csv", index=False)
     main(["summarize", str(tmp_path), "--json"])
     out = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert out["configs"][0]["detectable_bias"] is None and out["configs"][0]["bias_high"] is None
@@ -45,7 +46,8 @@ def test_summarize_and_report_expand_the_home_folder(tmp_path, monkeypatch, caps
     d = tmp_path / "res" / "m10" / "n10" / "toy" / "a"
     d.mkdir(parents=True)
     columns = ["base", "extra", "test", "majority", "num_classes", "majority_all"]
-    pd.DataFrame([[0.5, 0.6, 0.7, 0.3, 2, 0.5]] * 2, columns=columns).to_csv(d / "accuracies.csv", index=False)
+    rows = pd.DataFrame([[0.5, 0.6, 0.7, 0.3, 2, 0.5]] * 2, columns=columns)
+    rows.to_csv(d / "accuracies.csv", index=False)
     main(["summarize", "~/res"])
     assert "m=10 n=10 model=toy" in capsys.readouterr().out
     main(["report", "~/res"])
