@@ -30,10 +30,12 @@ print_user_errors("lm_eval")
 
 
 def misspelt(kwargs: dict, task: str) -> None:
-    """Refuse a key that reads as a misspelt --metadata key (`subsampel`): lm-eval passes the model's own
-    arguments here too, so a key unknown to the task is refused only where it is near one of ours."""
+    """Refuse a key that reads as a misspelt --metadata key (`subsampel`, `nn`): lm-eval passes the model's
+    own arguments here too, so a key unknown to the task is refused only where it is near one of ours (a
+    short key: one edit away)."""
     for key in sorted(set(kwargs) - FACTS - METADATA):
         near = difflib.get_close_matches(key, sorted(METADATA), n=1, cutoff=0.75)
+        near = near or [k for k in sorted(METADATA) if len(key) <= 3 and one_edit(key, k)][:1]
         if near:
             raise UserError(
                 f"task {task}: unknown --metadata key {key!r}; did you mean {near[0]!r}? (the keys: "
@@ -41,23 +43,43 @@ def misspelt(kwargs: dict, task: str) -> None:
             )
 
 
-def trained_prompt(peft, given: dict, task: str) -> dict:
-    """The prompt format an adapter was trained on, from the record tapt-bench wrote beside it (its
-    tapt.json), as the default of --metadata; a --metadata prompt_format that contradicts it is refused."""
-    record = Path(str(peft)).expanduser() / "tapt.json" if peft else None
+def one_edit(a: str, b: str) -> bool:
+    """Whether two short keys differ by one letter added, dropped or changed."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    return difflib.SequenceMatcher(None, a, b).ratio() >= 2 * (max(len(a), len(b)) - 1) / (len(a) + len(b))
+
+
+# what an adapter tapt-bench wrote records of its draw, read as the defaults of --metadata
+TRAINED = ("m", "n", "seed", "subsample", "prompt_format")
+
+
+def trained_for(peft, given: dict, task: str, slug: str) -> dict:
+    """The draw an adapter was trained on (its task, m, n, seed, subsample and prompt format, from the
+    record tapt-bench wrote beside it, its tapt.json), as the defaults of --metadata: lm-eval then scores
+    the documents of that draw. A --metadata value that contradicts the record, or another task, is
+    refused naming both."""
+    path = Path(str(peft)).expanduser() / "tapt.json" if peft else None
     try:
-        trained = json.loads(record.read_text()).get("prompt_format") if record and record.is_file() else None
-    except (OSError, ValueError, AttributeError):
-        trained = None
-    if trained is None:
+        record = json.loads(path.read_text()) if path and path.is_file() else {}
+    except (OSError, ValueError):
+        record = {}
+    if not isinstance(record, dict) or not record:
         return {}
-    if given.get("prompt_format", trained) != trained:
+    if record.get("task") not in (None, slug):
         raise UserError(
-            f"task {task}: --metadata prompt_format {given['prompt_format']!r}, but the adapter {peft} was "
-            f"trained on {trained!r} prompts ({record}): drop prompt_format from --metadata to score it on "
-            "its own"
+            f"task {task}: the adapter {peft} was trained on task {record['task']!r} ({path}): score it "
+            f"with --tasks tapt_{record['task']}"
         )
-    return {"prompt_format": trained}
+    trained = {k: record[k] for k in TRAINED if record.get(k) is not None}
+    clash = {k: (given[k], v) for k, v in trained.items() if k in given and given[k] != v}
+    if clash:
+        said = ", ".join(f"{k} {g!r} (the adapter's: {v!r})" for k, (g, v) in clash.items())
+        raise UserError(
+            f"task {task}: --metadata sets {said}, but the adapter {peft} was trained on that draw "
+            f"({path}): drop {', '.join(clash)} from --metadata to score the documents it was trained for"
+        )
+    return trained
 
 
 def choice_tokens(docs, delimiter: str, kwargs: dict) -> list[list[int]] | None:
@@ -90,12 +112,13 @@ def process_results(doc: dict, results) -> dict:
 
 def load_docs(**kwargs) -> datasets.DatasetDict:
     """`test`: the docs of metadata `split` (default: the test subsample); `train`: the labeled
-    train subsample. An adapter tapt-bench wrote is scored on the prompt format it was trained on."""
+    train subsample. An adapter tapt-bench wrote is scored on the draw and prompt format it was trained
+    on (trained_for)."""
     source = kwargs.get("config_source", "task YAML")
     spec = TaskSpec.from_kwargs({k: v for k, v in kwargs.items() if k in FACTS}, source)
     given = {k: v for k, v in kwargs.items() if k in METADATA}
     misspelt(kwargs, spec.task_name)
-    given = trained_prompt(kwargs.get("peft"), given, spec.task_name) | given
+    given = trained_for(kwargs.get("peft"), given, spec.task_name, spec.slug) | given
     try:
         sample = SplitSettings(task=spec.slug, **given)
         if sample.chat_model is None and sample.prompt_format == "chat":  # the scored model's template

@@ -32,9 +32,33 @@ def test_a_chat_adapter_is_scored_on_the_chat_prompts_the_grid_trains_and_scores
     assert scored == list(subsample_docs(spec, grid, 0)["test"]["prompt"])
     assert scored != list(subsample_docs(spec, plain, 0)["test"]["prompt"])  # the hook's old default
     with pytest.raises(
-        UserError, match="--metadata prompt_format 'plain', but the adapter .* was trained on 'chat'"
+        UserError, match="--metadata sets prompt_format 'plain' \\(the adapter's: 'chat'\\), but the adapter"
     ):
         load_docs(**facts, **metadata, prompt_format="plain", peft=str(peft))
+
+
+def adapter_of(folder, **draw):
+    folder.mkdir()
+    (folder / "tapt.json").write_text(json.dumps({"kind": "adapter", "prompt_format": "plain", **draw}))
+    return str(folder)
+
+
+def test_lm_eval_scores_the_documents_of_the_draw_the_adapter_was_trained_on(tmp_path, data_dir):
+    """An adapter trained at m 4, n 8 on ag_news's subsample 1: lm-eval's --metadata without m, n or
+    subsample scores that draw's test documents, not the default m 100's; a contradiction is refused."""
+    spec = find_spec("ag_news")
+    facts = {k: getattr(spec, k) for k in FACTS if hasattr(spec, k)}
+    peft = adapter_of(tmp_path / "a", task="ag_news", m=4, n=8, seed=0, subsample=1)
+    scored = load_docs(**facts, data_dir=str(data_dir), peft=peft)["test"]
+    trained = subsample_docs(spec, SplitSettings(task="ag_news", m=4, n=8, data_dir=str(data_dir)), 1)
+    assert list(scored["row"]) == list(trained["test"]["row"]) and len(scored) == 8
+    with pytest.raises(UserError, match=r"sets n 100 \(the adapter's: 8\), but the adapter .* drop n"):
+        load_docs(**facts, data_dir=str(data_dir), n=100, peft=peft)
+    with pytest.raises(UserError, match="unknown --metadata key 'nn'; did you mean 'n'"):
+        load_docs(**facts, data_dir=str(data_dir), nn=8, peft=peft)
+    other = adapter_of(tmp_path / "b", task="trec", m=4, n=8, seed=0, subsample=0)
+    with pytest.raises(UserError, match="was trained on task 'trec'.*--tasks tapt_trec"):
+        load_docs(**facts, data_dir=str(data_dir), peft=other)
 
 
 def test_lm_evals_table_gives_the_study_rule_and_acc_as_the_grid_scores_them():
