@@ -28,8 +28,8 @@ PACKED_MAX_LENGTH = 2048  # tokens per packed sequence: the instruction and PACK
 class LoraTrainingSettings(Precision):
     """How a LoRA adapter is trained on prompts (the study: 1 epoch, lr 2e-4, batch 8)."""
 
-    MINIMUM = {"epochs": 0.0, "batch_size": 1, "max_length": 8}
-    ABOVE = {"lr": 0.0}  # an lr of 0 trains nothing
+    MINIMUM = {"batch_size": 1, "max_length": 8}
+    ABOVE = {"lr": 0.0, "epochs": 0.0}  # an lr or epochs of 0 train nothing: every effect would read n/a
 
     packing: bool = option(
         False, f"instruction once, then {PACK_SIZE} texts per sequence (default: one prompt per sequence)"

@@ -52,3 +52,22 @@ def test_summarize_and_report_expand_the_home_folder(tmp_path, monkeypatch, caps
     assert "m=10 n=10 model=toy" in capsys.readouterr().out
     main(["report", "~/res"])
     assert (tmp_path / "res" / "report.html").is_file()
+
+
+def test_prompt_tapt_on_an_encoder_is_refused_before_anything_trains(tmp_path, tiny_bert, data_dir):
+    out = tmp_path / "a"
+    with pytest.raises(SystemExit) as raised:
+        main(
+            ["train", "--task", "ag_news", "--m", "4", "--n", "8", "--base", str(tiny_bert)]
+            + ["--data-dir", str(data_dir), "--out", str(out)]
+        )
+    said = str(raised.value.code)  # the one line tapt-bench exits with
+    assert "is an encoder, and --method prompt-tapt trains and scores prompts" in said
+    assert "--method raw-text" in said and not out.exists()
+
+
+def test_a_config_of_zero_epochs_is_refused_before_it_runs(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("tasks: [ag_news]\nmethod_settings:\n  prompt-tapt: {epochs: 0}\n")
+    with pytest.raises(Exception, match="key 'epochs' must be above 0.0, got 0.0"):
+        resolve.method_settings(load_config(path, {"data_dir": "tests/data"}))

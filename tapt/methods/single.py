@@ -45,6 +45,12 @@ def adapt_and_save(args: TrainArgs, method: Method, settings: Settings) -> tuple
     """(the record written to args.out's tapt.json, whether args.out is a PEFT adapter)."""
     spec, docs = args.docs()
     models.check_base(args.base, "--base")
+    if not models.is_decoder(args.base):  # before anything loads or trains: a prompt needs a causal LM
+        raise UserError(
+            f"--base {args.base} is an encoder, and --method {method.name} trains and scores prompts with a "
+            "causal LM: name a causal LM (e.g. SmolLM2-135M-Instruct), or TAPT the encoder with "
+            "--method raw-text (the classifier flow's)"
+        )
     if not args.leak:
         docs = docs.drop(columns="label")  # the method never sees the gold labels it is not given
     with output.staged(Path(args.out), args.overwrite) as tmp, tempfile.TemporaryDirectory() as work:

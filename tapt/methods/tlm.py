@@ -37,9 +37,8 @@ from tapt.methods import Adapted, Inputs, Method, recipe_table
 class TlmSettings(Settings):
     """TLM's settings, at the paper's values where they apply to these models."""
 
-    ABOVE = {"lr": 0.0}  # an lr of 0 trains nothing
+    ABOVE = {"lr": 0.0, "epochs": 0.0}  # an lr or epochs of 0 train nothing
     MINIMUM = {
-        "epochs": 0.0,
         "batch_size": 1,
         "lamb": 0.0,
         "lora_r": 1,

@@ -22,8 +22,8 @@ MLM_PROBABILITY = 0.15
 class TextSettings(Settings):
     """How a backbone is pretrained on raw texts (the study: batch 16; 2 epochs for BERT, 1 for GPT-2)."""
 
-    MINIMUM = {"pretrain_epochs": 0.0, "pretrain_batch_size": 1}
-    ABOVE = {"pretrain_lr": 0.0}  # an lr of 0 trains nothing
+    MINIMUM = {"pretrain_batch_size": 1}
+    ABOVE = {"pretrain_epochs": 0.0, "pretrain_lr": 0.0}  # epochs or an lr of 0 train nothing
 
     pretrain_epochs: float | None = option(None, "default: 2 for an encoder (MLM), 1 for a decoder (CLM)")
     pretrain_batch_size: int = option(16, "pretraining batch size")

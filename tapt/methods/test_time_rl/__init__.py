@@ -44,7 +44,6 @@ class TtrlSettings(Settings):
     MINIMUM = {
         "samples": 2,
         "beta": 0.0,
-        "epochs": 0.0,
         "prompts_per_rollout": 1,
         "prompts_per_update": 1,
         "warmup_ratio": 0.0,
@@ -54,7 +53,7 @@ class TtrlSettings(Settings):
         "lora_r": 1,
         "lora_alpha": 1,
     }
-    ABOVE = {"temperature": 0.0, "lr": 0.0}
+    ABOVE = {"temperature": 0.0, "lr": 0.0, "epochs": 0.0}
     BELOW = {"warmup_ratio": 1.0}
     RECORD = {  # the first results sampled free text, and ran without the authors' three training rules
         "answers": since("free"),
