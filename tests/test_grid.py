@@ -135,8 +135,14 @@ def test_merge_takes_overlapping_units_that_differ_only_in_timings_and_names_the
     unit = retimed / TINY_GRID_DIR / "units" / "1.json"
     record = json.loads(unit.read_text())
     record["seconds"] = {k: v + 1.0 for k, v in record["seconds"].items()}  # another run's timings
+    steps = [t for t in record["training"].values() if isinstance(t, dict) and "seconds_per_step" in t]
+    assert steps  # a resumed run's training records time their steps again
+    for t in steps:
+        t["seconds_per_step"] += 1.0
     unit.write_text(json.dumps(record))
     merge([tiny_grid, retimed], tmp_path / "merged")  # the same numbers: accepted
+    manifests = sorted(p.name for p in (tmp_path / "merged").rglob("manifest-shard*.json"))
+    assert manifests and manifests == sorted(p.name for p in Path(tiny_grid).rglob("manifest-shard*.json"))
     for got, want in zip(grid_tables(tmp_path / "merged"), grid_tables(tiny_grid)):
         pd.testing.assert_frame_equal(got, want)
     unit = odd / TINY_GRID_DIR / "units" / "2.json"
@@ -148,6 +154,9 @@ def test_merge_takes_overlapping_units_that_differ_only_in_timings_and_names_the
     ):
         main(["merge", str(tiny_grid), str(odd), "--out", str(tmp_path / "merged2")])
     assert not (tmp_path / "merged2").exists()  # nothing half-merged is left
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(SystemExit, match="merge: --out .*a_file: .*a_file is a file, not a folder"):
+        main(["merge", str(tiny_grid), "--out", str(tmp_path / "a_file")])
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Inputs read as the user meant them, and output any strict parser reads."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,52 @@ def test_a_config_of_zero_epochs_is_refused_before_it_runs(tmp_path):
     path.write_text("tasks: [ag_news]\nmethod_settings:\n  prompt-tapt: {epochs: 0}\n")
     with pytest.raises(Exception, match="key 'epochs' must be above 0.0, got 0.0"):
         resolve.method_settings(load_config(path, {"data_dir": "tests/data"}))
+
+
+@pytest.mark.parametrize("command", [["run", "--config", "demo"], ["train", "--task", "ag_news"]])
+def test_an_empty_out_is_refused_not_read_as_the_current_folder(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="--out is empty: name a path"):
+        main([*command, "--data-dir", str(Path(__file__).parent / "data"), "--out", ""])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_validate_refuses_the_unedited_template_of_tasks_new(tmp_path, capsys):
+    main(["tasks", "new", "mine", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        main(["tasks", "validate", str(tmp_path / "tapt_mine.yaml"), "--data-dir", str(tmp_path)])
+    shown = capsys.readouterr().out
+    assert "dataset_kwargs classes, instruction, hub_id still hold what `tasks new` wrote" in shown
+
+
+def read_only(monkeypatch):
+    """Every new folder refused as on a read-only file system (EROFS): root writes through a chmod."""
+    import errno
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["tasks", "new", "mine"],
+        ["train", "--task", "ag_news"],
+        ["train", "--task", "ag_news", "--method", "raw-text"],
+    ],
+)
+def test_an_out_on_a_read_only_file_system_is_one_line_and_nothing_runs(command, tmp_path, monkeypatch):
+    read_only(monkeypatch)
+    with pytest.raises(SystemExit, match="--out .*cannot create a folder in .*Read-only file system"):
+        main(
+            [
+                *command,
+                "--out",
+                str(tmp_path / "sub"),
+                *(["--data-dir", "tests/data"] if "train" in command else []),
+            ]
+        )
+    assert not (tmp_path / "sub").exists()

@@ -126,19 +126,21 @@ NEW_TASK = """include: {template}
 task: tapt_{slug}
 dataset_kwargs:
   slug: {slug}                    # <data_dir>/{slug}/data.parquet (or .csv/.jsonl) offline
-  hub_id: someone/{slug}          # the Hugging Face dataset, used when no data dir is given
+  hub_id: {hub}{slug}          # the Hugging Face dataset, used when no data dir is given
   hub_split: train
   text_field: text                # column(s) of the text; a list is joined with a new line
   label_field: label              # column of the label: 0..K-1 in the order of classes, or their names
-  classes: &classes [first class, second class]
-  instruction: "The text is ... Answer with its ..."
+  classes: &classes [{classes}]
+  instruction: "{instruction}"
 doc_to_choice: *classes
 """
 
 
 def cmd_tasks_new(args: argparse.Namespace) -> None:
     from harness.core.errors import TaskError
+    from harness.results import folder_problem
     from harness.tasks.spec import TEMPLATE, check_slug, task_files
+    from harness.tasks.validate import PLACEHOLDERS
 
     check_slug(args.slug, "tasks new")
     shipped = task_files(())
@@ -152,8 +154,13 @@ def cmd_tasks_new(args: argparse.Namespace) -> None:
     path = Path(args.out) / f"tapt_{args.slug}.yaml"
     if path.exists():
         raise TaskError(f"{path} exists; choose another slug or --out, or edit that file")
+    problem = folder_problem(path.parent)
+    if problem:
+        raise TaskError(f"tasks new: --out {args.out}: {problem}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(NEW_TASK.format(template=TASKS_DIR.resolve() / TEMPLATE, slug=args.slug))
+    filled = {"classes": ", ".join(PLACEHOLDERS["classes"]), "instruction": PLACEHOLDERS["instruction"]}
+    template = TASKS_DIR.resolve() / TEMPLATE
+    path.write_text(NEW_TASK.format(template=template, slug=args.slug, hub=PLACEHOLDERS["hub_id"], **filled))
     print(f"wrote {path}: edit its dataset_kwargs, then `tapt-bench tasks validate {path}`")
 
 

@@ -14,6 +14,7 @@ from harness.core.settings import from_namespace
 
 def cmd_train(args: argparse.Namespace) -> None:
     from harness.core.models import resolve
+    from harness.results import folder_problem
     from tapt.methods.single import TrainArgs
     from tapt.methods.single import train as adapt
 
@@ -23,6 +24,9 @@ def cmd_train(args: argparse.Namespace) -> None:
             f"--method {args.method or 'NAME'} --help` lists them"
         )
     train = from_namespace(TrainArgs, args)
+    problem = folder_problem(train.out)
+    if problem:  # before anything loads: a read-only folder, or a file where the folder goes
+        raise UserError(f"--out {train.out}: {problem}")
     train.base = resolve(train.base)
     method = args.chosen_method  # found once, when the parser took its settings as flags
     rec = adapt(train, method, from_namespace(method.settings, args))

@@ -137,6 +137,8 @@ class Settings:
             value = getattr(self, f.name)
             if f.name in paths:
                 value = expanded(value)
+                if isinstance(value, str) and not value.strip():  # '' would mean the current folder
+                    raise SettingsError.of(f.name, "is empty: name a path")
             ok, converted = conform(value, hints[f.name])
             if not ok:
                 problem = f"must be {describe(hints[f.name])}, got {value!r}"

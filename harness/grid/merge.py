@@ -39,6 +39,9 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
         raise UserError(
             f"merge: {empty} hold(s) no finished unit (expected {results.UNITS}); is it a shard's output dir?"
         )
+    problem = results.folder_problem(dest)
+    if problem:
+        raise UserError(f"merge: --out {dest}: {problem}")
     check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
     chosen: dict[Path, Path] = {}  # unit (relative) -> the file it is copied from: every clash first
     for src in [dest, *sources] if Path(dest).exists() else sources:
@@ -59,7 +62,23 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
         touched.add(target.parent.parent)
     for tdir in sorted(touched):
         results.rebuild(tdir)
+    copy_manifests(sources, Path(dest))
     return sorted(touched)
+
+
+def copy_manifests(sources: list[Path], dest: Path) -> None:
+    """Each source's run manifests into dest's model folders (a name taken by another run's gets a
+    number), so the merged report still shows each run's versions, code and start time."""
+    for src in sources:
+        for path in sorted(Path(src).glob("m*/n*/*/manifest-shard*.json")):
+            target = dest / path.relative_to(src)
+            if path.resolve() == target.resolve():
+                continue
+            k = 1
+            while target.exists() and target.read_bytes() != path.read_bytes():
+                k += 1
+                target = target.with_name(f"{path.stem}-{k}.json")
+            results.atomic_write(target, path.read_bytes())
 
 
 def same_unit(a: Path, b: Path) -> bool:
@@ -67,8 +86,22 @@ def same_unit(a: Path, b: Path) -> bool:
     per-example probabilities."""
     if a.read_bytes() == b.read_bytes():
         return True
-    ja, jb = ({k: v for k, v in results.read_unit(p).items() if k not in results.PROVENANCE} for p in (a, b))
+    ja, jb = (without_timings(results.read_unit(p)) for p in (a, b))
     if ja != jb:
         return False
     pa, pb = (pd.read_parquet(p.with_suffix(".parquet")) for p in (a, b))
     return pa.equals(pb)
+
+
+def without_timings(record):
+    """A unit's record without how it was computed (results.PROVENANCE) and without any timing nested in
+    it (a training record's `seconds_per_step`): what a resumed run may differ in."""
+    if isinstance(record, dict):
+        return {
+            k: without_timings(v)
+            for k, v in record.items()
+            if k not in results.PROVENANCE and "seconds" not in k
+        }
+    if isinstance(record, list):
+        return [without_timings(v) for v in record]
+    return record

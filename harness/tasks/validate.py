@@ -60,6 +60,26 @@ def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSetting
     return []
 
 
+# what `tapt-bench tasks new` writes for the user to replace (its template reads them from here)
+PLACEHOLDERS = {
+    "classes": ("first class", "second class"),
+    "instruction": "The text is ... Answer with its ...",
+    "hub_id": "someone/",
+}
+
+
+def unedited(spec, path: Path) -> list[str]:
+    """The dataset_kwargs a `tasks new` file still holds as written: they describe no real task."""
+    left = [k for k in ("classes", "instruction") if getattr(spec, k) == PLACEHOLDERS[k]]
+    left += ["hub_id"] if spec.hub_id.startswith(PLACEHOLDERS["hub_id"]) else []
+    if not left:
+        return []
+    return [
+        f"{path}: dataset_kwargs {', '.join(left)} still hold what `tasks new` wrote "
+        f"({', '.join(repr(getattr(spec, k)) for k in left)}); replace them with your task's"
+    ]
+
+
 def problems(path: Path, sample: SampleSettings) -> list[str]:
     """Every problem found in one task YAML; empty when it is ready to use."""
     from lm_eval.api.task import TaskConfig
@@ -76,6 +96,7 @@ def problems(path: Path, sample: SampleSettings) -> list[str]:
         spec = spec_from_config(cfg, str(path))
     except TaskError as err:
         return found + [str(err)]
+    found += unedited(spec, path)
     shipped = task_files(())
     if spec.slug in shipped and path.resolve() != shipped[spec.slug].resolve():
         found.append(
