@@ -121,3 +121,10 @@ def test_an_out_on_a_read_only_file_system_is_one_line_and_nothing_runs(command,
             ]
         )
     assert not (tmp_path / "sub").exists()
+
+
+def test_a_config_not_in_utf8_names_its_line_and_the_fix(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes("tasks: [ag_news]\nnotes: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(Exception, match="c.yaml: line 2 is not UTF-8 \\(byte 0xe9\\): save it as UTF-8"):
+        load_config(path, {"data_dir": "tests/data"})

@@ -165,3 +165,29 @@ def test_a_one_task_grid_by_slug(user, tiny_llama, tmp_path):
     grid_run.run(grid_config.load_config(path))
     acc = pd.read_csv(tmp_path / "out" / "m6" / "n10" / "tiny" / "weather" / "accuracies.csv")
     assert len(acc) == 1 and acc["num_classes"].tolist() == [2]
+
+
+@pytest.mark.parametrize(
+    "name, content, said",
+    [
+        ("data.csv", b"", "data.csv: is empty: write a header row"),
+        (
+            "data.csv",
+            "forecast,tone\ncaf\xe9 calm,calm\n".encode("latin-1"),
+            "line 2 is not UTF-8 .*save the file as UTF-8",
+        ),
+        (
+            "data.jsonl",
+            b'{"forecast": "a", "tone": "calm"}\n{"forecast": "b", tone}\n',
+            "line 2, column 19: not JSON",
+        ),
+        ("data.csv", b"forecast,tone\na,calm\nb,\n", "row 1 has an empty label"),
+    ],
+)
+def test_a_bad_data_file_is_named_with_its_line_and_the_fix(user, tmp_path, name, content, said):
+    folder = tmp_path / "my_data" / "weather"
+    (folder / "data.csv").unlink()
+    (folder / name).write_bytes(content)
+    spec = load_spec("weather", [user["tasks"]])
+    with pytest.raises(TaskError, match=said):
+        load_pool(spec, user["data"])

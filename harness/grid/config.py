@@ -160,7 +160,12 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raw = yaml_files.load(path.read_text())
     except yaml_files.DuplicateKey as err:
         raise SettingsError(f"{path}: {err.problem}") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise SettingsError(
+            f"{path}: line {line} is not UTF-8 (byte {err.object[err.start]:#x}): save it as UTF-8"
+        ) from None
+    except (OSError, yaml.YAMLError) as err:
         shipped = ", ".join(p.stem for p in sorted(CONFIGS_DIR.glob("*.yaml")))
         raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err
     overrides = overrides or {}

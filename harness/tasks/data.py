@@ -38,14 +38,51 @@ def local_file(spec: TaskSpec, data_dir: str | Path) -> Path:
 
 
 def read_local(path: Path) -> pd.DataFrame:
+    """A task's local data file; a file that cannot be read is named with its line and the fix."""
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
         if path.suffix == ".csv":
-            return pd.read_csv(path)
-        return pd.read_json(path, lines=True)
-    except Exception as err:  # any reader error means the file is unusable
+            return pd.read_csv(path, encoding="utf-8")
+        return read_jsonl(path)
+    except UnicodeDecodeError:
+        data = path.read_bytes()
+        try:  # the reader's offset is within its chunk: find the first bad byte in the whole file
+            data.decode("utf-8")
+        except UnicodeDecodeError as whole:
+            err = whole
+        line = data[: err.start].count(b"\n") + 1
+        raise TaskError(
+            f"{path}: line {line} is not UTF-8 (byte {err.object[err.start]:#x}): save the file as UTF-8"
+        ) from None
+    except pd.errors.EmptyDataError:
+        raise TaskError(f"{path}: is empty: write a header row (text,label) and one row a document") from None
+    except TaskError:
+        raise
+    except Exception as err:  # any other reader error means the file is unusable
         raise TaskError(f"{path}: cannot be read ({type(err).__name__}: {err})") from err
+
+
+def read_jsonl(path: Path) -> pd.DataFrame:
+    """One JSON object a line (blank lines skipped); a line that is not one is named."""
+    import json
+
+    rows = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise TaskError(
+                f"{path}: line {i}, column {err.colno}: not JSON ({err.msg}): fix that line"
+            ) from None
+        if not isinstance(row, dict):
+            raise TaskError(f'{path}: line {i} is {type(row).__name__}, not an object: write {{"text": ...}}')
+        rows.append(row)
+    if not rows:
+        raise TaskError(f"{path}: is empty: write one JSON object a line, with text and label")
+    return pd.DataFrame(rows)
 
 
 def read_hub(spec: TaskSpec) -> pd.DataFrame:
@@ -82,6 +119,12 @@ def to_canonical(spec: TaskSpec, raw: pd.DataFrame, source: str) -> pd.DataFrame
 def canonical_labels(spec: TaskSpec, label: pd.Series, source: str) -> pd.Series:
     """Class indices 0..K-1: kept if already so, else through label_map, else class names to indices."""
     k = len(spec.classes)
+    empty = label.isna().to_numpy()
+    if empty.any():
+        raise TaskError(
+            f"task {spec.task_name} ({source}): row {int(empty.argmax())} has an empty label "
+            f"({int(empty.sum())} row(s) like it): fill or drop them"
+        )
     numbers = pd.to_numeric(label, errors="coerce")
     if label.dtype != bool and numbers.notna().all() and numbers.isin(range(k)).all():
         return label
@@ -140,7 +183,15 @@ def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
     labels = pd.to_numeric(df["label"], errors="coerce")
     bad = labels.isna() | (labels != labels.round())
     if bad.any():
-        return problems + [f"labels must be integers 0..K-1; found {df['label'][bad].iloc[0]!r}"]
+        row = int(bad.to_numpy().argmax())
+        value = df["label"].iloc[row]
+        shown = (
+            "an empty label" if pd.isna(value) else repr(value.item() if hasattr(value, "item") else value)
+        )
+        return problems + [
+            f"labels must be integers 0..K-1 or class names; row {row} has {shown} "
+            f"({int(bad.sum())} row(s) like it): fix or drop them"
+        ]
     k, present = len(spec.classes), sorted(int(v) for v in labels.unique())
     if len(present) != k:
         problems.append(

@@ -71,9 +71,9 @@ PLACEHOLDERS = {
 def unedited(spec, path: Path) -> list[str]:
     """The dataset_kwargs a `tasks new` file still holds as written: they describe no real task."""
     left = [k for k in ("classes", "instruction") if getattr(spec, k) == PLACEHOLDERS[k]]
-    left += ["hub_id"] if spec.hub_id.startswith(PLACEHOLDERS["hub_id"]) else []
-    if not left:
+    if not left:  # a placeholder hub_id alone is fine: offline data needs none
         return []
+    left += ["hub_id"] if spec.hub_id.startswith(PLACEHOLDERS["hub_id"]) else []
     return [
         f"{path}: dataset_kwargs {', '.join(left)} still hold what `tasks new` wrote "
         f"({', '.join(repr(getattr(spec, k)) for k in left)}); replace them with your task's"
