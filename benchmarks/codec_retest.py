@@ -12,6 +12,7 @@ only the CoDeC entries and the block column; prints, per folder, how many record
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -72,7 +73,12 @@ def main() -> None:
     parser.add_argument("results", type=Path, help="the results folder (a run's --out)")
     parser.add_argument("--dry-run", action="store_true", help="count what would change, write nothing")
     args = parser.parse_args()
-    retest(args.results, args.dry_run)
+    root = args.results.expanduser()
+    if not root.is_dir():
+        sys.exit(f"codec_retest: {root}: no such results folder; name a run's --out")
+    if not any(root.rglob("units/*.json")):
+        sys.exit(f"codec_retest: {root} holds no finished unit (units/*.json); name a run's --out")
+    retest(root, args.dry_run)
 
 
 if __name__ == "__main__":

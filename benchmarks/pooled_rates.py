@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -46,7 +47,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", type=Path, nargs="+", help="folders holding a calibration.json")
     args = parser.parse_args()
-    df = pooled(args.folders)
+    folders = [f.expanduser() for f in args.folders]
+    missing = [str(f) for f in folders if not (f / "calibration.json").is_file()]
+    if missing:
+        sys.exit(
+            f"pooled_rates: no calibration.json in {', '.join(missing)}; write one with `tapt-bench "
+            "contamination calibrate --config NAME --out FOLDER --train false`"
+        )
+    df = pooled(folders)
     sees = {name: d.sees for name, d in DETECTORS.items()}
     print("detector | false positives (base once, extra; label detectors: test too) | null models")
     for r in error_rates(df[df["detector"].isin(sees)], sees, by=("detector",)):

@@ -32,6 +32,7 @@ def test_every_benchmark_script_is_covered_here():
         "compare_log_samples.py",
         "contamination_control.py",
         "contamination_speed.py",
+        "dose_picture.py",
         "gpu_check.py",
         "grid_throughput.py",
         "grpo_step.py",
@@ -172,3 +173,47 @@ def test_the_unit_walk_counts_the_package_changes_and_each_lookup_of_a_unit(data
     assert [w[0] for w in walks] == ["2", "3"]
     assert int(walks[1][1]) > int(walks[0][1]) > 0  # a condition more is a walk longer
     assert all("read_old_keys 1," in w[2] and "find_spec 2," in w[2] for w in walks)
+
+
+@pytest.mark.parametrize(
+    "name, argv, said",
+    [
+        ("codec_retest.py", ["{tmp}/missing"], "codec_retest: .*missing: no such results folder"),
+        ("codec_retest.py", ["{tmp}"], "codec_retest: .* holds no finished unit"),
+        ("pooled_rates.py", ["{tmp}"], "pooled_rates: no calibration.json in .*contamination calibrate"),
+        ("dose_picture.py", ["{tmp}/missing", "--out", "{tmp}/d.png"], "dose_picture: .*missing: no such"),
+    ],
+)
+def test_a_benchmark_given_a_wrong_folder_says_so_in_one_line(tmp_path, name, argv, said):
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    done = subprocess.run([sys.executable, str(BENCHMARKS / name), *argv], capture_output=True, text=True)
+    assert done.returncode == 1 and re.search(said, done.stderr.strip().splitlines()[-1]), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "d.png").exists()
+
+
+def test_the_dose_picture_is_drawn_from_a_dosed_run_and_refused_without_one(tmp_path):
+    """Two doses of one method, six units each: a PNG; a folder of one model run at one strength: refused."""
+    import pandas as pd
+
+    columns = ["base", "extra", "test", "majority", "num_classes", "majority_all", "leak"]
+    for model in ("toy@lr=0.0002", "toy@lr=0.002"):
+        d = tmp_path / "r" / "m8" / "n10" / model / "a"
+        d.mkdir(parents=True)
+        rows = [[0.5, 0.5, 0.5 + (k % 3) / 10, 0.3, 2, 0.5, 0.9] for k in range(6)]
+        pd.DataFrame(rows, columns=columns).to_csv(d / "accuracies.csv", index=False)
+    script("dose_picture.py", str(tmp_path / "r"), "--out", str(tmp_path / "d.png"))
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "r" / "m8" / "n10" / "toy@lr=0.002").rename(tmp_path / "r" / "m8" / "n10" / "toy")
+    (tmp_path / "r" / "m8" / "n10" / "toy@lr=0.0002").rename(tmp_path / "r" / "m8" / "n10" / "toy2")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "dose_picture.py"),
+            str(tmp_path / "r"),
+            "--out",
+            str(tmp_path / "e.png"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "holds no model run at several doses" in done.stderr
