@@ -35,6 +35,7 @@ from scipy.special import logsumexp
 from contamination import codec
 from harness.core import loglik, training
 from harness.core.errors import UserError
+from harness.core.plugins import called
 from harness.tasks.protocol import Spec
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
@@ -147,7 +148,7 @@ def causal_scores(
         out[codec.BLOCK_COLUMN] = codec.block_ids(groups, rows, codec_context, codec_block)
     for score, settings in extra:
         x = ScoreInputs(model, tokenizer, docs, ctx, alone, start + 1, settings, seed, batch_size)
-        values = np.asarray(score.compute(x), float)
+        values = np.asarray(called("score", score.name, score.compute, x), float)  # its failure: one line
         if values.shape != (len(docs),) or not np.isfinite(values).all():
             problem = f"gave {values.shape} values, not one finite number per document ({len(docs)})"
             raise UserError(f"score {score.name!r} {problem}; fix its compute")

@@ -173,3 +173,22 @@ main(["summarize", {str(tmp_path / "out")!r}])
     assert trained["split"] == "extra" and trained["answers"]
     (table,) = (tmp_path / "out").rglob("accuracies.csv")
     assert "extra_leak" in table.read_text().splitlines()[0]
+
+
+def test_a_score_that_raises_is_one_line_naming_its_file(tmp_path, tiny_llama, data_dir):
+    plugin = tmp_path / "raises.py"
+    plugin.write_text(SCORE_PLUGIN.replace("return np.array(", "return 1 / 0 * np.array("))
+    config = tiny_grid_config(
+        tmp_path,
+        tiny_llama,
+        data_dir,
+        tmp_path / "out",
+        subsamples=1,
+        scores={f"{plugin}:SCORE": {"scale": 1}},
+    )
+    try:
+        with pytest.raises(SystemExit, match=r"score 'own text' \(.*raises.py.*\) failed: ZeroDivisionError"):
+            main(["run", "--config", str(config)])
+    finally:
+        detectors.DETECTORS.pop("own text", None)
+        detectors._SCORES.clear()
