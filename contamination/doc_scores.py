@@ -16,7 +16,7 @@ Per doc, three numbers (higher: more member-like), and a fourth where asked for:
   loses when k other documents of its split stand before it (contamination.codec: the authors' span).
 
 Two formats of text: `prompt` (the zero-shot prompt that prompt TAPT trains on, scored by a causal
-LM; the classes as lm-eval's continuations) and `raw` (the raw text that pretrain-text trains on:
+LM; the classes as lm-eval's continuations) and `raw` (the raw text that raw-text TAPT trains on:
 causal-LM for a decoder; for an encoder masked-LM under a fixed seeded mask, with each class name's
 tokens masked together after the text, as the leak condition writes them).
 """
@@ -192,7 +192,7 @@ def raw_scores(
     encoder."""
     if not masked:
         choices = [[RAW_LABEL_DELIMITER + c for c in cs] for cs in docs["choices"]]
-        texts = list(docs["text"])  # as pretrain-text saw them: their first MAX_LENGTH tokens
+        texts = list(docs["text"])  # as raw-text TAPT saw them: their first MAX_LENGTH tokens
         return causal_scores(model, tokenizer, docs, texts, choices, batch_size, training.MAX_LENGTH)
     return masked_scores(model, tokenizer, docs, seed)
 

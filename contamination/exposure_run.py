@@ -64,7 +64,8 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
     subsample: int = option(0, "index of the seeded subsample")
     peft: str | None = option(None, "a PEFT adapter dir, trained on --checkpoint if given, else on --base")
     checkpoint: str | None = option(
-        None, "a full model dir trained from --base (e.g. a pretrain-text output); default: --base itself"
+        None,
+        "a full model dir trained from --base (a `train --method raw-text` output, say); default: --base",
     )
     uncalibrated: bool = option(
         False, "score the suspect only, without --base as the reference (the statistic is then uncalibrated)"
@@ -72,7 +73,7 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
     format: Literal["prompt", "raw"] = option(
         "prompt",
         "prompt: the zero-shot prompt as prompt TAPT saw it (causal LM); raw: the raw text as "
-        "pretrain-text saw it (causal LM, or masked LM under a fixed seeded mask for an encoder)",
+        "raw-text TAPT saw it (causal LM, or masked LM under a fixed seeded mask for an encoder)",
     )
     batch_size: int = option(8, "documents per forward pass")
     codec_context: int | None = option(
@@ -184,7 +185,7 @@ def check(args: ExposureArgs) -> None:
     if args.format == "prompt" and not models.is_decoder(suspect):
         raise UserError(
             f"--format prompt scores prompts with a causal LM, and {suspect} is an encoder; "
-            "pass --format raw for a pretrain-text checkpoint of an encoder"
+            "pass --format raw for a raw-text TAPT checkpoint of an encoder"
         )
     if not (args.checkpoint or args.peft or args.uncalibrated):
         print("note: no --checkpoint or --peft: the base is tested against itself (nothing can differ)")
@@ -192,7 +193,7 @@ def check(args: ExposureArgs) -> None:
 
 def check_lengths(args: ExposureArgs, spec: Spec, docs: pd.DataFrame, names: dict[str, str]) -> None:
     """Prompt-format documents must fit the model's positions (the raw format keeps each text's first
-    MAX_LENGTH tokens, as pretrain-text trains on them): a longer one is refused, named, before scoring."""
+    MAX_LENGTH tokens, as raw-text TAPT trains on them): a longer one is refused, named, before scoring."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(args.base)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from harness.core.conditions import PRIMARY
 from harness.grid import resolve, run
 from harness.grid.config import GridConfig
 from harness.results import collect
 from harness.stats.summary import summarize
+from harness.stats.verdict import key
 
 
 def pooled(cfg: GridConfig) -> tuple[float, int]:
@@ -20,8 +22,8 @@ def pooled(cfg: GridConfig) -> tuple[float, int]:
     if not any(mdir.glob("*/units/*.json")):
         return float("inf"), 0
     (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == resolve.tag(cfg)]
-    mde = config["detectable_bias"]  # NaN where the bias is uninformative: no MDE to stop at
-    return (100 * mde if not math.isnan(mde) else float("inf")), config["bias_units"]
+    mde = config[f"detectable_{PRIMARY}"]  # NaN where the bias is uninformative: no MDE to stop at
+    return (100 * mde if not math.isnan(mde) else float("inf")), config[key(PRIMARY, "units")]
 
 
 def run_rounds(

@@ -1,5 +1,4 @@
-"""`tapt-bench train`: one TAPT run, and the lm_eval command that scores it (`pretrain-text`, its older
-name for raw-text TAPT, for one more release)."""
+"""`tapt-bench train`: one TAPT run, and the lm_eval command that scores it."""
 
 from __future__ import annotations
 
@@ -70,22 +69,6 @@ def lm_eval_command(train, model_args: str) -> str:
     return shlex.join(["lm_eval", "--model", "hf", "--model_args", model_args, *spec.lm_eval_args(train)])
 
 
-def cmd_pretrain_text(args: argparse.Namespace) -> None:
-    import sys
-
-    from harness.core.models import resolve
-    from tapt.methods.raw_text.pretrain import TextArgs, pretrain_text
-
-    print(
-        "note: `tapt-bench pretrain-text` is now `tapt-bench train --method raw-text` (the same flags); "
-        "this name goes in the next release",
-        file=sys.stderr,
-    )
-    train = from_namespace(TextArgs, args)
-    train.base = resolve(train.base)
-    say_pretrained(train.out, pretrain_text(train))
-
-
 def say_pretrained(out: str, rec: dict) -> None:
     print(
         f"model: {out}  objective {rec['objective']}  epochs {rec['epochs']}  sequences "
@@ -117,7 +100,6 @@ def register(sub, method: str | None = None) -> None:
     from harness.core.flags import add_settings
     from harness.grid import flows
     from tapt import methods
-    from tapt.methods.raw_text.pretrain import TextArgs
     from tapt.methods.single import TrainArgs
 
     chosen = methods.find(method or flows.get("zero_shot").default_method)
@@ -140,11 +122,3 @@ def register(sub, method: str | None = None) -> None:
     check_no_clash(chosen)
     group = p.add_argument_group(f"{chosen.name}'s settings")
     p.flags |= add_settings(group, chosen.settings, skip=set(p.flags))
-    command(
-        sub,
-        "pretrain-text",
-        cmd_pretrain_text,
-        "the classifier flow's TAPT, now `train --method raw-text` (this name goes in the next release): "
-        "pretrain all weights of an encoder (masked LM) or a decoder (causal LM) on a split's raw texts",
-        TextArgs,
-    )

@@ -73,7 +73,7 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         + f"; tasks with {primary} &gt; 0: {esc(config[f'tasks_positive_{primary}'])}, "
         f"&lt; 0: {esc(config[f'tasks_negative_{primary}'])}; "
         f"median MDE {verdict.mde_text(config[f'detectable_{primary}_median'])}"
-        + (f"; {esc(verdict.pooled_line(config))}" if config.get(f"{primary}_units") else "")
+        + (f"; {esc(verdict.pooled_line(config))}" if config.get(verdict.key(primary, "units")) else "")
         + (f"; {esc(confirmation.line(config['confirmation']))}" if config.get("confirmation") else "")
         + f".{skipped}</p>"
     )

@@ -94,7 +94,7 @@ def summarize(
         tasks += per_task
         config = {"m": int(m), "n": int(n), "model": model} | measure(group, effects, seed, pooled=True)
         if primary in effects:
-            per = [t[f"{primary}_units"] for t in per_task]
+            per = [t[key(primary, "units")] for t in per_task]
             config[f"{primary}_units_per_task"] = [min(per), max(per)]
             config = mark(config | collapse_counts(group) | flip_counts(group))
             config |= planned_test(group, plan_of(plans, config, target), seed)
@@ -184,7 +184,7 @@ def measure(rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool) -> 
         if not keep.all():
             out[f"{e}_not_adapted"] = int((~keep).sum())
         if e == conditions.PRIMARY:
-            out[f"{e}_units"] = int(keep.sum())
+            out[key(e, "units")] = int(keep.sum())
     return out
 
 
@@ -298,7 +298,7 @@ def format_tables(summary: dict[str, Any]) -> str:
             )
         if c.get("confirmation"):
             lines.append(f"  {confirmation_line(c['confirmation'])}")
-        if c.get(f"{primary}_units"):
+        if c.get(key(primary, "units")):
             lines.append(f"  {pooled_line(c)}")
             lines += [f"  {line}" for line in (flip_line(c), unchecked_line(c)) if line]
         lines.append("")

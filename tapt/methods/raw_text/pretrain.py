@@ -32,7 +32,7 @@ class TextSettings(Settings):
 
 @dataclass(kw_only=True)
 class TextArgs(TaptInput, TextSettings):
-    """One `tapt-bench pretrain-text` run."""
+    """One `tapt-bench train --method raw-text` run."""
 
 
 def collator(tokenizer, decoder: bool):
