@@ -25,9 +25,7 @@ def test_a_task_override_names_a_task_of_the_run_and_valid_values_by_their_path(
         SettingsError, match="names 'ag_nwes', which is not a task of this run \\(did you mean 'ag_news'"
     ):
         load_run(config, {"task_overrides": {"ag_nwes": {"epochs": 1}}})
-    with pytest.raises(
-        SettingsError, match="--task-overrides ag_news.epochs: must be at least 0.0, got -2.0"
-    ):
+    with pytest.raises(SettingsError, match="--task-overrides ag_news.epochs: must be above 0.0, got -2.0"):
         load_run(config, {"task_overrides": {"ag_news": {"epochs": -2}}})
     assert not (tmp_path / "out").exists()
     load_run(config, {"task_overrides": {"ag_news": {"epochs": 2}}})

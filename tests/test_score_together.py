@@ -74,6 +74,8 @@ def test_a_unit_scored_together_records_what_one_at_a_time_records(tiny_grid, tm
     ours, alone = without_times(ours), without_times(alone)
     assert ours.pop("settings") == {**alone.pop("settings"), "score_together": True}  # recorded: its own hash
     assert ours.pop("settings_hash") != alone.pop("settings_hash")
+    code, code_alone = ours.pop("code"), alone.pop("code")  # the same code, another config: its own hash
+    assert code["commit"] == code_alone["commit"] and code["config_hash"] != code_alone["config_hash"]
     for key in set(ours) | set(alone):
         assert ours[key] == alone[key], key
     a, b = (pd.read_parquet(d / TINY_GRID_DIR / "probabilities.parquet") for d in (tiny_grid, out))

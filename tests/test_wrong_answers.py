@@ -72,7 +72,10 @@ def test_tlm_that_selects_nothing_is_no_adaptation_in_the_summary_and_the_report
     shown = capsys.readouterr().out
     unit = json.loads((out / "m4/n6/tiny+test-time-learning/ag_news/units/0.json").read_text())
     assert unit["not_adapted"] == {c: "learned from 0 documents" for c in ("extra", "test", "leak")}
-    assert "boost (extra-base) n/a pts, bias (test-extra) n/a pts, leak (leak-extra) n/a pts" in shown
+    assert (
+        "boost (extra-base) n/a pts [n/a], bias (test-extra) n/a pts [n/a], leak (leak-extra) n/a pts [n/a]"
+        in shown
+    )
     assert (
         "tiny+test-time-learning · ag_news: no adaptation in 2 of 2 units (extra 2, test 2, leak 2)" in shown
     )

@@ -51,7 +51,7 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
     key = "methods" if cfg.methods else "method"
     cells = cfg.cell_configs()  # per cell, per method
     used, seen = set(), set()
-    for config in cells[: len(cfg.per_method())]:  # the first cell's: each method (and dose) once
+    for config in cells[: len(cells) // max(len(cfg.cells), 1)]:  # the first cell's methods and doses
         method = config.adaptation()
         if (method.name, config.dose()) in seen:
             problem = f"names {method.name} twice ({cfg.methods}); name each method once"

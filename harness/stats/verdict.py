@@ -45,16 +45,15 @@ def collapse_counts(rows: pd.DataFrame) -> dict[str, int]:
     control, treatment = conditions.EFFECTS[e]
     keep = results.measured(rows, e)
     values = (
-        rows.loc[keep, results.ONE_CLASS] if results.ONE_CLASS in rows else pd.Series([None] * keep.sum())
+        list(rows.loc[keep, results.ONE_CLASS]) if results.ONE_CLASS in rows else [None] * int(keep.sum())
     )
-    unchecked = values.map(lambda v: not isinstance(v, str))
-    classes = values.map(results.collapsed_classes)
-    same = classes.map(lambda d: control in d and treatment in d and d[control] == d[treatment])
+    classes = [results.collapsed_classes(v) for v in values]
+    both = [control in d and treatment in d and d[control] == d[treatment] for d in classes]
     return {
-        key(e, f"one_class_{control}"): int(classes.map(lambda d: control in d).sum()),
-        key(e, f"one_class_{treatment}"): int(classes.map(lambda d: treatment in d).sum()),
-        key(e, "one_class"): int(same.sum()),
-        key(e, "unchecked"): int(unchecked.sum()),
+        key(e, f"one_class_{control}"): sum(control in d for d in classes),
+        key(e, f"one_class_{treatment}"): sum(treatment in d for d in classes),
+        key(e, "one_class"): sum(both),
+        key(e, "unchecked"): sum(not isinstance(v, str) for v in values),
     }
 
 
