@@ -83,7 +83,9 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
         keep = opts.exchangeability or opts.keep_adapters
 
         def run_grid(grid) -> None:
-            run_rounds(grid, opts.until_mde, lambda c: grid_run.run(plan.cell(c), keep_adapters=keep))
+            run_rounds(
+                grid, opts.until_mde, lambda c, k: grid_run.run(plan.cell(c), keep_adapters=keep, upto=k)
+            )
 
     result = calibrate(cfg, opts, run_grid)
     for note in result["notes"]:
