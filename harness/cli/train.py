@@ -12,6 +12,7 @@ from harness.core.settings import from_namespace
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    from harness.core import threads as thread_count
     from harness.core.models import resolve
     from harness.results import folder_problem
     from tapt.methods.single import TrainArgs
@@ -27,6 +28,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     if problem:  # before anything loads: a read-only folder, or a file where the folder goes
         raise UserError(f"--out {train.out}: {problem}")
     train.base = resolve(train.base)
+    thread_count.use(0)  # as `run` does: the cores no other program is using now (harness/core/threads.py)
     method = args.chosen_method  # found once, when the parser took its settings as flags
     rec = adapt(train, method, from_namespace(method.settings, args))
     if rec["kind"] == "text":  # a backbone for the classifier flow, which trains a head on it
