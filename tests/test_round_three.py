@@ -161,3 +161,27 @@ def test_train_gives_torch_the_free_cores_as_run_does(tmp_path, tiny_llama, data
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_calibrate_read_only_on_units_without_the_leak_names_what_they_lack(tmp_path, tiny_llama, data_dir):
+    """A grid run without the leak and the exposure test: calibrate --train false finds none of its units
+    usable and says why, not only that none is there."""
+    import json as js
+
+    from helpers import tiny_grid_config
+
+    from harness import results
+
+    out = tmp_path / "out"
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
+    settings = {"conditions": ["base", "extra", "test"], "m": 4, "n": 6}  # no leak, no exposure test
+    tdir = out / "m4" / "n6" / "tiny" / "ag_news"
+    results.write_json(
+        tdir / "units" / "0.json", {"subsample": 0, "settings": settings, "settings_hash": "x"}
+    )
+    with pytest.raises(SystemExit) as raised:
+        main(f"contamination calibrate --config {config} --modes padding --train false".split())
+    said = str(raised.value.code)
+    assert "nothing to calibrate" in said and "no exposure test" in said
+    assert "conditions ['base', 'extra', 'test'] (calibrate reads ['base', 'extra', 'test', 'leak'])" in said
+    assert js.loads((tdir / "units" / "0.json").read_text())["subsample"] == 0  # nothing written or removed

@@ -16,6 +16,7 @@ written to <out>/calibration.json (results.CALIBRATION).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -206,6 +207,24 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
     return rows
 
 
+def why_none(cfg: GridConfig, opts) -> str:
+    """Where units of other settings lie under the config's out: how they differ from what calibrate
+    reads (the leak and the exposure test, most often), or nothing."""
+    from harness.core.settings import differences
+
+    found = next(iter(sorted(Path(cfg.out).rglob("units/*.json"))), None)
+    if found is None:
+        return ""
+    want = resolve.recorded(mode_config(cfg.cell_configs()[0], modes_of(cfg.cell_configs()[0], opts)[0]))
+    got = json.loads(found.read_text()).get("settings", {})
+    changed = [d for d in differences(got, want) if not d.startswith(("exposure", "conditions"))][:3]
+    if got.get("conditions") != want.get("conditions"):
+        changed.insert(0, f"conditions {got.get('conditions')} (calibrate reads {want.get('conditions')})")
+    if not got.get("exposure"):
+        changed.insert(0, "no exposure test (calibrate reads the exposure test of every model)")
+    return f"; the units there, such as {found}, differ: " + "; ".join(changed) if changed else ""
+
+
 def load_detectors(targets: list[str]) -> None:
     """The installed detector plug-ins, then each file or module named (each registers as it loads)."""
     from harness.core.plugins import load_registering
@@ -248,7 +267,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
     if not rows and not opts.train:
         raise UserError(
             f"nothing to calibrate under {cfg.out}: no finished unit of these settings, and train is false "
-            "(read only); drop `--train false` to train them"
+            f"(read only){why_none(cfg, opts)}; drop `--train false` to train them"
         )
     sees = {name: d.sees for name, d in detectors.DETECTORS.items()}
     sees |= {f"exchangeability ({fmt})": what for fmt, what in FORMATS.items()}
