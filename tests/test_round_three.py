@@ -185,3 +185,25 @@ def test_calibrate_read_only_on_units_without_the_leak_names_what_they_lack(tmp_
     assert "nothing to calibrate" in said and "no exposure test" in said
     assert "conditions ['base', 'extra', 'test'] (calibrate reads ['base', 'extra', 'test', 'leak'])" in said
     assert js.loads((tdir / "units" / "0.json").read_text())["subsample"] == 0  # nothing written or removed
+
+
+def test_lm_eval_takes_the_embedded_default_by_its_name():
+    """`lm_eval --model_args pretrained=SmolLM2-135M-Instruct`: the name of the embedded default is read
+    as its prepared folder (`tapt-bench models prepare` makes it), not looked up on the hub."""
+    from types import SimpleNamespace
+
+    from harness.core import models
+    from harness.scoring.lm_eval_registration import pretrained_from_adapter
+
+    class HFLM:
+        def __init__(self, pretrained=None, **kwargs):
+            self.pretrained = pretrained
+
+        def get_model_info(self):
+            return {}
+
+    fake = SimpleNamespace(HFLM=HFLM)
+    pretrained_from_adapter(fake)
+    model = fake.HFLM(pretrained=models.SMOLLM2)
+    assert model.pretrained == models.resolve(models.SMOLLM2) and Path(model.pretrained).is_dir()
+    assert fake.HFLM(pretrained="some/hub-id").pretrained == "some/hub-id"

@@ -137,6 +137,10 @@ def pretrained_from_adapter(huggingface) -> None:
 
     @functools.wraps(init)
     def with_base(self, pretrained=None, *args, **kwargs):
+        if isinstance(pretrained, str) and embedded(pretrained):
+            from harness.core.models import resolve
+
+            pretrained = resolve(pretrained)  # an embedded default by name: its prepared folder
         if pretrained is None:
             pretrained = base_of(kwargs.get("peft"))
         elif kwargs.get("peft") and isinstance(pretrained, str):
@@ -173,6 +177,15 @@ def pretrained_from_adapter(huggingface) -> None:
         return out
 
     huggingface.HFLM.get_model_info = with_adapter_hash
+
+
+def embedded(name: str) -> bool:
+    """Whether `name` is an embedded default model's (SmolLM2-135M-Instruct) and no folder of that name."""
+    from pathlib import Path
+
+    from harness.core.models import PACKAGES
+
+    return name in PACKAGES and not Path(name).exists()
 
 
 def first_line(err: Exception) -> str:
