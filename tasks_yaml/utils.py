@@ -34,6 +34,12 @@ def misspelt(kwargs: dict, task: str) -> None:
     own arguments here too, so a key unknown to the task is refused only where it is near one of ours (a
     short key: one edit away)."""
     for key in sorted(set(kwargs) - FACTS - METADATA):
+        fact = difflib.get_close_matches(key, sorted(FACTS), n=1, cutoff=0.8)
+        if fact:  # a task YAML's dataset_kwargs key, misspelt: tapt-bench's own loader refuses it too
+            raise UserError(
+                f"task {task}: unknown dataset_kwargs key {key!r} in its YAML; did you mean {fact[0]!r}? "
+                "(`tapt-bench tasks validate` checks the file)"
+            )
         near = difflib.get_close_matches(key, sorted(METADATA), n=1, cutoff=0.75)
         near = near or [k for k in sorted(METADATA) if len(key) <= 3 and one_edit(key, k)][:1]
         if near:

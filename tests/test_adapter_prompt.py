@@ -131,3 +131,13 @@ def test_a_chat_adapter_the_grid_kept_scores_through_lm_eval_as_the_grid_scored_
         mean = np.array([float(r[0]) for r in s["filtered_resps"]]) / np.array(s["doc"]["choice_tokens"])
         p = np.exp(mean - mean.max())
         assert p / p.sum() == pytest.approx(np.array(grid[s["doc"]["row"]]), abs=1e-4), s["doc"]["row"]
+
+
+def test_a_misspelt_task_yaml_key_is_refused_under_lm_eval_as_tapt_bench_refuses_it(data_dir):
+    spec = find_spec("ag_news")
+    facts = {k: getattr(spec, k) for k in FACTS if hasattr(spec, k)}
+    facts["text_feild"] = facts.pop("text_field")
+    with pytest.raises(
+        UserError, match="unknown dataset_kwargs key 'text_feild' in its YAML; did you mean 'text_field'"
+    ):
+        load_docs(**facts, data_dir=str(data_dir))
