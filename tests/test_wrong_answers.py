@@ -187,6 +187,10 @@ def test_a_corrupt_unit_record_is_named_with_its_fix(command, tiny_grid, tmp_pat
 BROKEN_FILES = {
     "syntax.py": ("def broken(:\n", "failed as it loaded \\(line 1\\): SyntaxError"),
     "raises.py": ("raise RuntimeError('at import')\n", "failed as it loaded: RuntimeError: at import"),
+    "needs.py": (
+        "import a_package_not_installed\n",
+        "failed as it loaded: ModuleNotFoundError: No module named 'a_package_not_installed'; fix that file",
+    ),
     "dict_settings.py": (
         "from tapt.methods import Method\nfrom tapt.methods.prompt_tapt import METHOD as P\n"
         "METHOD = Method('dicty', ('zero_shot',), dict, P.adapt)\n",

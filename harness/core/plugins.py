@@ -19,6 +19,15 @@ def cannot_import(target: str, module: str, err: Exception) -> str:
     return f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
 
 
+def own_import_failed(module: str, err: ImportError) -> bool:
+    """Whether the plug-in was found and an import inside it failed (a package it needs, say), rather
+    than the plug-in itself not being found."""
+    if module.endswith(".py"):
+        return Path(module).is_file()
+    missing = getattr(err, "name", None)
+    return missing is not None and not (module == missing or module.startswith(missing + "."))
+
+
 def failed_loading(target: str, err: BaseException) -> str:
     """What a plug-in file's own code did as it loaded (a syntax error, a raise), and the fix."""
     where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
@@ -46,6 +55,8 @@ def load_attr(target: str, example: str):
     try:
         return getattr(load_module(module), attr)
     except (ImportError, AttributeError, OSError) as err:
+        if isinstance(err, ImportError) and own_import_failed(module, err):
+            raise ValueError(failed_loading(target, err)) from None
         raise ValueError(cannot_import(target, module, err)) from None
     except (KeyboardInterrupt, SystemExit):
         raise
