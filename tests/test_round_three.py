@@ -207,3 +207,11 @@ def test_lm_eval_takes_the_embedded_default_by_its_name():
     model = fake.HFLM(pretrained=models.SMOLLM2)
     assert model.pretrained == models.resolve(models.SMOLLM2) and Path(model.pretrained).is_dir()
     assert fake.HFLM(pretrained="some/hub-id").pretrained == "some/hub-id"
+
+
+def test_a_flag_of_another_method_names_where_to_look(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--task", "ag_news", "--method", "raw-text", "--packing", "--out", "x"])
+    said = capsys.readouterr().err
+    assert "unrecognized arguments: --packing (--packing: a setting of another command or method;" in said
+    assert "`tapt-bench train --method NAME --help` a method's" in said

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.cli.parsing import command
 from harness.core.errors import UserError
-from harness.core.settings import from_namespace
+from harness.core.settings import flag, from_namespace
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -97,6 +97,14 @@ def check_no_clash(method) -> None:
         )
 
 
+def every_methods_flags() -> set[str]:
+    """The flags of every built-in method's settings (`--packing`): another method's setting is named."""
+    from harness.core.settings import field_names
+    from tapt.methods.registry import builtin
+
+    return {flag(f) for m in builtin().values() for f in field_names(m.settings)}
+
+
 def register(sub, method: str | None = None) -> None:
     """The commands; `train`'s flags hold `method`'s settings (default: the study's prompt TAPT)."""
     from harness.core.flags import add_settings
@@ -121,6 +129,7 @@ def register(sub, method: str | None = None) -> None:
     )
     p.add_argument("--method-settings", default=None, help=argparse.SUPPRESS)  # refused: the flags are
     p.set_defaults(chosen_method=chosen)
+    p.other_flags = every_methods_flags  # read only to explain an unrecognized flag
     check_no_clash(chosen)
     group = p.add_argument_group(f"{chosen.name}'s settings")
     p.flags |= add_settings(group, chosen.settings, skip=set(p.flags))

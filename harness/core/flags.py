@@ -78,6 +78,21 @@ class FlagParser(argparse.ArgumentParser):
         argv = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(respelled(argv), namespace)
 
+    def error(self, message: str):
+        """argparse's error, where a flag is another command's or method's setting, with where to look."""
+        if message.startswith("unrecognized arguments: "):
+            given = [a.partition("=")[0] for a in message.split(": ", 1)[1].split() if a.startswith("--")]
+            others = set(FLAGS)
+            for child in self.subcommands().values():  # a command may know flags it did not add (train:
+                others |= getattr(child, "other_flags", lambda: set())()  # the other methods' settings)
+            elsewhere = [f for f in given if f in others]
+            if elsewhere:
+                message += (
+                    f" ({', '.join(elsewhere)}: a setting of another command or method; `tapt-bench COMMAND "
+                    "--help` lists a command's, `tapt-bench train --method NAME --help` a method's)"
+                )
+        super().error(message)
+
 
 def respelled(argv: list[str]) -> list[str]:
     """argv with a field's underscore spelling dashed and a word after a switch folded into it."""
