@@ -215,3 +215,15 @@ def test_a_flag_of_another_method_names_where_to_look(capsys):
     said = capsys.readouterr().err
     assert "unrecognized arguments: --packing (--packing: a setting of another command or method;" in said
     assert "`tapt-bench train --method NAME --help` a method's" in said
+
+
+def test_a_misspelt_task_override_suggests_the_nearest_setting(tmp_path):
+    from harness.grid.run_checks import load_run
+
+    path = tmp_path / "c.yaml"
+    path.write_text(f"tasks: [ag_news]\nout: {tmp_path / 'o'}\ntask_overrides:\n  ag_news: {{epoch: 2}}\n")
+    with pytest.raises(
+        Exception,
+        match="ag_news: \\['epoch'\\] cannot be set per task \\('epoch': did you mean 'epochs'\\?\\)",
+    ):
+        load_run(path, {"data_dir": "tests/data"})

@@ -4,6 +4,7 @@ task overrides, each method and each cell (a config does no I/O; these load plug
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from pathlib import Path
 
 from contamination.exposure import check_sizes
@@ -42,9 +43,13 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
         keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
         bad = sorted(keys - allowed | keys & fixed)
         if bad:
+            settable = sorted(allowed - fixed)
+            near = {k: difflib.get_close_matches(k, settable, n=1, cutoff=0.75) for k in bad}
+            hints = [f"{k!r}: did you mean {n[0]!r}?" for k, n in near.items() if n]
             problem = (
-                f"{slug}: {bad} cannot be set per task; per-task keys are training settings "
-                "such as clf_epochs"
+                f"{slug}: {bad} cannot be set per task"
+                + (f" ({'; '.join(hints)})" if hints else "")
+                + f"; per-task keys are the training settings this run reads ({', '.join(settable[:8])}, ...)"
             )
             raise SettingsError.of("task_overrides", problem)
         check_task_override(cfg, slug)
