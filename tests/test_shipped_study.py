@@ -109,3 +109,37 @@ def test_the_readmes_counts_of_collapsed_models_are_the_records_and_the_report_s
     page = (tmp_path / "report.html").read_text()
     section = page.split(f"model {MODEL}+test-time-rl</h2>", 1)[1].split("<h2", 1)[0]
     assert "<h3>Collapsed models</h3>" in section
+
+
+CONFIRM = ROOT / "benchmarks" / "methods_confirm"
+
+
+def confirm_rows() -> dict[str, list[str]]:
+    """The README's confirmatory table: its cells by model folder (`prompt-tapt, lr 0.0002` is the
+    folder SmolLM2-135M-Instruct@lr=0.0002)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Confirmatory", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        method, _, lr = cells[0].partition(", lr ")
+        if line.startswith("| ") and method in ("prompt-tapt", "self-training") and lr:
+            tag = f"{MODEL}@lr={lr}" if method == "prompt-tapt" else f"{MODEL}+{method}"
+            rows[tag] = cells
+    return rows
+
+
+def test_the_readmes_confirmatory_table_is_the_shipped_records():
+    from harness.stats.summary import of_folder
+
+    configs = {c["model"]: c for c in of_folder(CONFIRM)["configs"]}
+    rows = confirm_rows()
+    assert set(rows) == set(configs)
+    for tag, cells in rows.items():
+        got = configs[tag]
+        _, verdict, bias, units, leak, boost = cells[:6]
+        assert verdict.startswith(got["bias_verdict"]), tag
+        assert number(bias) == pytest.approx(100 * got["bias_mean"], abs=0.051), tag
+        assert int(number(units)) == got["bias_units"], tag
+        assert number(leak) == pytest.approx(100 * got["leak_mean"], abs=0.051), tag
+        assert number(boost) == pytest.approx(100 * got["boost_mean"], abs=0.051), tag
