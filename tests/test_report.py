@@ -51,7 +51,12 @@ def test_the_report_of_a_run_opens_in_a_browser_with_its_tables_and_figures(tiny
     summary = re.search(r"<caption>Per task, in accuracy points.*?</table>", dom, re.S).group(0)
     assert summary.count("<tr>") == 2 and ">ag_news<" in summary  # the header and the task's row
     headers = re.findall(r"<th>([^<]*)</th>", summary)
-    assert headers == ["task", "boost", "bias", "p", "p_BH", "MDE", "leak", "p (leak)", "p_BH (leak)"]
+    assert headers == [
+        "task",
+        *("boost", "low (boost)", "high (boost)"),
+        *("bias", "low", "high", "p", "p_BH", "MDE"),
+        *("leak", "low (leak)", "high (leak)", "p (leak)", "p_BH (leak)"),
+    ]
     assert "<h3>Changed predictions</h3>" in dom and "<h3>Exposure test</h3>" in dom
     figures = re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}">', dom)
     assert len(figures) == 1 and dom.count("<figcaption>") == 1  # every figure inline, with its caption

@@ -45,10 +45,8 @@ def provenance(mdir: Path) -> str:
 def summary_section(config: dict, tasks: list[dict]) -> str:
     effects = [e for e in conditions.EFFECTS if f"{e}_mean" in config]
     cols = summary.effect_columns(effects)
-    # the primary effect's p-values go unnamed, as the study's table had them: p, p_BH; others' are named
-    headers = ["task"] + [
-        h if kind == "points" or e == conditions.PRIMARY else f"{h} ({e})" for e, h, _, kind in cols
-    ]
+    # the primary effect's columns go unnamed, as the study's table had them: p, p_BH; others' are named
+    headers = ["task"] + [h if h == e or e == conditions.PRIMARY else f"{h} ({e})" for e, h, _, kind in cols]
     rows = []
     for t in sorted(tasks, key=lambda t: -t[f"{conditions.PRIMARY}_mean"]):
         row = [(t["task"], t["task"])]
