@@ -19,17 +19,16 @@ CONFIRMED, EXPLORATORY = "confirmed", "exploratory"
 
 
 def confirmation(mdir: Path) -> dict[str, Any]:
-    """{'status', 'why' (reasons it is not confirmed), 'plan' (the config's test), 'commit'}."""
+    """{'status', 'why' (reasons it is not confirmed), 'plan' (the config's test), 'commit', 'config' (the
+    config its run recorded, its plan among its keys; the summary reads its test from it)}."""
     configs = [(m.get("config") or {}, m.get("config_hash")) for m in results.manifests(mdir)]
     if not configs:
-        return {
-            "status": EXPLORATORY,
-            "why": ["no run manifest here (results made elsewhere): no plan on record"],
-        }
+        why = "no run manifest here (results made elsewhere): no plan on record"
+        return {"status": EXPLORATORY, "why": [why], "config": {}}
     plans = [(c, h) for c, h in configs if c.get("confirmatory")]
     if not plans:
         why = "its config declares no plan (confirmatory: true), so its test was not fixed before it ran"
-        return {"status": EXPLORATORY, "why": [why]}
+        return {"status": EXPLORATORY, "why": [why], "config": configs[0][0]}
     plan, planned_hash = plans[0]
     why = []
     if len({h for _, h in configs}) > 1:
@@ -56,7 +55,8 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         why.append(f"{other} units read another config than the plan's")
     test = {k: plan.get(k) for k in ("sides", "alpha", "family", "equivalence_bound", "seed", "subsamples")}
     commit = next(iter(commits), None)
-    return {"status": EXPLORATORY if why else CONFIRMED, "why": why, "plan": test, "commit": commit}
+    status = EXPLORATORY if why else CONFIRMED
+    return {"status": status, "why": why, "plan": test, "commit": commit, "config": plan}
 
 
 def missing_units(plan: dict, units: dict[str, dict[int, dict]]) -> list[str]:
@@ -92,13 +92,3 @@ def line(found: dict[str, Any]) -> str:
 def of_root(root: str | Path) -> dict[tuple[int, int, str], dict[str, Any]]:
     """Each model folder's confirmation under root, by (m, n, model)."""
     return {k: confirmation(mdir) for k, mdir in results.model_dirs(root).items()}
-
-
-def plans(root: str | Path) -> dict[tuple[int, int, str], dict[str, Any]]:
-    """Each model folder's config as its run recorded it (its plan among its keys), by (m, n, model)."""
-    out = {}
-    for k, mdir in results.model_dirs(root).items():
-        found = [m.get("config") or {} for m in results.manifests(mdir)]
-        declared = [c for c in found if c.get("confirmatory")]
-        out[k] = declared[0] if declared else (found[0] if found else {})
-    return out

@@ -52,8 +52,8 @@ def of_folder(
     from harness.stats import confirmation
 
     df = results.collect(root) if accuracies is None else accuracies
-    out = summarize(df, seed=seed, target=target, plans=confirmation.plans(root))
-    found = confirmation.of_root(root)
+    found = confirmation.of_root(root)  # each model folder's manifests and records, read once
+    out = summarize(df, seed=seed, target=target, plans={k: f.pop("config") for k, f in found.items()})
     for config in out["configs"]:
         config["confirmation"] = found.get((config["m"], config["n"], config["model"]))
     return out
