@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from harness.core.settings import Settings, option, parse_script
-from harness.grid import config, run
+from harness.grid import config, plan, run
 from harness.grid.base_model import loaded_base
 from harness.grid.on_ray import executor, ray_module
 
@@ -56,8 +56,8 @@ def main() -> None:
     cfg = config.load_config(args.config)
     cpus, gpus = os.cpu_count() or 1, torch.cuda.device_count()
     print(
-        f"config {args.config}: {len(run.units(cfg))} units, flow {cfg.flow}, base {cfg.base}; "
-        f"{cpus} CPUs, {gpus} GPUs"
+        f"config {args.config}: {len(plan.shard_keys(cfg))} units, flow {cfg.grid.flow}, "
+        f"base {cfg.model.base}; {cpus} CPUs, {gpus} GPUs"
     )
     with tempfile.TemporaryDirectory() as tmp:
         one, acc_one = leg(ray, cfg, Path(tmp) / "one", cpus, 0, cpus, 0)
@@ -73,11 +73,11 @@ def main() -> None:
             print(f"1 unit per GPU ({gpus} GPUs): {gpu:7.1f} s   ratio 1-CPU-unit/GPU = {one / gpu:.2f}")
         else:
             print("no GPU here: the GPU leg did not run")
-    if cfg.flow == "zero_shot":
+    if cfg.grid.flow == "zero_shot":
         clock = time.perf_counter()
-        loaded_base(cfg)
+        loaded_base(cfg.model, cfg.form)
         load = time.perf_counter() - clock
-        units = len(run.units(cfg))
+        units = len(plan.shard_keys(cfg))
         print(
             f"loading the base once: {load:.1f} s, against {one / units:.1f} s per unit "
             f"({100 * load / (one / units):.1f}% of a unit, saved by a worker that keeps it loaded)"

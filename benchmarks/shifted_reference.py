@@ -65,10 +65,10 @@ class ShiftArgs(Settings):
 
 def unseen_pools(spec, cfg, pool: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Two disjoint sets of documents that no subsample of the grid drew (text, label, row)."""
-    everything = spec.split_docs(spec.split_names()[0], cfg.data_dir)
+    everything = spec.split_docs(spec.split_names()[0], cfg.sample.data_dir)
     drawn = set()
-    for k in range(cfg.subsamples):
-        drawn |= {int(r) for docs in subsample_docs(spec, cfg, k).values() for r in docs["row"]}
+    for k in range(cfg.grid.subsamples):
+        drawn |= {int(r) for docs in subsample_docs(spec, cfg.sample, k).values() for r in docs["row"]}
     free = everything[~everything["row"].isin(drawn)]
     picked = free.sample(2 * pool, random_state=seed).reset_index(drop=True)
     return picked.iloc[:pool], picked.iloc[pool:]
@@ -139,18 +139,18 @@ def main() -> None:
     grid = calibrate.mode_config(cfg, "padding")  # the mode `calibrate --modes padding` trains
     if run.todo(grid, (0, 1)):  # the calibrate run's units are reused; only missing ones are trained
         run.run(grid, keep_adapters=True)
-    base, tokenizer = load_scoring_model(resolve(cfg.base))
+    base, tokenizer = load_scoring_model(resolve(cfg.model.base))
     rows = []
     for t, slug in enumerate(grid.slugs):
-        spec = find_spec(slug, grid.include_path)
+        spec = find_spec(slug, grid.sample.include_path)
         suspect, reference = unseen_pools(spec, grid, args.pool, seed=t)
-        other_spec = find_spec(grid.slugs[(t + 1) % len(grid.slugs)], grid.include_path)
+        other_spec = find_spec(grid.slugs[(t + 1) % len(grid.slugs)], grid.sample.include_path)
         _, other = unseen_pools(other_spec, grid, args.pool, seed=t)
         sets = {"suspect": prompts.rendered(spec, suspect[["text", "label", "row"]])}
         sets |= reference_sets(spec, reference, other)
         base_scores = scored(base, tokenizer, spec, sets, args.batch_size)
         tdir = run.task_dir(grid, slug)
-        for k in range(grid.subsamples):
+        for k in range(grid.grid.subsamples):
             for cond in (conditions.EXTRA, conditions.TEST):
                 mine, mine_base = dict(sets), dict(base_scores)
                 if cond == conditions.TEST:  # the documents it saw, as the suspect set; power where unshifted

@@ -82,8 +82,8 @@ def walk(config: Path) -> tuple[int, dict[str, int]]:
 
     sys.setprofile(seen)
     try:
-        for cell in load_run(config).cell_configs():  # as `tapt-bench run` does: checked once, on load
-            run(plan.cell(cell))
+        for cell in load_run(config).run_configs():  # as `tapt-bench run` does: checked once, on load
+            run(plan.run_plan(cell))
     finally:
         sys.setprofile(None)
     return changes, lookups

@@ -32,7 +32,7 @@ def test_a_setting_out_of_bounds_is_refused_naming_its_key(cls, values, said):
 
 def test_codec_context_is_bounded_by_the_documents_a_split_holds(tmp_path, tiny_llama, data_dir):
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "o")  # n 6: 5 others a document
-    assert load_run(config, {"codec_context": 5}).codec_context == 5
+    assert load_run(config, {"codec_context": 5}).grid.codec_context == 5
     with pytest.raises(SettingsError, match="--codec-context is 6, .* set at most 5"):
         load_run(config, {"codec_context": 6})
 

@@ -184,11 +184,11 @@ def test_a_method_with_a_packing_setting_is_calibrated_in_both_modes_through_its
     assert modes_of(cfg, opts) == ["padding", "packing"]
     packed = mode_config(cfg, "packing")
     # the method's own packing, under its method_settings, as every method's
-    assert packed.method_settings == {"self-training": {"packing": True}}
+    assert packed.grid.method_settings == {"self-training": {"packing": True}}
     assert resolve.method_settings(packed).packing
     assert not resolve.method_settings(mode_config(cfg, "padding")).packing
     prompt = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "cal2"))
-    assert mode_config(prompt, "packing").method_settings["prompt-tapt"] == {
+    assert mode_config(prompt, "packing").grid.method_settings["prompt-tapt"] == {
         "lr": 0.01,
         "batch_size": 4,
         "packing": True,

@@ -17,6 +17,7 @@ from helpers import tiny_grid_config as config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError
+from harness.grid import plan
 from harness.grid import run as grid_run
 from harness.grid.merge import merge
 from harness.grid.run_checks import load_run
@@ -94,8 +95,8 @@ def test_a_shard_recomputes_its_units_and_merges_with_the_rest_into_the_unsharde
     tiny_grid, tmp_path, tiny_llama, data_dir
 ):
     cfg = load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1"))
-    assert [k for _, k in grid_run.units(cfg, (0, 2))] == [0, 2] and [
-        k for _, k in grid_run.units(cfg, (1, 2))
+    assert [k for _, k in plan.shard_keys(cfg, (0, 2))] == [0, 2] and [
+        k for _, k in plan.shard_keys(cfg, (1, 2))
     ] == [1]
     grid_run.run(cfg, (1, 2))  # unit 1, computed again in this process
     rest = tmp_path / "s0"  # shard 0/2 of the shared run: its units 0 and 2

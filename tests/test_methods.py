@@ -13,9 +13,10 @@ from safetensors.torch import load_file
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid import plan, resolve, unit_record, units
+from harness.grid import flow, plan, resolve, unit_record
 from harness.grid.config import load_config
 from harness.grid.run_checks import load_run
+from harness.grid.unit_plan import UnitKey
 from tapt import methods
 from tapt.methods.tlm import weights
 
@@ -35,13 +36,13 @@ NOT_A_METHOD = 3
 def test_methods_list_prints_the_four_built_ins_with_their_flows(capsys):
     main(["methods", "list"])
     shown = capsys.readouterr().out
-    for name, flow in [
+    for name, served in [
         ("prompt-tapt", "zero_shot"),
         ("raw-text", "classifier"),
         ("test-time-learning", "zero_shot"),
         ("self-training", "zero_shot"),
     ]:
-        assert any(line.split()[:2] == [name, flow] for line in shown.splitlines()), shown
+        assert any(line.split()[:2] == [name, served] for line in shown.splitlines()), shown
 
 
 def test_tlm_selects_the_inputs_above_its_threshold_with_its_weight():
@@ -93,8 +94,8 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
             return docs
 
         monkeypatch.setattr(plan, "subsample_docs", subsample_docs)
-        unit = units.compute_unit(
-            plan.cell(cfg.replace(out=str(tmp_path / f"out{shuffled}"))).unit("ag_news", 0),
+        unit = flow.compute(
+            plan.run_plan(cfg.replace(out=str(tmp_path / f"out{shuffled}"))).unit(UnitKey("ag_news", 0)),
             keep_adapters=True,
         )
         # the pseudo-labels on test are the base's zero-shot answers: their accuracy is the base's on test
@@ -262,7 +263,7 @@ def test_tlm_learns_from_the_inputs_its_threshold_selects(
         method_settings={"test-time-learning": {"threshold": threshold}},
         exposure=False,
     )
-    unit = units.compute_unit(plan.cell(load_config(config)).unit("ag_news", 0))
+    unit = flow.compute(plan.run_plan(load_config(config)).unit(UnitKey("ag_news", 0)))
     test = unit.record["training"]["test"]
     assert (test["selected"], test["seen"], test["threshold"]) == (selected, 6, threshold)
 
@@ -400,9 +401,9 @@ def test_tlm_weights_are_the_frozen_bases_log_perplexities(tmp_path, tiny_llama,
         exposure=False,
     )
     cfg = load_config(config)
-    unit = units.compute_unit(plan.cell(cfg).unit("ag_news", 0))
+    unit = flow.compute(plan.run_plan(cfg).unit(UnitKey("ag_news", 0)))
     offline = [w for step in unit.record["training"]["test"]["weights"] for w in step]
-    docs = subsample_docs(find_spec("ag_news"), cfg, 0)["test"]
+    docs = subsample_docs(find_spec("ag_news"), cfg.sample, 0)["test"]
     tok, base = AutoTokenizer.from_pretrained(tiny_llama), AutoModelForCausalLM.from_pretrained(tiny_llama)
     with torch.no_grad():
         ids = [tok(p, truncation=True, max_length=training.MAX_LENGTH)["input_ids"] for p in docs["prompt"]]
@@ -504,7 +505,13 @@ def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per
     def resolved(name):  # the config's keys and its prompt TAPT's settings, as a run reads them
         cfg = read(yaml.safe_load(config_path(name).read_text()), name)
         own = resolve.method_settings(cfg)
-        return (cfg.accuracy, cfg.prompt_format, own.max_length, own.optim, own.gradient_checkpointing), own
+        return (
+            cfg.grid.accuracy,
+            cfg.sample.prompt_format,
+            own.max_length,
+            own.optim,
+            own.gradient_checkpointing,
+        ), own
 
     study = ("mean_token", "chat")
     for name, length in (("zero_shot", 512), ("zero_shot_epochs_2", 512), ("zero_shot_packing", 8192)):

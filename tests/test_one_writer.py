@@ -15,27 +15,35 @@ from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
 from harness.grid import lock, plan, resolve
 from harness.grid.config import load_config
-from harness.grid.run import model_dir, run, task_dir, write_unit
-from harness.grid.units import Unit
+from harness.grid.run import run, task_dir, write_unit
+from harness.grid.unit_plan import UnitKey
+from harness.grid.unit_record import UnitRecord
 from tapt import output
 
 
 def test_a_second_run_into_a_folder_and_shard_is_refused_naming_the_first(tmp_path, tiny_llama, data_dir):
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False)
     cfg = load_config(config)
-    with lock.held(model_dir(cfg), (0, 1)):
+    with lock.held(resolve.folder(cfg), (0, 1)):
         with pytest.raises(
             UserError, match=f"another run \\(PID {os.getpid()} on .*, started .*\\) is writing"
         ):
             run(cfg)
         assert not list((tmp_path / "out").rglob("manifest*"))  # refused before anything is written
         overlap = pytest.raises(UserError, match="in 1 shard\\(s\\), and this run's shards are 2: the two")
-        with overlap, lock.held(model_dir(cfg), (1, 2)):  # shards of another count overlap this run's units
+        with (
+            overlap,
+            lock.held(resolve.folder(cfg), (1, 2)),
+        ):  # shards of another count overlap this run's units
             pass
     deletes = pytest.raises(UserError, match="--overwrite would delete units beside it")
-    with lock.held(model_dir(cfg), (0, 2)), lock.held(model_dir(cfg), (1, 2)), deletes:  # shards of one count
+    with (
+        lock.held(resolve.folder(cfg), (0, 2)),
+        lock.held(resolve.folder(cfg), (1, 2)),
+        deletes,
+    ):  # shards of one count
         run(cfg, (0, 1), overwrite=True)
-    assert not results.lock_path(model_dir(cfg), (0, 1)).exists()  # given back when the run ends
+    assert not results.lock_path(resolve.folder(cfg), (0, 1)).exists()  # given back when the run ends
 
 
 def test_a_lock_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
@@ -61,9 +69,11 @@ def test_a_unit_is_not_written_beside_units_of_other_settings(tmp_path, tiny_lla
     tdir = task_dir(cfg, "ag_news")
     other = {"settings": {**resolve.recorded(cfg), "lr": 0.5}}
     results.write_unit(tdir, 1, {"base": 0.5}, pd.DataFrame({"row": [0]}), other)
-    unit = Unit("ag_news", 0, {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": resolve.recorded(cfg)})
+    unit = UnitRecord(
+        UnitKey("ag_news", 0), {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": resolve.recorded(cfg)}
+    )
     with pytest.raises(SettingsError, match="unit\\(s\\) \\[1\\] were written with other settings"):
-        write_unit(plan.cell(cfg), unit)
+        write_unit(plan.run_plan(cfg), unit)
     assert not results.is_done(tdir, 0)
 
 
@@ -99,18 +109,18 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
 ):
     """The tapt_* task's data hook draws the subsample again from its metadata: the unit checks that lm-eval
     scored its own test documents, row by row, and stops where a drift would score others."""
-    from harness.grid import base_model, plan, units
-    from harness.grid.flows import zero_shot as flow
+    from harness.grid import base_model, flow, plan
+    from harness.grid.flows import zero_shot
     from harness.tasks.protocol import find_spec, subsample_docs
 
     cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))
-    unit = units.compute_unit(plan.cell(cfg).unit("ag_news", 0))
+    unit = flow.compute(plan.run_plan(cfg).unit(UnitKey("ag_news", 0)))
     test = subsample_docs(find_spec("ag_news"), cfg.sample, 0)["test"]
     scored = unit.probs[unit.probs["condition"] == "base"]
     assert sorted(scored["row"]) == sorted(test["row"])
-    drawn = flow.scoring.lm_eval_task
+    drawn = zero_shot.scoring.lm_eval_task
     monkeypatch.setattr(  # the hook told another subsample than the grid drew
-        flow.scoring,
+        zero_shot.scoring,
         "lm_eval_task",
         lambda spec, meta, inc, t: drawn(spec, {**meta, "subsample": 1}, inc, t),
     )
@@ -118,4 +128,4 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
     with pytest.raises(
         UserError, match="lm-eval's doc 0 is pool row [0-9]+, and the unit's test document there is row"
     ):
-        units.compute_unit(plan.cell(cfg.replace(out=str(tmp_path / "other"))).unit("ag_news", 0))
+        flow.compute(plan.run_plan(cfg.replace(out=str(tmp_path / "other"))).unit(UnitKey("ag_news", 0)))

@@ -9,8 +9,9 @@ from helpers import tiny_grid_config
 
 from harness.core.errors import SettingsError
 from harness.grid import config as grid_config
-from harness.grid import plan, resolve, units
+from harness.grid import flow, plan, resolve
 from harness.grid.config import GridConfig, load_config
+from harness.grid.unit_plan import UnitKey
 
 CONFIG_PY = str(Path(grid_config.__file__))
 
@@ -35,16 +36,16 @@ def test_a_config_is_a_value_and_the_run_checks_what_needs_the_disk_or_a_plug_in
     missing = str(tmp_path / "nowhere.py") + ":METHOD"
     cfg = GridConfig(out="/proc/x", method=missing)  # built: a config probes no folder, loads no file
     with pytest.raises(SettingsError, match="out .*cannot"):
-        plan.cells(cfg)
+        plan.run_plans(cfg)
     with pytest.raises(SettingsError, match="nowhere.py"):
-        plan.cells(cfg.replace(out=str(tmp_path / "out")))
+        plan.run_plans(cfg.replace(out=str(tmp_path / "out")))
 
 
 def test_a_config_of_two_cells_and_three_methods_is_resolved_into_six_cells_building_each_config_once():
     cfg = GridConfig(cells=["4/6/1", "4/8/1"], methods=["prompt-tapt", "self-training", "test-time-rl"])
-    built = calls_into_config(lambda: plan.cells(cfg))["complete"]
-    cells = plan.cells(cfg)
-    assert [(c.config.n, c.method.name) for c in cells] == [
+    built = calls_into_config(lambda: plan.run_plans(cfg))["complete"]
+    cells = plan.run_plans(cfg)
+    assert [(c.config.sample.n, c.method.name) for c in cells] == [
         (n, m) for n in (6, 8) for m in ("prompt-tapt", "self-training", "test-time-rl")
     ]
     assert built == 2 + 2 * 3  # a config per cell, then one per cell and method: no config re-expanded
@@ -67,18 +68,19 @@ def test_a_unit_reads_its_settings_from_its_plan_and_never_from_the_config(
             conditions=["base", "extra", "test"],
         )
     )
-    unit = plan.cells(cfg)[0].unit("ag_news", 0)
-    assert (unit.slug, unit.k, unit.settings.lr, unit.settings.batch_size) == ("ag_news", 0, 0.01, 4)
+    unit = plan.run_plans(cfg)[0].unit(UnitKey("ag_news", 0))
+    settings = unit.settings(unit.adaptation())
+    assert (*unit.key, settings.lr, settings.batch_size) == ("ag_news", 0, 0.01, 4)
     assert unit.folder == tmp_path / "out/m4/n6/tiny/ag_news" and unit.settings_hash == resolve.settings_hash(
         cfg
     )
     found, find = [], plan.find_spec
     monkeypatch.setattr(plan, "find_spec", lambda *a: found.append(a) or find(*a))
-    again = plan.cells(cfg)[0]
-    assert [again.unit("ag_news", k).inputs()[0].slug for k in (0, 1, 0)] == ["ag_news"] * 3
-    assert len(found) == 1  # the task found once for the cell, not once per unit
+    again = plan.run_plans(cfg.replace(subsamples=3))[0]
+    assert [p.spec.slug for p in again.units()] == ["ag_news"] * 3
+    assert len(found) == 1  # the task found once for the run, not once per unit
     done = {}
-    calls = calls_into_config(lambda: done.setdefault("unit", units.compute_unit(unit)))
+    calls = calls_into_config(lambda: done.setdefault("unit", flow.compute(unit)))
     assert calls == {}  # no settings read back from config.py while the unit computes
     assert done["unit"].record["settings_hash"] == resolve.settings_hash(cfg)
 
@@ -91,9 +93,9 @@ def test_tapt_bench_run_checks_the_run_once_and_plans_each_cell_once(
     from harness.grid import run_checks
 
     checked, planned = [], []
-    check_run, cell = run_checks.check_run, plan.cell
+    check_run, run_plan = run_checks.check_run, plan.run_plan
     monkeypatch.setattr(run_checks, "check_run", lambda cfg: checked.append(cfg) or check_run(cfg))
-    monkeypatch.setattr(plan, "cell", lambda cfg: planned.append(cfg) or cell(cfg))
+    monkeypatch.setattr(plan, "run_plan", lambda cfg: planned.append(cfg) or run_plan(cfg))
     monkeypatch.setattr(grid_run, "in_process", lambda *a, **k: iter(()))  # no unit computed
     path = tiny_grid_config(
         tmp_path,
@@ -121,7 +123,7 @@ def test_a_run_reads_its_older_keys_its_task_index_and_each_method_once(
     read, found, recorded = [], [], []
     read_old_keys, find, record = study_layout.read_old_keys, methods.find, resolve.recorded
     monkeypatch.setattr(study_layout, "read_old_keys", lambda *a: read.append(a) or read_old_keys(*a))
-    monkeypatch.setattr(resolve, "recorded", lambda cfg: recorded.append(cfg) or record(cfg))
+    monkeypatch.setattr(resolve, "recorded", lambda cfg, *a: recorded.append(cfg) or record(cfg, *a))
     monkeypatch.setattr(methods, "find", lambda name: found.append(name) or find(name))
     monkeypatch.setattr(grid_run, "in_process", lambda *a, **k: iter(()))  # no unit computed
     spec.task_names.cache_clear()
@@ -132,6 +134,48 @@ def test_a_run_reads_its_older_keys_its_task_index_and_each_method_once(
     assert spec.task_names.cache_info().misses == 1  # the shipped task folder's YAMLs, indexed once
     # each YAML parsed once, and the template every shipped task includes once, not once per task
     assert spec.parsed.cache_info().misses == len(list(spec.TASKS_DIR.glob("*.yaml"))) + 1
-    # the run's method once per config it plans (the file's, its cell's) and the task keys' check; the older
-    # keys' reader and the task keys' check each ask for both flows' default methods
-    assert sorted(set(found)) == ["prompt-tapt", "raw-text"] and len(found) <= 8, found
+    # the run's method: by the commands' flags, by the run's checks, by its plan (a config holds no found
+    # method); the older keys' reader and the task keys' check each ask for both flows' default methods
+    assert sorted(set(found)) == ["prompt-tapt", "raw-text"] and len(found) <= 9, found
+
+
+def test_a_worker_computes_the_unit_plan_it_is_sent_and_builds_no_run_plan_nor_config(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    """The plan travels as it is: the worker (pool.serve, here in this process) unpickles a Job and
+    computes its unit without building a run plan or a config and without reading a config file."""
+    import logging
+    import os
+    import pickle
+    import queue
+
+    from harness.core.sections import Sections
+    from harness.grid import pool
+
+    cfg = load_config(
+        tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", subsamples=1, exposure=False)
+    )
+    (unit,) = plan.run_plan(cfg).units()
+    jobs, done = queue.Queue(), queue.Queue()
+    jobs.put(pickle.loads(pickle.dumps(pool.Job(unit, False, 1, None, True))))  # as the queue carries it
+    jobs.put(None)
+    counted = {"run plans": 0, "configs": 0, "config files": 0}
+
+    def counting(name, work):
+        return lambda *a, **k: counted.__setitem__(name, counted[name] + 1) or work(*a, **k)
+
+    monkeypatch.setattr(plan, "run_plan", counting("run plans", plan.run_plan))
+    monkeypatch.setattr(plan.RunPlan, "__init__", counting("run plans", plan.RunPlan.__init__))
+    monkeypatch.setattr(Sections, "__init__", counting("configs", Sections.__init__))
+    monkeypatch.setattr(grid_config, "load_config", counting("config files", grid_config.load_config))
+    monkeypatch.setattr(grid_config, "config_path", counting("config files", grid_config.config_path))
+    handlers = list(pool.log.handlers)
+    try:
+        pool.serve(0, jobs, done, parent=os.getppid())  # its parent-watching thread then only waits
+    finally:
+        pool.log.handlers[:] = handlers
+        logging.getLogger("tapt_bench.grid").setLevel(logging.NOTSET)
+    reply = done.get_nowait()
+    assert isinstance(reply, pool.Done), getattr(reply, "trace", reply)
+    assert reply.record.key == ("ag_news", 0) and reply.record.record["settings_hash"] == unit.settings_hash
+    assert counted == {"run plans": 0, "configs": 0, "config files": 0}

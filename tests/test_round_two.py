@@ -155,8 +155,8 @@ def test_a_task_named_twice_and_two_data_files_of_one_task_are_refused(tmp_path,
 
 def test_a_home_folder_is_expanded_in_every_path(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert GridConfig(out="~/results", data_dir="~/data").out == str(tmp_path / "results")
-    assert GridConfig(data_dir="~/data").data_dir == str(tmp_path / "data")
+    assert GridConfig(out="~/results", data_dir="~/data").grid.out == str(tmp_path / "results")
+    assert GridConfig(data_dir="~/data").sample.data_dir == str(tmp_path / "data")
     assert against(Path("/elsewhere"), "~/x") == str(tmp_path / "x")
 
 

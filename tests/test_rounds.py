@@ -39,8 +39,8 @@ def test_the_pooled_mde_is_the_summarys(tmp_path):
     records = Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study"
     raw = yaml.safe_load(config_path("methods_study").read_text())
     cfg = from_mapping(GridConfig, raw | {"out": str(records)}, "methods_study")
-    (self_training,) = [c for c in cfg.cell_configs() if resolve.tag(c).endswith("+self-training")]
-    from harness.grid.run import model_dir
+    (self_training,) = [c for c in cfg.run_configs() if resolve.tag(c).endswith("+self-training")]
+    model_dir = resolve.folder
     from harness.results import collect
     from harness.stats.summary import summarize
 

@@ -88,8 +88,10 @@ def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_
     (folder / "mine").mkdir()
     monkeypatch.chdir("/")
     cfg = load_config(path)
-    assert cfg.data_dir == str(data_dir.resolve()) and cfg.include_path == [str(folder / "mine")]
-    assert cfg.out == "results"  # where the run starts
+    assert cfg.sample.data_dir == str(data_dir.resolve()) and cfg.sample.include_path == [
+        str(folder / "mine")
+    ]
+    assert cfg.grid.out == "results"  # where the run starts
     with pytest.raises(UserError, match=str(folder / "nowhere" / "trec")):
         load_config(write_config(folder, data_dir="nowhere"))
 
@@ -104,8 +106,8 @@ def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, mo
     given = '{"prompt-tapt": {"epochs": 2}}'  # a method's settings: key by key over the file's
     main(["run", "--config", str(path), "--m", "8", "--method-settings", given, "--no-summary"])
     cfg = seen["cfg"].config  # the planned cell's keys
-    assert cfg.m == 8 and cfg.tasks == ["trec"] and cfg.quantize == "4bit"
-    assert cfg.method_settings == {"prompt-tapt": {"epochs": 2, "lr": 0.01}}
+    assert cfg.sample.m == 8 and cfg.grid.tasks == ["trec"] and cfg.form.quantize == "4bit"
+    assert cfg.grid.method_settings == {"prompt-tapt": {"epochs": 2, "lr": 0.01}}
     with pytest.raises(SystemExit, match="--eval-batch-size must be at least 1, got 0"):
         main(["run", "--config", str(path), "--eval-batch-size", "0"])
     with pytest.raises(SystemExit):  # one spelling: method_settings
@@ -119,7 +121,7 @@ def test_python_callers_get_the_same_checks():
     from harness.grid import plan
 
     with pytest.raises(SettingsError, match="prompt-tapt: key 'epochs' must be a number, got '3'"):
-        plan.cells(GridConfig(method_settings={"prompt-tapt": {"epochs": "3"}}))  # the run's checks, once
+        plan.run_plans(GridConfig(method_settings={"prompt-tapt": {"epochs": "3"}}))  # the run's checks, once
     cfg = GridConfig(method_settings={"prompt-tapt": {"epochs": 3}})
     epochs = resolve.method_settings(cfg).epochs
     assert epochs == 3.0 and isinstance(epochs, float)
@@ -260,10 +262,10 @@ def test_the_default_methods_settings_written_at_the_top_level_read_as_its_secti
         match=r"old.yaml: \['batch_size', 'epochs', 'lr', 'max_length'\] are prompt-tapt's settings; write",
     ):
         old = load_config(path, {"data_dir": str(data_dir)})
-    assert (resolve.settings_hash(old), resolve.tag(old), old.method_settings) == (
+    assert (resolve.settings_hash(old), resolve.tag(old), old.grid.method_settings) == (
         resolve.settings_hash(shipped),
         resolve.tag(shipped),
-        shipped.method_settings,
+        shipped.grid.method_settings,
     )
     path.write_text(yaml.safe_dump(sectioned | {"lr": 0.1, "method_settings": {"prompt-tapt": own}}))
     with pytest.raises(
@@ -287,11 +289,11 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     keys = {"data_dir": str(data_dir)}
     whole = load_config("methods_study", keys)
     narrowed = load_config("methods_study", keys | {"methods": ["self-training"]})
-    assert narrowed.methods == ["self-training"]  # prompt TAPT's settings dropped, its own kept
-    assert narrowed.method_settings == {
+    assert narrowed.grid.methods == ["self-training"]  # prompt TAPT's settings dropped, its own kept
+    assert narrowed.grid.method_settings == {
         "self-training": {"epochs": 2, "batch_size": 4, "lr": 0.002, "completion_only": False}
     }
-    hashes = {c.method: resolve.settings_hash(c) for c in whole.per_method()}
+    hashes = {c.grid.method: resolve.settings_hash(c) for c in whole.per_method()}
     assert [resolve.settings_hash(c) for c in narrowed.per_method()] == [hashes["self-training"]]
     kept = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
     assert kept.method_settings == {}
@@ -319,8 +321,8 @@ def test_narrowing_reads_method_names_as_method_settings_does_a_plug_in_named_by
         methods=["prompt-tapt", plug_in],
         method_settings={"norm-tuning": {"steps": 2}},
     )
-    assert load_config(path, {"methods": ["prompt-tapt"]}).method_settings == {
+    assert load_config(path, {"methods": ["prompt-tapt"]}).grid.method_settings == {
         "prompt-tapt": {"lr": 0.01, "batch_size": 4}
     }
     kept = load_config(path, {"methods": [plug_in]})
-    assert kept.method_settings == {"norm-tuning": {"steps": 2}}
+    assert kept.grid.method_settings == {"norm-tuning": {"steps": 2}}

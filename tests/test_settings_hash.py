@@ -58,14 +58,14 @@ def rows(name: str, raw: dict) -> dict:
     """Per cell and method: the recorded settings, their hash and the base's; per task override: its hash."""
     cfg = read(raw, name)
     out = {}
-    for cell in cfg.cell_configs():
-        key = f"{resolve.tag(cell)} m{cell.m} n{cell.n}"
+    for cell in cfg.run_configs():
+        key = f"{resolve.tag(cell)} m{cell.sample.m} n{cell.sample.n}"
         out[key] = {
             "hash": resolve.settings_hash(cell),
             "base": fingerprint(resolve.base_settings(cell)),
             "settings": resolve.recorded(cell),
         }
-        for slug in sorted(cell.task_overrides):
+        for slug in sorted(cell.grid.task_overrides):
             out[f"{key} {slug}"] = {"hash": resolve.settings_hash(resolve.for_task(cell, slug))}
     return out
 
@@ -138,12 +138,18 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
     assert 2 <= changed < len(manifests)
 
 
-def test_a_config_is_its_sections_side_by_side_and_reads_through_them():
+def test_a_config_is_its_sections_side_by_side_each_key_read_on_its_section():
     cfg = GridConfig(m=4, quantize="none", exposure=True)
     assert (cfg.sample.m, cfg.form.quantize, cfg.grid.exposure) == (4, "none", True)
-    assert (cfg.m, cfg.quantize) == (4, "none") and cfg.replace(m=5).m == 5 and cfg.m == 4
-    with pytest.raises(AttributeError, match="read-only: make a changed copy with replace"):
-        cfg.m = 3
+    assert (
+        (cfg.sample.m, cfg.form.quantize) == (4, "none")
+        and cfg.replace(m=5).sample.m == 5
+        and cfg.sample.m == 4
+    )
+    with pytest.raises(AttributeError, match="read-only section: make a changed copy with replace"):
+        cfg.sample.m = 3
+    with pytest.raises(AttributeError, match="holds 'm' on its section: read .sample.m"):
+        _ = cfg.m
     with pytest.raises(AttributeError, match="has no key 'learning_rate'"):
         _ = cfg.learning_rate
 

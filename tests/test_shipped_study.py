@@ -87,7 +87,7 @@ def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resume
     records = SHIPPED[name]
     raw = yaml.safe_load(config_path(name).read_text())  # no data or model needed to read it
     cfg = from_mapping(GridConfig, raw | {"out": str(records)}, name)
-    expected = {resolve.tag(c): resolve.settings_hash(c) for c in cfg.cell_configs()}
+    expected = {resolve.tag(c): resolve.settings_hash(c) for c in cfg.run_configs()}
     units = list(records.rglob("units/*.json"))
     assert units
     for path in units:

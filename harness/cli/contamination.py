@@ -84,7 +84,7 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
 
         def run_grid(grid) -> None:
             run_rounds(
-                grid, opts.until_mde, lambda c, k: grid_run.run(plan.cell(c), keep_adapters=keep, upto=k)
+                grid, opts.until_mde, lambda c, k: grid_run.run(plan.run_plan(c), keep_adapters=keep, upto=k)
             )
 
     result = calibrate(cfg, opts, run_grid)
@@ -93,7 +93,7 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     print(format_rates(result["rates"]))
     if len({r["task"] for r in result["rates_by_task"]}) > 1:
         print("\nper task:\n" + format_rates(result["rates_by_task"]))
-    print(f"per task and condition: {Path(cfg.out) / CALIBRATION}; {result['seconds']:.0f} s")
+    print(f"per task and condition: {Path(cfg.grid.out) / CALIBRATION}; {result['seconds']:.0f} s")
 
 
 def cmd_contamination_show(args: argparse.Namespace) -> None:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 
 from harness.core.conditions import PRIMARY
-from harness.grid import resolve, run
+from harness.grid import resolve
 from harness.grid.config import GridConfig
 from harness.results import collect
 from harness.stats.summary import summarize
@@ -18,7 +18,7 @@ from harness.stats.verdict import key
 
 def pooled(cfg: GridConfig) -> tuple[float, int]:
     """A method's pooled MDE (in points) and units so far; inf and 0 before it has any."""
-    mdir = run.model_dir(cfg)
+    mdir = resolve.folder(cfg)
     if not any(mdir.glob("*/units/*.json")):
         return float("inf"), 0
     (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == resolve.tag(cfg)]
@@ -34,28 +34,29 @@ def run_rounds(
     `target` None: every planned unit, never stopped on the data (a confirmatory plan), in rounds so that
     a run stopped early holds its methods on the same subsamples."""
     if target is None:  # the plan: no summary is read between rounds, so nothing of the data is seen
-        for k in range(1, max(c.subsamples for c in cfg.cell_configs()) + 1):
-            for c in cfg.cell_configs():
-                if k <= c.subsamples:
-                    say(f"round {k} of the plan: {resolve.tag(c)} (m {c.m}, n {c.n})")
+        for k in range(1, max(c.grid.subsamples for c in cfg.run_configs()) + 1):
+            for c in cfg.run_configs():
+                if k <= c.grid.subsamples:
+                    say(f"round {k} of the plan: {resolve.tag(c)} (m {c.sample.m}, n {c.sample.n})")
                     run_one(c, k)
         return {}
-    open_, out = cfg.cell_configs(), {}
-    for k in range(1, max(c.subsamples for c in open_) + 1):
+    open_, out = cfg.run_configs(), {}
+    for k in range(1, max(c.grid.subsamples for c in open_) + 1):
         for c in list(open_):
             mde, units = pooled(c)
-            if mde <= target or k > c.subsamples:
+            if mde <= target or k > c.grid.subsamples:
                 why = (
                     f"MDE {mde:.2f} pts over {units} units"
                     if mde <= target
-                    else f"its {c.subsamples} subsamples"
+                    else f"its {c.grid.subsamples} subsamples"
                 )
-                say(f"{resolve.tag(c)} (m {c.m}, n {c.n}): stops at {why}")
+                say(f"{resolve.tag(c)} (m {c.sample.m}, n {c.sample.n}): stops at {why}")
                 open_.remove(c)
-                out[f"{resolve.tag(c)} m{c.m} n{c.n}"] = (mde, units)
+                out[f"{resolve.tag(c)} m{c.sample.m} n{c.sample.n}"] = (mde, units)
                 continue
             say(
-                f"round {k}: {resolve.tag(c)} (m {c.m}, n {c.n}), MDE so far {mde:.2f} pts over {units} units"
+                f"round {k}: {resolve.tag(c)} (m {c.sample.m}, n {c.sample.n}), MDE so far {mde:.2f} pts "
+                f"over {units} units"
             )
             run_one(c, k)  # its first k subsamples: the config, and what its units record, stay whole
         if not open_:
@@ -63,6 +64,9 @@ def run_rounds(
     for c in open_:
         mde, units = pooled(c)
         met = "at most" if mde <= target else "still above"
-        say(f"{resolve.tag(c)} (m {c.m}, n {c.n}): MDE {mde:.2f} pts over {units} units, {met} {target:g}")
-        out[f"{resolve.tag(c)} m{c.m} n{c.n}"] = (mde, units)
+        say(
+            f"{resolve.tag(c)} (m {c.sample.m}, n {c.sample.n}): MDE {mde:.2f} pts over {units} units, "
+            f"{met} {target:g}"
+        )
+        out[f"{resolve.tag(c)} m{c.sample.m} n{c.sample.n}"] = (mde, units)
     return out

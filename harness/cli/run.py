@@ -128,7 +128,7 @@ CONFIG_KEYS = (
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from harness.grid import plan, run
+    from harness.grid import plan, resolve, run
 
     opts = from_namespace(RunOptions, args)
     cfg = grid_config(opts.config, args)
@@ -136,18 +136,20 @@ def cmd_run(args: argparse.Namespace) -> None:
     with executor(opts) as execute:
 
         def run_one(cell, upto: int | None = None) -> None:  # planned here: load_run checked the whole run
-            run.run(plan.cell(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads, upto)
+            run.run(
+                plan.run_plan(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads, upto
+            )
 
-        if opts.until_mde or (cfg.confirmatory and shard[1] == 1):  # a plan: rounds, never stopped early
+        if opts.until_mde or (cfg.plan.confirmatory and shard[1] == 1):  # a plan: rounds, never stopped early
             from harness.cli.rounds import run_rounds
 
-            run_rounds(cfg, None if cfg.confirmatory else opts.until_mde, run_one)
+            run_rounds(cfg, None if cfg.plan.confirmatory else opts.until_mde, run_one)
         else:
-            for cell in cfg.cell_configs():
+            for cell in cfg.run_configs():
                 run_one(cell)
     if shard[1] == 1 and opts.summary:
-        for cell in cfg.cell_configs():
-            print_summary(run.model_dir(cell))
+        for cell in cfg.run_configs():
+            print_summary(resolve.folder(cell))
 
 
 @contextlib.contextmanager

@@ -108,11 +108,11 @@ def every_methods_flags() -> set[str]:
 def register(sub, method: str | None = None) -> None:
     """The commands; `train`'s flags hold `method`'s settings (default: the study's prompt TAPT)."""
     from harness.core.flags import add_settings
-    from harness.grid import flows
+    from harness.grid.flow import default_method
     from tapt import methods
     from tapt.methods.single import TrainArgs
 
-    chosen = methods.find(method or flows.get("zero_shot").default_method)
+    chosen = methods.find(method or default_method("zero_shot"))
     p = command(
         sub,
         "train",

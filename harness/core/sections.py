@@ -48,8 +48,8 @@ def recorded(settings: Settings, parts: dict[str, bool] | None = None) -> dict[s
 class Sections:
     """Sections of settings held side by side (`SECTIONS`: attribute -> Settings class). It is built from
     flat keys, each passed to its section (which checks its types and bounds); `check` then looks
-    across sections. A key reads through (`config.lr` is `config.adapter.lr`, set once when it is built);
-    `replace` makes a new one."""
+    across sections. A key is read on its section (`config.grid.conditions`, a typed attribute);
+    `replace` makes a new one from flat keys."""
 
     SECTIONS: ClassVar[dict[str, type[Settings]]] = {}
     TITLES: ClassVar[dict[str, str]] = {}  # a section's title in --help
@@ -63,9 +63,8 @@ class Sections:
             own = {k: v for k, v in keys.items() if owners[k] == name}
             object.__setattr__(self, name, cls(**own))
         self.complete()
-        for section in self.sections().values():  # each key an attribute: a read is no call
-            for field in dataclasses.fields(section):
-                object.__setattr__(self, field.name, getattr(section, field.name))
+        for section in self.sections().values():  # read-only from here: `replace` makes a new one
+            section.__dict__["read_only"] = True
         self.check()
 
     def complete(self) -> None:
@@ -101,6 +100,9 @@ class Sections:
         return type(self)(**(self.keys() | keys))
 
     def __getattr__(self, key: str) -> Any:  # reached only for names that are not attributes
+        owner = self.owners().get(key)
+        if owner is not None:
+            raise AttributeError(f"{type(self).__name__} holds {key!r} on its section: read .{owner}.{key}")
         raise AttributeError(f"{type(self).__name__} has no key {key!r}")
 
     def __setattr__(self, key: str, value: Any) -> None:

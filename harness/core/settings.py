@@ -156,6 +156,13 @@ class Settings:
     def check(self) -> None:
         """Checks across fields; subclasses extend (calling super().check())."""
 
+    def __setattr__(self, key: str, value: Any) -> None:
+        if self.__dict__.get("read_only"):  # a section of settings made of sections (harness.core.sections)
+            raise AttributeError(
+                f"{type(self).__name__} is a read-only section: make a changed copy with replace({key}=...)"
+            )
+        object.__setattr__(self, key, value)
+
 
 S = typing.TypeVar("S", bound=Settings)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.core import models, weights
 from harness.core.errors import UserError
-from harness.grid.config import GridConfig
+from harness.core.models import BaseForm, ModelSettings
 from tapt import methods
 
 
@@ -60,18 +60,18 @@ class Loaded:
         self.key: tuple | None = None
         self.base: Base | None = None
 
-    def get(self, cfg: GridConfig) -> Base:
-        key = (cfg.base, cfg.quantize, cfg.fallback_lora, cfg.bf16)
+    def get(self, model: ModelSettings, form: BaseForm) -> Base:
+        key = (model.base, form.quantize, form.fallback_lora, form.bf16)
         if self.base is not None and self.key == key:
             now = weights.base_state(self.base.model, self.base.tokenizer)
             if not weights.differences(self.base.at_load, now):  # never reused unverified
                 return self.base
         self.forget()
-        path = models.resolve(cfg.base)
+        path = models.resolve(model.base)
         models.check_base(path)
-        model = models.load_causal_lm(path, cfg.quantize, cfg.fallback_lora, cfg.bf16)
+        lm = models.load_causal_lm(path, form.quantize, form.fallback_lora, form.bf16)
         tokenizer = models.tokenizer(path)
-        self.key, self.base = key, Base(model, tokenizer, weights.base_state(model, tokenizer))
+        self.key, self.base = key, Base(lm, tokenizer, weights.base_state(lm, tokenizer))
         return self.base
 
     def forget(self) -> None:
@@ -81,9 +81,9 @@ class Loaded:
 LOADED = Loaded()
 
 
-def loaded_base(cfg: GridConfig) -> Base:
-    """cfg's base, loaded once per process (LOADED)."""
-    return LOADED.get(cfg)
+def loaded_base(model: ModelSettings, form: BaseForm) -> Base:
+    """The base in its form, loaded once per process (LOADED)."""
+    return LOADED.get(model, form)
 
 
 class BaseScores:

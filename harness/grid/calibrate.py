@@ -31,7 +31,7 @@ from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model
 from harness.core.settings import Settings, field_names, option
-from harness.grid import flows, null_models, resolve
+from harness.grid import flow, null_models, resolve
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
 from harness.tasks.protocol import find_spec, subsample_docs
@@ -93,14 +93,14 @@ def mode_config(cfg: GridConfig, mode: str) -> GridConfig:
     <out>/<mode>; or in <out> itself where a grid run there (`tapt-bench run` of a config with the leak
     and the exposure test, such as a methods study) already holds units of exactly these settings: they
     are read, and only the units it lacks are computed, into the same folder."""
-    with_leak = [c for c in conditions.ALL if c in (*cfg.conditions, conditions.LEAK)]  # stream as given
+    with_leak = [c for c in conditions.ALL if c in (*cfg.grid.conditions, conditions.LEAK)]  # stream as given
     changes = {"conditions": with_leak, "exposure": True}
     if mode != DEFAULT:  # packing is one of the method's settings
         name = cfg.adaptation().name
-        own = cfg.method_settings.get(name, {}) | {"packing": mode == "packing"}
-        changes["method_settings"] = {**cfg.method_settings, name: own}
+        own = cfg.grid.method_settings.get(name, {}) | {"packing": mode == "packing"}
+        changes["method_settings"] = {**cfg.grid.method_settings, name: own}
     grid = cfg.replace(**changes)
-    return grid if ran_here(grid) else grid.replace(out=str(Path(cfg.out) / mode))
+    return grid if ran_here(grid) else grid.replace(out=str(Path(cfg.grid.out) / mode))
 
 
 def ran_here(cfg: GridConfig) -> bool:
@@ -115,7 +115,7 @@ def ran_here(cfg: GridConfig) -> bool:
 
 def units_of(cfg: GridConfig, tdir: Path) -> dict[int, dict]:
     """The config's finished units in a task dir (a folder may hold more subsamples than it asks for)."""
-    return {k: u for k, u in sorted(results.finished(tdir).items()) if k < cfg.subsamples}
+    return {k: u for k, u in sorted(results.finished(tdir).items()) if k < cfg.grid.subsamples}
 
 
 def unit_rows(
@@ -126,14 +126,14 @@ def unit_rows(
     left out, and why is put in `unadapted` by (task, subsample)."""
     rows, method = [], cfg.adaptation().name
     for slug in cfg.slugs:
-        spec = find_spec(slug, cfg.include_path)
+        spec = find_spec(slug, cfg.sample.include_path)
         for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
             record = unit["exposure"]
             if with_nulls:
                 record, why = null_models.added(cfg, spec.slug, k, unit, train)
                 if why and unadapted is not None:
                     unadapted[(spec.slug, k)] = why
-            docs = subsample_docs(spec, cfg, k)
+            docs = subsample_docs(spec, cfg.sample, k)
             text = {
                 (s, r): t
                 for s in (conditions.TEST, conditions.EXTRA)
@@ -153,9 +153,9 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
     fix = "delete it to compute the exchangeability p-values again"
     cache = read_json_object(cache_path, str(cache_path), fix) if cache_path.is_file() else {}
     for slug in cfg.slugs:  # every adapter the test reads, before the base is loaded
-        tdir = grid_run.task_dir(cfg, find_spec(slug, cfg.include_path).slug)
+        tdir = grid_run.task_dir(cfg, find_spec(slug, cfg.sample.include_path).slug)
         for k in units_of(cfg, tdir):
-            for cond in (c for c in cfg.conditions if c not in (conditions.BASE, conditions.STREAM)):
+            for cond in (c for c in cfg.grid.conditions if c not in (conditions.BASE, conditions.STREAM)):
                 adapter = tdir / "adapters" / f"{k}_{cond}"
                 if not adapter.is_dir():
                     raise UserError(
@@ -163,14 +163,14 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
                         f"did not keep its adapters): delete {tdir / 'units'} so that calibrate trains its "
                         "units again and keeps them, or drop --exchangeability"
                     )
-    base, tokenizer = load_scoring_model(models.resolve(cfg.base))
+    base, tokenizer = load_scoring_model(models.resolve(cfg.model.base))
     rows = []
     for slug in cfg.slugs:
-        spec = find_spec(slug, cfg.include_path)
+        spec = find_spec(slug, cfg.sample.include_path)
         tdir = grid_run.task_dir(cfg, spec.slug)
         for k in units_of(cfg, tdir):
-            test_docs = subsample_docs(spec, cfg, k)[conditions.TEST]
-            for cond in (c for c in cfg.conditions if c != conditions.STREAM):  # one adapter a condition
+            test_docs = subsample_docs(spec, cfg.sample, k)[conditions.TEST]
+            for cond in (c for c in cfg.grid.conditions if c != conditions.STREAM):  # one adapter a condition
                 model = base
                 if cond != conditions.BASE:
                     model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}")
@@ -212,10 +212,10 @@ def why_none(cfg: GridConfig, opts) -> str:
     reads (the leak and the exposure test, most often), or nothing."""
     from harness.core.settings import differences
 
-    found = next(iter(sorted(Path(cfg.out).rglob("units/*.json"))), None)
+    found = next(iter(sorted(Path(cfg.grid.out).rglob("units/*.json"))), None)
     if found is None:
         return ""
-    want = resolve.recorded(mode_config(cfg.cell_configs()[0], modes_of(cfg.cell_configs()[0], opts)[0]))
+    want = resolve.recorded(mode_config(cfg.run_configs()[0], modes_of(cfg.run_configs()[0], opts)[0]))
     got = json.loads(found.read_text()).get("settings", {})
     changed = [d for d in differences(got, want) if not d.startswith(("exposure", "conditions"))][:3]
     if got.get("conditions") != want.get("conditions"):
@@ -246,7 +246,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
     started = time.perf_counter()
     load_detectors(opts.detectors)
     rows, notes = [], []
-    for cell in cfg.cell_configs():
+    for cell in cfg.run_configs():
         if modes_of(cell, opts) == [DEFAULT]:
             note = (
                 f"{cell.adaptation().name} has no packing setting: its one mode ({DEFAULT}) is calibrated, "
@@ -257,23 +257,23 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
             grid = mode_config(cell, mode)
             if opts.train:
                 run_grid(grid)
-            with_nulls = opts.null_model and flows.get(grid.flow).null_model is not None
+            with_nulls = opts.null_model and flow.get(grid.grid.flow).null_model is not None
             unadapted = {}
             read = unit_rows(grid, mode, with_nulls, opts.train, unadapted)
             rows += read
             notes += read_notes(cell, grid, mode, opts, with_nulls, read, unadapted)
             if opts.exchangeability:
-                rows += exchangeability_rows(grid, mode, opts, Path(cfg.out) / "exchangeability.json")
+                rows += exchangeability_rows(grid, mode, opts, Path(cfg.grid.out) / "exchangeability.json")
     if not rows and not opts.train:
         raise UserError(
-            f"nothing to calibrate under {cfg.out}: no finished unit of these settings, and train is false "
-            f"(read only){why_none(cfg, opts)}; drop `--train false` to train them"
+            f"nothing to calibrate under {cfg.grid.out}: no finished unit of these settings, and train is "
+            f"false (read only){why_none(cfg, opts)}; drop `--train false` to train them"
         )
     sees = {name: d.sees for name, d in detectors.DETECTORS.items()}
     sees |= {f"exchangeability ({fmt})": what for fmt, what in FORMATS.items()}
     pvalues = pd.DataFrame(rows)
     out = {
-        "settings": resolve.recorded(cfg) | {"tasks": cfg.tasks, "subsamples": cfg.subsamples},
+        "settings": resolve.recorded(cfg) | {"tasks": cfg.grid.tasks, "subsamples": cfg.grid.subsamples},
         "options": dataclasses.asdict(opts),
         "rates": detectors.error_rates(pvalues, sees, ("method", "mode", "detector")),
         "rates_by_task": detectors.error_rates(pvalues, sees, ("method", "mode", "task", "detector")),
@@ -281,7 +281,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
         "notes": notes,
         "seconds": time.perf_counter() - started,
     }
-    results.write_json(Path(cfg.out) / results.CALIBRATION, out)
+    results.write_json(Path(cfg.grid.out) / results.CALIBRATION, out)
     return out
 
 
@@ -292,7 +292,7 @@ def read_notes(
     null model did not move, and, read only, how many of the units were finished."""
     name, notes = cell.adaptation().name, []
     if opts.null_model and not with_nulls:
-        notes.append(f"{name} ({mode}): no null model in the {grid.flow} flow")
+        notes.append(f"{name} ({mode}): no null model in the {grid.grid.flow} flow")
     elif with_nulls:
         units = {(r["task"], r["subsample"]) for r in read}
         nulls = {(r["task"], r["subsample"]) for r in read if r["condition"] == conditions.NULL}
@@ -305,7 +305,7 @@ def read_notes(
     if not opts.train:
         units = len({(r["task"], r["subsample"]) for r in read})
         notes.append(
-            f"{name} ({mode}): read {units} finished of {len(cell.slugs) * cell.subsamples} units, "
+            f"{name} ({mode}): read {units} finished of {len(cell.slugs) * cell.grid.subsamples} units, "
             "trained none"
         )
     return notes

@@ -14,7 +14,7 @@ from harness.core.models import SMOLLM2, BaseForm, ModelSettings
 from harness.core.sections import Sections
 from harness.core.settings import against, field_names, flag, from_mapping
 from harness.core.study_plan import StudyPlan
-from harness.grid import flows, study_layout
+from harness.grid import flow, study_layout
 from harness.grid.grid_settings import GridSettings
 from harness.scoring.classifier import ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
@@ -61,10 +61,11 @@ class GridConfig(Sections):
     def check(self) -> None:
         """The keys' values against each other, with no I/O: a config is a value. What needs the disk or a
         plug-in (the out folder, each method, each cell) is checked once for a run, by `check_run`."""
-        flows.get(self.flow).check(self)
-        if self.model_tag is not None and not methods.NAME.fullmatch(self.model_tag):
+        flow.get(self.grid.flow).check(self)
+        if self.grid.model_tag is not None and not methods.NAME.fullmatch(self.grid.model_tag):
             problem = (
-                f"{self.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no paths)"
+                f"{self.grid.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no "
+                "paths)"
             )
             raise SettingsError.of("model_tag", problem)
 
@@ -73,7 +74,7 @@ class GridConfig(Sections):
         from contamination.detectors import load_score
 
         out = []
-        for target, settings in self.scores.items():
+        for target, settings in self.grid.scores.items():
             try:
                 score = load_score(target)
             except ValueError as err:
@@ -83,10 +84,10 @@ class GridConfig(Sections):
             out.append((score, settings))
         return out
 
-    def cell_configs(self) -> list[GridConfig]:
+    def run_configs(self) -> list[GridConfig]:
         """One config per cell: `cells` expanded, or this config's own m, n, subsamples."""
         out = []
-        for cell in self.cells:
+        for cell in self.grid.cells:
             try:
                 m, n, subsamples = (int(x) for x in cell.split("/"))
             except ValueError:
@@ -98,14 +99,14 @@ class GridConfig(Sections):
     def per_method(self) -> list[GridConfig]:
         """One config per method of `methods` and per dose of `doses` (each into its own model folder),
         or this one."""
-        if not self.methods and not self.doses:
+        if not self.grid.methods and not self.grid.doses:
             return [self]
         out = []
-        for name in self.methods or [self.method or flows.get(self.flow).default_method]:
+        for name in self.grid.methods or [self.grid.method or flow.default_method(self.grid.flow)]:
             key = methods.find(name).name
-            own = {k: v for k, v in self.method_settings.items() if k == key}
-            dkey = name if name in self.doses else key
-            swept = self.doses.get(dkey) or {}
+            own = {k: v for k, v in self.grid.method_settings.items() if k == key}
+            dkey = name if name in self.grid.doses else key
+            swept = self.grid.doses.get(dkey) or {}
             for setting, values in swept.items() or [(None, [None])]:
                 for value in values:
                     settings = own if setting is None else {key: {**own.get(key, {}), setting: value}}
@@ -115,7 +116,7 @@ class GridConfig(Sections):
 
     def dose(self) -> str | None:
         """'setting=value' of this config's one dose (`doses` after per_method), or None."""
-        for swept in self.doses.values():
+        for swept in self.grid.doses.values():
             for setting, values in swept.items():
                 if len(values) == 1:
                     value = f"{values[0]:g}" if isinstance(values[0], float) else values[0]
@@ -123,20 +124,15 @@ class GridConfig(Sections):
         return None
 
     def adaptation(self) -> methods.Method:
-        """The method this run audits (the flow's study method by default), found once per config."""
-        if "_method" not in self.__dict__:
-            found = methods.find(self.method or flows.get(self.flow).default_method)
-            object.__setattr__(self, "_method", found)
-        return self.__dict__["_method"]
-
-    def __getstate__(self) -> dict:  # a worker finds the method again: a plug-in's file may not pickle
-        return {k: v for k, v in self.__dict__.items() if k != "_method"}
+        """The method this config audits (its flow's study method by default). A run finds it once, in its
+        plan (harness/grid/plan.py)."""
+        return methods.find(self.grid.method or flow.default_method(self.grid.flow))
 
     @property
     def slugs(self) -> list[str]:
-        if self.tasks == ["all"]:
-            return all_slugs(self.include_path)
-        return [t.removeprefix(TASK_PREFIX) for t in self.tasks]
+        if self.grid.tasks == ["all"]:
+            return all_slugs(self.sample.include_path)
+        return [t.removeprefix(TASK_PREFIX) for t in self.grid.tasks]
 
 
 def config_path(name: str | Path) -> Path:
@@ -174,26 +170,26 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
     try:
         cfg = from_mapping(GridConfig, raw, str(path))  # its older keys were read above
-        cells = cfg.cell_configs()
+        cells = cfg.run_configs()
     except SettingsError as err:
         raise as_set(err, path, overrides) from None
     where = flag("base") if "base" in overrides else f"{path}: key 'base'"  # as the user named it
     try:
-        models.check_base(models.resolve(cfg.base))
+        models.check_base(models.resolve(cfg.model.base))
     except UserError as err:
         raise type(err)(f"{where}: {err}; name a local model dir, a hub id, or {SMOLLM2}") from None
-    flow = flows.get(cfg.flow)
-    problem = flow.check_base(models.resolve(cfg.base))
+    served = flow.get(cfg.grid.flow)
+    problem = served.check_base(models.resolve(cfg.model.base))
     if problem:
-        raise SettingsError(f"{where}: {cfg.base} {problem}")
+        raise SettingsError(f"{where}: {cfg.model.base} {problem}")
     for slug in cfg.slugs:
         try:
-            spec = find_spec(slug, cfg.include_path)
-            problem = flow.check_task(spec)
+            spec = find_spec(slug, cfg.sample.include_path)
+            problem = served.check_task(spec)
             if problem:
                 raise SettingsError(problem)
             for cell in cells:
-                draw_rows(spec, cell, 0)
+                draw_rows(spec, cell.sample, 0)
         except UserError as err:
             named = slug in str(err)  # most task errors name their task already
             flags = [flag(k) for k in TASK_KEYS if k in overrides]  # what the user set on the command line

@@ -11,9 +11,8 @@ from harness.core.errors import SettingsError
 from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from harness.scoring.zero_shot import Rule
-from tapt.methods import FLOWS
 
-Flow = Literal[FLOWS]  # each a file of harness/grid/flows/
+FlowName = Literal["zero_shot", "classifier"]  # each a file of harness/grid/flows/ (harness/grid/flow.py)
 
 EXPOSURE, STREAM = "exposure", conditions.STREAM  # the parts of a run that can be off (sections.recorded)
 
@@ -42,7 +41,7 @@ class GridSettings(Settings):
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
     PARTS |= {"stream_mode": STREAM, "stream_chunk_size": STREAM}
 
-    flow: Flow = option(
+    flow: FlowName = option(
         "zero_shot",
         "zero_shot: prompt adapters scored zero-shot; classifier: TAPT on raw texts, then a head "
         "fine-tuned on train",

@@ -11,9 +11,11 @@ from contamination.exposure import condition_tests
 from harness import results
 from harness.core.conditions import BASE, NULL
 from harness.core.errors import UserError, read_json_object
-from harness.grid import plan, units
+from harness.grid import flow, plan
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
+from harness.grid.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit_record import Step
 
 
 def added(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> tuple[dict, str | None]:
@@ -26,11 +28,11 @@ def added(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> tuple[
         return unit["exposure"], None
     if null.get("not_adapted"):  # the base again, not a model adapted on other text: left out
         return unit["exposure"], null["not_adapted"]
-    return with_null(unit["exposure"], null, cfg.seed, str(results.null_model_path(tdir, k))), None
+    return with_null(unit["exposure"], null, cfg.sample.seed, str(results.null_model_path(tdir, k))), None
 
 
 def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, tdir: Path) -> dict | None:
-    """The unit's null model (units.null_model) as its exposure scores and training record: read from
+    """The unit's null model (its flow's null_model) as its exposure scores and training record: read from
     its file in the unit's task folder `tdir`, else trained and written there (None where train is false)."""
     path = results.null_model_path(tdir, k)
     if path.is_file():
@@ -44,7 +46,7 @@ def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, tdir: Pa
     if not train:
         return None
     table = pd.read_parquet(results.unit_paths(tdir, k)[1])
-    step = units.null_model(plan.cell(cfg).unit(slug, k), table[table["condition"] == BASE])
+    step = null_model(plan.run_plan(cfg).unit(UnitKey(slug, k)), table[table["condition"] == BASE])
     null = {
         "settings_hash": unit["settings_hash"],
         "scores": step.exposed.to_dict("list"),
@@ -55,6 +57,15 @@ def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, tdir: Pa
     }
     results.write_json(path, null)
     return null
+
+
+def null_model(unit: UnitPlan, base_scored: pd.DataFrame) -> Step:
+    """The unit's method adapted on a third draw of the pool (its flow's null model), scored as every
+    condition is."""
+    served = flow.get(unit.grid.flow)
+    if served.null_model is None:
+        raise UserError(f"the {served.name} flow has no null model")
+    return served.null_model(unit, base_scored)
 
 
 def with_null(record: dict, null: dict, seed: int, where: str) -> dict:

@@ -14,12 +14,15 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 from harness.core.errors import UserError
-from harness.grid import plan
-from harness.grid.config import GridConfig
-from harness.grid.pool import Memory, fits, measure
-from harness.grid.units import Unit, compute_unit, log
+from harness.grid import flow
+from harness.grid.pool import Done, Memory, fits, measure
+from harness.grid.unit_plan import UnitPlan
+from harness.grid.unit_record import UnitRecord
+
+log = logging.getLogger("tapt_bench.grid")
 
 RETRIES = 3  # Ray reruns a unit whose worker process died this many times before the run fails
 
@@ -34,10 +37,8 @@ def ray_module():
     return ray
 
 
-def unit_task(
-    cfg: GridConfig, slug: str, k: int, keep_adapters: bool, threads: int, alone: bool = False
-) -> tuple[Unit, Memory | None]:
-    """One unit in a Ray worker, and its GPU memory (harness/grid/pool.py measure; `alone`: the only unit on
+def computed_on_ray(plan: UnitPlan, keep_adapters: bool, threads: int, alone: bool = False) -> Done:
+    """One unit in a Ray worker, with its GPU memory (harness/grid/pool.py measure; `alone`: the only unit on
     its GPU); its log lines go to stderr, which Ray forwards to the driver's run log."""
     import torch
 
@@ -47,9 +48,9 @@ def unit_task(
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
-    log.info("%s subsample %d: start in worker pid %d", slug, k, os.getpid())
-    unit = compute_unit(plan.cell(cfg).unit(slug, k), keep_adapters)  # the cell's keys travel, not plug-ins
-    return unit, measure(alone)
+    log.info("%s subsample %d: start in worker pid %d", *plan.key, os.getpid())
+    record = flow.compute(plan, keep_adapters)  # the plan travels as it is; its plug-ins are found by name
+    return Done(0, record, measure(alone))
 
 
 def gpu_fraction(memory: Memory) -> float:
@@ -69,7 +70,7 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float 
     ray = ray_module()
     share = {"gpus": gpus_per_unit}
 
-    def execute(cell: plan.Cell, pending: list[plan.Planned], keep_adapters: bool):
+    def execute(pending: list[UnitPlan], keep_adapters: bool) -> Iterator[UnitRecord]:
         if not pending:
             return
         os.environ.setdefault(
@@ -81,12 +82,9 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float 
             share["gpus"] = 0.0
         threads, todo = max(1, int(cpus_per_unit)), list(pending)
 
-        def submit(units, gpus: float, alone: bool = False) -> dict:
+        def submit(plans: list[UnitPlan], gpus: float, alone: bool = False) -> dict:
             task = ray.remote(num_cpus=cpus_per_unit, num_gpus=gpus, max_retries=RETRIES, max_calls=0)
-            return {
-                task(unit_task).remote(cell.config, u.slug, u.k, keep_adapters, threads, alone): (u.slug, u.k)
-                for u in units
-            }
+            return {task(computed_on_ray).remote(p, keep_adapters, threads, alone): p.key for p in plans}
 
         running = submit(todo[:1], 1.0, alone=True) if share["gpus"] is None else submit(todo, share["gpus"])
         try:
@@ -94,17 +92,17 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float 
                 done, _ = ray.wait(list(running), num_returns=1)
                 slug, k = running.pop(done[0])
                 try:
-                    unit, memory = ray.get(done[0])
+                    reply = ray.get(done[0])
                 except ray.exceptions.RayError as err:
                     raise UserError(
                         f"unit {slug} subsample {k} failed on Ray ({type(err).__name__}): {err}\n"
                         "Finished units are kept; the same command reruns the rest."
                     ) from err
                 if share["gpus"] is None:  # the first unit, alone on its GPU: the rest ask for its share
-                    share["gpus"] = gpu_fraction(memory) if memory else 1.0
+                    share["gpus"] = gpu_fraction(reply.memory) if reply.memory else 1.0
                     log.info("--gpus-per-unit auto: each unit asks for %.3g of a GPU", share["gpus"])
                     running |= submit(todo[1:], share["gpus"])
-                yield unit
+                yield reply.record
         finally:
             for ref in running:  # stop what is still queued or running: a rerun starts it again
                 ray.cancel(ref, force=True)

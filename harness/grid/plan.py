@@ -1,107 +1,103 @@
-"""A run's plan: its cells and methods, and each unit's task, subsample, settings, folder and hash, resolved
-and checked once from the config. A unit reads what it needs from here, never from the config again."""
+"""A run's plan: one cell (m, n) and one method of a config, resolved and checked once (`RunPlan`), and each
+of its units' plans (`UnitPlan`: task, subsample, settings, folder and hash). A unit reads what it needs
+from its plan, never from the config again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import study_plan
 from harness.core.settings import Settings, fingerprint
 from harness.grid import resolve, run_checks, study_layout
 from harness.grid.config import GridConfig
+from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.tasks.lm_eval_spec import folder_name
-from harness.tasks.protocol import Spec, find_spec, subsample_docs
+from harness.tasks.protocol import Spec, find_spec
 from tapt import methods
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One cell (m, n) and one method of a run, resolved: what every unit of it shares."""
+class RunPlan:
+    """One cell and one method of a config, resolved: what every unit of the run shares."""
 
     config: GridConfig  # the cell's and method's keys (their values only are read)
-    method: methods.Method
+    method: methods.Method  # found once
     settings: Settings  # the method's, before a task's overrides
     tag: str  # the model folder's name
     folder: Path  # <out>/m<m>/n<n>/<tag>
-    recorded: dict  # the settings each unit records (the tasks' own: Planned.recorded)
+    recorded: dict  # the settings each unit records
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
-    scores: tuple  # (Score, settings) of each plug-in score, loaded once
-    code: dict = field(default_factory=dict)  # the product code's commit (study_plan.code_version)
-    config_hash: str = ""  # of the config's keys but where it reads and writes (study_plan.config_hash)
-    specs: dict = field(default_factory=dict, compare=False, repr=False)  # each task's, found once
+    code: dict  # the product code's commit (study_plan.code_version)
+    config_hash: str  # of the config's keys but where it reads and writes (study_plan.config_hash)
 
     def task_dir(self, slug: str) -> Path:
         return self.folder / folder_name(slug)
 
-    def spec(self, slug: str) -> Spec:
-        if slug not in self.specs:
-            self.specs[slug] = find_spec(slug, self.config.include_path)
-        return self.specs[slug]
+    def unit(self, key: UnitKey, spec: Spec | None = None) -> UnitPlan:
+        """The plan of unit `key`, the task's overrides applied (its spec found, unless given)."""
+        cfg = self.config
+        task = resolve.for_task(cfg, key.slug, self.method) if key.slug in cfg.grid.task_overrides else cfg
+        settings = resolve.method_settings(task, method=self.method) if task is not cfg else self.settings
+        return UnitPlan(
+            key=key,
+            spec=spec or find_spec(key.slug, cfg.sample.include_path),
+            method=cfg.grid.method or self.method.name,
+            method_settings=dataclasses.asdict(settings),
+            grid=task.grid,
+            sample=task.sample,
+            model=task.model,
+            form=task.form,
+            head=task.head,
+            statistic=task.statistic,
+            folder=self.task_dir(key.slug),
+            tag=self.tag,
+            recorded=self.recorded,
+            settings_hash=self.settings_hash,
+            base_hash=self.base_hash,
+            code=self.code | {"config_hash": self.config_hash},
+        )
 
-    def unit(self, slug: str, k: int) -> Planned:
-        """Subsample k of task `slug`, with the task's overrides applied to its settings."""
-        task = resolve.for_task(self.config, slug) if slug in self.config.task_overrides else self.config
-        settings = resolve.method_settings(task) if task is not self.config else self.settings
-        return Planned(self, slug, k, task, settings, self.task_dir(slug))
+    def units(self, shard: tuple[int, int] = (0, 1)) -> tuple[UnitPlan, ...]:
+        """The plans of the shard's units, each task's spec found once."""
+        keys = shard_keys(self.config, shard)
+        specs = {
+            slug: find_spec(slug, self.config.sample.include_path)
+            for slug in dict.fromkeys(k.slug for k in keys)
+        }
+        return tuple(self.unit(key, specs[key.slug]) for key in keys)
 
-    def units(self, shard: tuple[int, int] = (0, 1)) -> tuple[Planned, ...]:
-        return tuple(self.unit(slug, k) for slug, k in shard_units(self.config, shard))
 
-
-def shard_units(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[tuple[str, int]]:
-    """The (task, subsample) units of this shard: every N-th unit of a fixed order, from the i-th."""
+def shard_keys(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[UnitKey]:
+    """The units of this shard: every N-th unit of a fixed order, from the i-th."""
     i, count = shard
-    everything = [(slug, k) for slug in cfg.slugs for k in range(cfg.subsamples)]
+    everything = [UnitKey(slug, k) for slug in cfg.slugs for k in range(cfg.grid.subsamples)]
     return everything[i::count]
 
 
-@dataclass(frozen=True)
-class Planned:
-    """One unit of a run: its task and subsample, its config (the task's overrides applied), the method's
-    resolved settings and its task folder; it records its cell's settings and hash (`task_overrides`
-    among them)."""
-
-    cell: Cell
-    slug: str
-    k: int
-    config: GridConfig
-    settings: Settings
-    folder: Path
-
-    @property
-    def recorded(self) -> dict:
-        return self.cell.recorded
-
-    def inputs(self) -> tuple[Spec, dict]:
-        """The unit's task and its documents (train, extra, test and the pool's third draw)."""
-        spec = self.cell.spec(self.slug)
-        return spec, subsample_docs(spec, self.config.sample, self.k)
-
-    @property
-    def settings_hash(self) -> str:
-        return self.cell.settings_hash
-
-
-def cell(cfg: GridConfig) -> Cell:
-    """The plan of a config of one cell and one method (as `cells` gives), resolved once."""
-    recorded, folder = resolve.recorded(cfg), resolve.folder(cfg)
-    return Cell(
+def run_plan(cfg: GridConfig) -> RunPlan:
+    """The plan of a config of one cell and one method (as `run_configs` gives), resolved once."""
+    method = cfg.adaptation()
+    recorded, folder = resolve.recorded(cfg, method), resolve.folder(cfg, method)
+    cfg.loaded_scores()  # each plug-in score loads here (its file's errors now); a unit loads it by name
+    config_hash = study_plan.config_hash(cfg.keys())
+    return RunPlan(
         config=cfg,
-        method=cfg.adaptation(),
-        settings=resolve.method_settings(cfg),
+        method=method,
+        settings=resolve.method_settings(cfg, method=method),
         tag=folder.name,
         folder=folder,
         recorded=recorded,
         settings_hash=fingerprint(recorded),
         base_hash=fingerprint(study_layout.base_record(recorded)),
-        scores=tuple(cfg.loaded_scores()),
         code=study_plan.code_version(),
-        config_hash=study_plan.config_hash(cfg.keys()),
+        config_hash=config_hash,
     )
 
 
-def cells(cfg: GridConfig) -> tuple[Cell, ...]:
-    """The run's cells and methods, each checked (run_checks.check_run) and resolved, once."""
-    return tuple(cell(c) for c in run_checks.check_run(cfg))
+def run_plans(cfg: GridConfig) -> tuple[RunPlan, ...]:
+    """The plans of a config's runs, a cell and a method each, checked (run_checks.check_run) and resolved
+    once."""
+    return tuple(run_plan(c) for c in run_checks.check_run(cfg))

@@ -31,9 +31,12 @@ from dataclasses import dataclass
 
 from harness.core import threads as thread_count
 from harness.core.errors import UserError
-from harness.grid import flows, plan
+from harness.grid import flow
 from harness.grid.base_model import LOADED, loaded_base
-from harness.grid.units import Unit, compute_unit, log
+from harness.grid.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit_record import UnitRecord
+
+log = logging.getLogger("tapt_bench.grid")
 
 MARGIN = 0.10  # the share of a GPU's memory kept free: units differ in their longest prompts
 SPAWN = multiprocessing.get_context("spawn")  # a forked child cannot use CUDA
@@ -50,6 +53,39 @@ class Memory:
     outside: float | None
     total: float
     name: str
+
+
+@dataclass(frozen=True)
+class Job:
+    """A unit handed to a worker: its plan as the run resolved it, whether to keep its adapters, the torch
+    threads it may use, the run's log file (where the worker's printing goes), and whether it runs alone
+    on the GPU (its memory outside the allocator is then read)."""
+
+    plan: UnitPlan
+    keep_adapters: bool
+    threads: int
+    logfile: str | None
+    alone: bool
+
+
+@dataclass(frozen=True)
+class Done:
+    """A worker's finished unit, and its GPU memory (None on a CPU)."""
+
+    worker: int
+    record: UnitRecord
+    memory: Memory | None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A worker's unit that raised: whether it ran out of GPU memory, the error and its traceback."""
+
+    worker: int
+    key: UnitKey
+    oom: bool
+    error: str
+    trace: str
 
 
 def measure(alone: bool) -> Memory | None:
@@ -104,18 +140,18 @@ def serve(index: int, jobs, done, parent: int) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    into, alone = None, index == 0
+    into = None
     while (job := jobs.get()) is not None:
-        cfg, slug, k, keep_adapters, threads, logfile, alone = job
-        if logfile and logfile != into:
+        if job.logfile and job.logfile != into:
             sys.stdout.flush()
             sys.stderr.flush()
-            fd = os.open(logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            fd = os.open(job.logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.close(fd)
-            into = logfile
-        threads = thread_count.use(threads)
+            into = job.logfile
+        threads = thread_count.use(job.threads)
+        slug, k = job.plan.key
         log.info(
             "%s subsample %d: start in worker %d (pid %d), %d torch thread(s)",
             slug,
@@ -125,33 +161,28 @@ def serve(index: int, jobs, done, parent: int) -> None:
             threads,
         )
         try:
-            base_first(cfg)
-            unit = compute_unit(plan.cell(cfg).unit(slug, k), keep_adapters)
+            base_first(job.plan)
+            record = flow.compute(job.plan, job.keep_adapters)
         except BaseException as err:  # reported, not raised: this process decides what follows
             done.put(
-                (
-                    index,
-                    slug,
-                    k,
-                    "oom" if is_oom(err) else "failed",
-                    f"{type(err).__name__}: {err}",
-                    traceback.format_exc(),
+                Failed(
+                    index, job.plan.key, is_oom(err), f"{type(err).__name__}: {err}", traceback.format_exc()
                 )
             )
             if isinstance(err, KeyboardInterrupt):
                 return
             free_gpu_memory()
             continue
-        done.put((index, slug, k, "done", unit, measure(alone)))
+        done.put(Done(index, record, measure(job.alone)))
 
 
-def base_first(cfg) -> None:
+def base_first(plan: UnitPlan) -> None:
     """Load the zero-shot base before this worker's first unit, then forget the peak its loading passed
     through (transformers holds a layer's full-precision weights while it quantises them): a unit's peak
     is what the unit needs beside the loaded base."""
-    if not flows.get(cfg.flow).keeps_base or LOADED.base is not None:
+    if not flow.get(plan.grid.flow).keeps_base or LOADED.base is not None:
         return
-    loaded_base(cfg)
+    loaded_base(plan.model, plan.form)
     free_gpu_memory()
     import torch
 
@@ -231,8 +262,8 @@ class Pool:
             else:
                 self.retire(index)
 
-    def execute(self, cell: plan.Cell, pending: list[plan.Planned], keep_adapters: bool) -> Iterator[Unit]:
-        """Each unit of `pending` on the next free worker; yields them as they finish."""
+    def execute(self, pending: list[UnitPlan], keep_adapters: bool) -> Iterator[UnitRecord]:
+        """Each unit of `pending` on the next free worker; yields their records as they finish."""
         todo, busy = deque(pending), {}
         self.start(min(self.size or 1, len(todo)) - len(self.procs))  # none beyond the units to run
         try:
@@ -240,50 +271,50 @@ class Pool:
                 for index in [i for i in self.procs if i not in busy]:
                     if todo:
                         busy[index] = todo.popleft()
-                        self.send(index, cell, busy[index], keep_adapters)
-                index, slug, k, status, payload, extra = self.receive(busy)
-                unit = busy.pop(index)
-                if status == "done":
-                    self.account(index, extra, len(todo) + len(busy))
-                    yield payload
-                elif status == "oom" and len(self.procs) > 1:
-                    self.retire(index)
-                    todo.appendleft(unit)
+                        self.send(index, busy[index], keep_adapters)
+                reply = self.receive(busy)
+                plan = busy.pop(reply.worker)
+                if isinstance(reply, Done):
+                    self.account(reply.worker, reply.memory, len(todo) + len(busy))
+                    yield reply.record
+                elif reply.oom and len(self.procs) > 1:
+                    self.retire(reply.worker)
+                    todo.appendleft(plan)
                     log.warning(
                         "%s subsample %d ran out of GPU memory: retried with %d workers",
-                        slug,
-                        k,
+                        *plan.key,
                         len(self.procs),
                     )
                 else:
-                    print(extra, file=sys.stderr)
+                    print(reply.trace, file=sys.stderr)
                     raise UserError(
-                        f"unit {slug} subsample {k} failed in a worker: {payload}\n(its traceback is in the "
-                        "run's log) Finished units are kept; the same command reruns the rest."
+                        f"unit {reply.key.slug} subsample {reply.key.k} failed in a worker: {reply.error}\n"
+                        "(its traceback is in the run's log) Finished units are kept; the same command "
+                        "reruns the rest."
                     )
         except BaseException:
             self.close(kill=True)  # units in flight are lost; a rerun computes them
             raise
 
-    def send(self, index: int, cell: plan.Cell, unit: plan.Planned, keep_adapters: bool) -> None:
+    def send(self, index: int, plan: UnitPlan, keep_adapters: bool) -> None:
         threads = self.threads or max(1, thread_count.cores() // len(self.procs))
         alone = len(self.procs) == 1 and self.outside is None
-        job = (cell.config, unit.slug, unit.k, keep_adapters, threads, run_log(), alone)
+        job = Job(plan, keep_adapters, threads, run_log(), alone)
         pickle.dumps(job)  # one that cannot reach a worker fails here, not in the queue's thread (a hang)
         self.jobs[index].put(job)
 
-    def receive(self, busy: dict) -> tuple:
-        """The next finished unit's message; a worker that died instead stops the run, naming its unit."""
+    def receive(self, busy: dict[int, UnitPlan]) -> Done | Failed:
+        """The next finished unit's reply; a worker that died instead stops the run, naming its unit."""
         while True:
             try:
                 return self.done.get(timeout=1.0)
             except queue.Empty:
-                for index, unit in busy.items():
+                for index, plan in busy.items():
                     if not self.procs[index].is_alive():
                         code = self.procs[index].exitcode
                         raise UserError(
-                            f"the worker computing {unit.slug} subsample {unit.k} died (exit code {code}); "
-                            "finished units are kept; the same command reruns the rest"
+                            f"the worker computing {plan.key.slug} subsample {plan.key.k} died (exit code "
+                            f"{code}); finished units are kept; the same command reruns the rest"
                         ) from None
 
     def account(self, index: int, memory: Memory | None, left: int) -> None:

@@ -12,26 +12,33 @@ from harness import results
 from harness.core.errors import SettingsError
 from harness.core.sections import recorded as section_record
 from harness.core.settings import Settings, field_names, fingerprint
-from harness.grid import flows, study_layout
+from harness.grid import flow, study_layout
 from harness.grid.config import GridConfig
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
+from tapt import methods
 
 HIDDEN = tuple(k for k in study_layout.FORM if k != "bf16")  # the base's form: top-level keys only
 
 
-def method_values(cfg: GridConfig, slug: str | None = None) -> dict:
+Found = (
+    methods.Method | None
+)  # the config's method where the caller found it already (a plan), else found here
+
+
+def method_values(cfg: GridConfig, slug: str | None = None, method: Found = None) -> dict:
     """The method's section of method_settings, with a task's overrides of its own keys."""
-    method = cfg.adaptation()
-    values = cfg.method_settings.get(method.name) or {}
+    method = method or cfg.adaptation()
+    values = cfg.grid.method_settings.get(method.name) or {}
     if not isinstance(values, dict):
         raise SettingsError.of("method_settings", f"{method.name}: {values!r} is not a mapping")
-    return values | study_layout.task_keys(method.settings, cfg.task_overrides.get(slug, {}))
+    return values | study_layout.task_keys(method.settings, cfg.grid.task_overrides.get(slug, {}))
 
 
-def method_settings(cfg: GridConfig, slug: str | None = None) -> Settings:
+def method_settings(cfg: GridConfig, slug: str | None = None, method: Found = None) -> Settings:
     """The method's settings: its section of method_settings (with the task's overrides of its keys), on
     the base's form where its settings declare it (quantize, fallback_lora, bf16: top-level keys)."""
-    method, values = cfg.adaptation(), method_values(cfg, slug)
+    method = method or cfg.adaptation()
+    values = method_values(cfg, slug, method)
     form = [k for k in values if k in HIDDEN]
     if form:
         problem = f"{method.name}: {form} set the base's form for every method; set them at the top level"
@@ -41,56 +48,60 @@ def method_settings(cfg: GridConfig, slug: str | None = None) -> Settings:
     try:
         return method.configured(base | values, method.name, HIDDEN)
     except SettingsError as err:
-        if slug and err.key in study_layout.task_keys(method.settings, cfg.task_overrides.get(slug, {})):
+        if slug and err.key in study_layout.task_keys(method.settings, cfg.grid.task_overrides.get(slug, {})):
             raise SettingsError.of("task_overrides", f"{slug}.{err.key}: {err.problem}") from None
         raise SettingsError(f"method_settings {err}", "method_settings", str(err)) from None
 
 
-def for_task(cfg: GridConfig, slug: str) -> GridConfig:
+def for_task(cfg: GridConfig, slug: str, method: Found = None) -> GridConfig:
     """The config with the task's overrides applied (checked like any settings): the grid's keys as keys,
     the method's own under its method_settings."""
-    values, owners, method = cfg.task_overrides.get(slug, {}), cfg.owners(), cfg.adaptation()
+    values, owners, method = cfg.grid.task_overrides.get(slug, {}), cfg.owners(), method or cfg.adaptation()
     changes = {k: v for k, v in values.items() if k in owners}
     if study_layout.task_keys(method.settings, values):
-        changes["method_settings"] = {**cfg.method_settings, method.name: method_values(cfg, slug)}
+        changes["method_settings"] = {
+            **cfg.grid.method_settings,
+            method.name: method_values(cfg, slug, method),
+        }
     return cfg.replace(**changes)
 
 
-def tag(cfg: GridConfig) -> str:
+def tag(cfg: GridConfig, method: Found = None) -> str:
     """The results folder of the model: the base's name, with `+method` for another method than the
     flow's default (harness.grid.study_layout)."""
-    name = cfg.model_tag or Path(cfg.base.rstrip("/")).name
+    name = cfg.grid.model_tag or Path(cfg.model.base.rstrip("/")).name
     dose = cfg.dose()
-    return study_layout.tag(cfg.flow, cfg.adaptation().name, name) + (f"@{dose}" if dose else "")
+    method = method or cfg.adaptation()
+    return study_layout.tag(cfg.grid.flow, method.name, name) + (f"@{dose}" if dose else "")
 
 
-def folder(cfg: GridConfig) -> Path:
+def folder(cfg: GridConfig, method: Found = None) -> Path:
     """<out>/m<m>/n<n>/<tag>: the model folder of a config of one cell and one method."""
-    return results.model_dir(cfg.out, cfg.m, cfg.n, tag(cfg))
+    return results.model_dir(cfg.grid.out, cfg.sample.m, cfg.sample.n, tag(cfg, method))
 
 
-def recorded(cfg: GridConfig) -> dict:
+def recorded(cfg: GridConfig, method: Found = None) -> dict:
     """The settings that can change a unit's numbers, by the one rule of `sections.recorded` over the
     sections its flow uses; recorded with every unit."""
-    out, readers = {}, flows.section_readers()
+    out, readers, method = {}, flow.section_readers(), method or cfg.adaptation()
     for name, section in cfg.sections().items():
-        if cfg.flow in readers.get(name, (cfg.flow,)):
+        if cfg.grid.flow in readers.get(name, (cfg.grid.flow,)):
             out |= section_record(section, cfg.grid.parts())
-    if "task_overrides" in out and applying(cfg, out["task_overrides"]) == applying(
-        cfg, STUDY_TASK_OVERRIDES
+    if "task_overrides" in out and applying(cfg, out["task_overrides"], method) == applying(
+        cfg, STUDY_TASK_OVERRIDES, method
     ):
         out["task_overrides"] = STUDY_TASK_OVERRIDES  # the same units: `{}` in a zero_shot run, say
-    if cfg.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
+    if cfg.grid.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
         out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
-        out["codec_block"] = cfg.codec_block  # documents that share a context
-    return study_layout.record(cfg.flow, cfg.adaptation().name, method_settings(cfg), out)
+        out["codec_block"] = cfg.grid.codec_block  # documents that share a context
+    return study_layout.record(cfg.grid.flow, method.name, method_settings(cfg, method=method), out)
 
 
-def applying(cfg: GridConfig, overrides: dict) -> dict:
+def applying(cfg: GridConfig, overrides: dict, method: methods.Method) -> dict:
     """The per-task keys this run reads (a zero_shot run reads no classifier key), per task."""
-    readers = flows.section_readers()
-    used = {k for k, name in cfg.owners().items() if cfg.flow in readers.get(name, (cfg.flow,))}
-    used |= set(field_names(cfg.adaptation().settings))
+    readers = flow.section_readers()
+    used = {k for k, name in cfg.owners().items() if cfg.grid.flow in readers.get(name, (cfg.grid.flow,))}
+    used |= set(field_names(method.settings))
     kept = {slug: {k: v for k, v in values.items() if k in used} for slug, values in overrides.items()}
     return {slug: values for slug, values in kept.items() if values}
 

@@ -17,43 +17,39 @@ from harness.core import threads as thread_count
 from harness.core.errors import SettingsError
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
-from harness.grid import lock, plan, resolve
+from harness.grid import flow, lock, plan, resolve
 from harness.grid.config import GridConfig
-from harness.grid.plan import Cell, Planned
-from harness.grid.units import Unit, compute_unit, log
+from harness.grid.plan import RunPlan
+from harness.grid.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit_record import UnitRecord
 from harness.tasks.lm_eval_spec import folder_name
 
-Executor = Callable[[Cell, list[Planned], bool], Iterator[Unit]]
-
-
-units = plan.shard_units  # the shard's (task, subsample) pairs, by the plan's one rule
+Executor = Callable[[list[UnitPlan], bool], Iterator[UnitRecord]]
+log = logging.getLogger("tapt_bench.grid")
 
 
 def task_dir(cfg: GridConfig, slug: str) -> Path:
-    return model_dir(cfg) / folder_name(slug)
+    return resolve.folder(cfg) / folder_name(slug)
 
 
-model_dir = resolve.folder  # the model folder of a config of one cell and one method
-
-
-def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[tuple[str, int]]:
+def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[UnitKey]:
     """The shard's units that have no finished result yet."""
-    return [(slug, k) for slug, k in units(cfg, shard) if not results.is_done(task_dir(cfg, slug), k)]
+    return [key for key in plan.shard_keys(cfg, shard) if not results.is_done(task_dir(cfg, key.slug), key.k)]
 
 
-def stale_units(cell: Cell) -> list[tuple[Path, int, dict]]:
-    """Finished units of the cell's tasks (any shard) whose recorded settings differ from the plan's."""
+def stale_records(planned: RunPlan) -> list[tuple[Path, int, dict]]:
+    """Finished units of the run's tasks (any shard) whose recorded settings differ from the plan's."""
     return [
-        (cell.task_dir(slug), k, unit.get("settings", {}))
-        for slug in cell.config.slugs
-        for k, unit in results.finished(cell.task_dir(slug)).items()
-        if unit.get("settings") != cell.recorded
+        (planned.task_dir(slug), k, unit.get("settings", {}))
+        for slug in planned.config.slugs
+        for k, unit in results.finished(planned.task_dir(slug)).items()
+        if unit.get("settings") != planned.recorded
     ]
 
 
-def check_settings(cell: Cell, overwrite: bool) -> None:
+def check_settings(planned: RunPlan, overwrite: bool) -> None:
     """Refuse to add units to results made with other settings; with `overwrite`, delete those units."""
-    stale = stale_units(cell)
+    stale = stale_records(planned)
     if not stale:
         return
     if overwrite:
@@ -64,9 +60,9 @@ def check_settings(cell: Cell, overwrite: bool) -> None:
         log.info("--overwrite: removed %d unit(s) made with other settings", len(stale))
         return
     tdir, k, old = stale[0]
-    changed = differences(old, cell.recorded) if old else ["no settings recorded (an older tapt-bench)"]
+    changed = differences(old, planned.recorded) if old else ["no settings recorded (an older tapt-bench)"]
     raise SettingsError(
-        f"{cell.folder} holds {len(stale)} finished unit(s) made with other settings "
+        f"{planned.folder} holds {len(stale)} finished unit(s) made with other settings "
         f"(e.g. {tdir.name} subsample {k}):\n  " + "\n  ".join(changed) + "\n"
         "Their numbers would be mixed with this run's. Either write to a new `out`, or pass "
         "--overwrite to delete those units and recompute them with these settings."
@@ -84,21 +80,21 @@ def start_log(folder: Path, shard: tuple[int, int]) -> logging.FileHandler:
     return handler
 
 
-def write_manifest(cell: Cell, shard: tuple[int, int], started: float, finished: list) -> None:
-    cfg = cell.config
+def write_manifest(planned: RunPlan, shard: tuple[int, int], started: float, finished: list) -> None:
+    cfg = planned.config
     manifest = {
         "config": cfg.keys(),
-        "settings_hash": cell.settings_hash,
+        "settings_hash": planned.settings_hash,
         "shard": list(shard),
         "versions": library_versions(),
-        "seed": cfg.seed,
-        "code": cell.code,
-        "config_hash": cell.config_hash,
+        "seed": cfg.sample.seed,
+        "code": planned.code,
+        "config_hash": planned.config_hash,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": time.time() - started,
         "finished_units": finished,
     }
-    results.write_json(results.manifest_path(cell.folder, shard), manifest)
+    results.write_json(results.manifest_path(planned.folder, shard), manifest)
 
 
 @contextlib.contextmanager
@@ -127,25 +123,25 @@ def output_to(path: Path):
             terminal.close()
 
 
-def write_unit(cell: Cell, unit: Unit) -> Path:
+def write_unit(planned: RunPlan, unit: UnitRecord) -> Path:
     """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables;
     only where the task's finished units still hold this run's settings (another shard's run, say, with
     other settings wrote none since this one started)."""
-    tdir = cell.task_dir(unit.slug)
-    mixed = sorted(k for k, u in results.finished(tdir).items() if u.get("settings") != cell.recorded)
+    slug, k = unit.key
+    tdir = planned.task_dir(slug)
+    mixed = sorted(i for i, u in results.finished(tdir).items() if u.get("settings") != planned.recorded)
     if mixed:
         raise SettingsError(
             f"{tdir}: unit(s) {mixed} were written with other settings while this run ran (another run "
-            f"into this --out); {unit.slug} subsample {unit.k} is not written. Run each config into its "
-            "own --out"
+            f"into this --out); {slug} subsample {k} is not written. Run each config into its own --out"
         )
-    results.write_unit(tdir, unit.k, unit.accs, unit.probs, unit.record)
+    results.write_unit(tdir, k, unit.accs, unit.probs, unit.record)
     results.rebuild(tdir)
     return tdir
 
 
 def run(
-    cfg: GridConfig | Cell,
+    cfg: GridConfig | RunPlan,
     shard: tuple[int, int] = (0, 1),
     keep_adapters: bool = False,
     overwrite: bool = False,
@@ -153,26 +149,26 @@ def run(
     threads: int = 0,
     upto: int | None = None,
 ) -> list[Path]:
-    """Run the shard's unfinished units of a config of one cell and one method (`cfg.cell_configs()` gives
+    """Run the shard's unfinished units of a config of one cell and one method (`cfg.run_configs()` gives
     them); returns the task dirs it wrote. Safe to kill and rerun. The run is planned once (harness/grid/
     plan.py): each unit reads its settings, folder and hash from its plan.
 
-    `execute(cell, units, keep_adapters)` yields finished Units in any order (default: one by one in this
+    `execute(plans, keep_adapters)` yields finished units' records in any order (default: one by one in this
     process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
     harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
     the run's log file. `upto`: only the subsamples below it (a round of `run --until-mde`)."""
-    cells = (cfg,) if isinstance(cfg, Cell) else plan.cells(cfg)  # a Cell: planned (and checked) already
-    if len(cells) != 1:
+    plans = (cfg,) if isinstance(cfg, RunPlan) else plan.run_plans(cfg)  # a RunPlan: checked already
+    if len(plans) != 1:
         raise SettingsError(
-            f"run takes one cell and one method, and this config has {len(cells)}: run each of its "
-            "cell_configs()"
+            f"run takes one cell and one method, and this config has {len(plans)}: run each of its "
+            "run_configs()"
         )
-    with lock.held(cells[0].folder, shard, alone=overwrite):  # before any check or deletion
-        return locked_run(cells[0], shard, keep_adapters, overwrite, execute, threads, upto)
+    with lock.held(plans[0].folder, shard, alone=overwrite):  # before any check or deletion
+        return locked_run(plans[0], shard, keep_adapters, overwrite, execute, threads, upto)
 
 
 def locked_run(
-    cell: Cell,
+    planned: RunPlan,
     shard: tuple[int, int],
     keep_adapters: bool,
     overwrite: bool,
@@ -182,33 +178,36 @@ def locked_run(
 ) -> list[Path]:
     from tqdm import tqdm
 
-    cfg = cell.config
-    check_settings(cell, overwrite)  # before anything is written
-    planned = [u for u in cell.units(shard) if upto is None or u.k < upto]
-    pending = [u for u in planned if not results.is_done(u.folder, u.k)]
-    handler = start_log(cell.folder, shard)
+    cfg = planned.config
+    check_settings(planned, overwrite)  # before anything is written
+    in_shard = [p for p in planned.units(shard) if upto is None or p.key.k < upto]
+    pending = [p for p in in_shard if not results.is_done(p.folder, p.key.k)]
+    handler = start_log(planned.folder, shard)
     started, finished, touched, stages = time.time(), [], [], []
-    log.info("shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(planned), cfg.base)
-    write_manifest(cell, shard, started, finished)
+    log.info(
+        "shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(in_shard), cfg.model.base
+    )
+    write_manifest(planned, shard, started, finished)
     execute = execute or functools.partial(in_process, threads=threads)
     try:
         with (
             output_to(Path(handler.baseFilename)) as terminal,
-            tqdm(total=len(pending), desc=f"m={cfg.m} n={cfg.n} units", unit="unit", file=terminal) as bar,
+            tqdm(
+                total=len(pending),
+                desc=f"m={cfg.sample.m} n={cfg.sample.n} units",
+                unit="unit",
+                file=terminal,
+            ) as bar,
         ):
-            for unit in execute(cell, pending, keep_adapters):
-                touched.append(write_unit(cell, unit))
-                accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.conditions)
+            for unit in execute(pending, keep_adapters):
+                touched.append(write_unit(planned, unit))
+                accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.grid.conditions)
                 log.info(
-                    "%s subsample %d: %s (%.0f s)",
-                    unit.slug,
-                    unit.k,
-                    accs,
-                    sum(unit.record["seconds"].values()),
+                    "%s subsample %d: %s (%.0f s)", *unit.key, accs, sum(unit.record["seconds"].values())
                 )
-                finished.append([unit.slug, unit.k])
+                finished.append(list(unit.key))
                 stages.append(unit.record["seconds"])
-                write_manifest(cell, shard, started, finished)
+                write_manifest(planned, shard, started, finished)
                 bar.update()
     finally:
         log.removeHandler(handler)
@@ -240,10 +239,8 @@ def stage_line(unit_seconds: list[dict[str, float]], wall: float) -> str:
     return f"seconds by stage over {len(unit_seconds)} unit(s), {wall:.0f} s in all: " + " · ".join(parts)
 
 
-def in_process(cell: Cell, pending: list[Planned], keep_adapters: bool, threads: int = 0) -> Iterator[Unit]:
+def in_process(pending: list[UnitPlan], keep_adapters: bool, threads: int = 0) -> Iterator[UnitRecord]:
     """The units one after another in this process, each with the torch threads `threads.use` gives."""
     for unit in pending:
-        log.info(
-            "%s subsample %d: start with %d torch thread(s)", unit.slug, unit.k, thread_count.use(threads)
-        )
-        yield compute_unit(unit, keep_adapters)
+        log.info("%s subsample %d: start with %d torch thread(s)", *unit.key, thread_count.use(threads))
+        yield flow.compute(unit, keep_adapters)

@@ -12,8 +12,9 @@ from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError, UserError
 from harness.core.settings import NEVER, field_names
-from harness.grid import flows, resolve
+from harness.grid import resolve
 from harness.grid.config import GridConfig, as_set, config_path, load_config
+from harness.grid.flow import NAMES, default_method
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from tapt import methods
 
@@ -33,13 +34,13 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
     """Everything a run checks once, before anything is written: the out folder, the task overrides, each
     method (its flow, its settings, the stream), the plug-in scores and each cell. The config of each cell
     and method, checked."""
-    problem = results.folder_problem(cfg.out)
+    problem = results.folder_problem(cfg.grid.out)
     if problem:
         raise SettingsError.of("out", problem)
     fixed = {f.name for f in cfg.fields() if f.metadata.get("record") == NEVER}
     fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
     allowed = set(cfg.owners()) | method_keys(cfg)
-    for slug, values in cfg.task_overrides.items():
+    for slug, values in cfg.grid.task_overrides.items():
         keys = set(values) if isinstance(values, dict) else {f"{values!r} (not a mapping)"}
         bad = sorted(keys - allowed | keys & fixed)
         if bad:
@@ -53,20 +54,28 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
             )
             raise SettingsError.of("task_overrides", problem)
         check_task_override(cfg, slug)
-    key = "methods" if cfg.methods else "method"
-    cells = cfg.cell_configs()  # per cell, per method
+    key = "methods" if cfg.grid.methods else "method"
+    cells = cfg.run_configs()  # per cell, per method
     used, seen = set(), set()
-    for config in cells[: len(cells) // max(len(cfg.cells), 1)]:  # the first cell's methods and doses
+    for config in cells[: len(cells) // max(len(cfg.grid.cells), 1)]:  # the first cell's methods and doses
         method = config.adaptation()
         if (method.name, config.dose()) in seen:
-            problem = f"names {method.name} twice ({cfg.methods}); name each method once"
+            problem = f"names {method.name} twice ({cfg.grid.methods}); name each method once"
             raise SettingsError.of(key, problem)
-        if cfg.flow not in method.flows:
-            problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {cfg.flow!r}"
+        unknown = [f for f in method.flows if f not in NAMES]
+        if unknown:
+            problem = f"{method.name} ({method.source}) names flows {unknown}; the flows are {list(NAMES)}"
             raise SettingsError.of(key, problem)
-        for slug in [None, *cfg.task_overrides]:  # checks them, and each task's values of its keys
-            resolve.method_settings(config, slug)
-        if conditions.STREAM in cfg.conditions and cfg.stream_mode == "carry" and not method.carries:
+        if cfg.grid.flow not in method.flows:
+            problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {cfg.grid.flow!r}"
+            raise SettingsError.of(key, problem)
+        for slug in [None, *cfg.grid.task_overrides]:  # checks them, and each task's values of its keys
+            resolve.method_settings(config, slug, method)
+        if (
+            conditions.STREAM in cfg.grid.conditions
+            and cfg.grid.stream_mode == "carry"
+            and not method.carries
+        ):
             problem = (
                 f"is carry, and {method.name} cannot carry an adapter on from chunk to chunk (its "
                 "Method has carries False): set stream_mode: restart"
@@ -74,23 +83,24 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
             raise SettingsError.of("stream_mode", problem)
         used.add(method.name)
         seen.add((method.name, config.dose()))
-    unused = sorted(set(cfg.method_settings) - used)
+    unused = sorted(set(cfg.grid.method_settings) - used)
     if unused:
         problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
         raise SettingsError.of("method_settings", problem)
     cfg.loaded_scores()  # each one importable, a Score, its settings a mapping
     for cell in cells:  # checks the form of each cell
-        if cfg.codec_context > cell.n - 1:
+        n = cell.sample.n
+        if cfg.grid.codec_context > n - 1:
             problem = (
-                f"is {cfg.codec_context}, and a document of a cell with n {cell.n} has {cell.n - 1} "
-                f"others in its split to stand before it; set at most {cell.n - 1} (the authors use 1)"
+                f"is {cfg.grid.codec_context}, and a document of a cell with n {n} has {n - 1} "
+                f"others in its split to stand before it; set at most {n - 1} (the authors use 1)"
             )
             raise SettingsError.of("codec_context", problem)
-        if conditions.STREAM in cfg.conditions:
-            check_stream(cfg, cell.n)
-        if cfg.exposure:
+        if conditions.STREAM in cfg.grid.conditions:
+            check_stream(cfg, cell.sample.n)
+        if cfg.grid.exposure:
             try:
-                check_sizes(cell.n, cell.n)
+                check_sizes(cell.sample.n, cell.sample.n)
             except UserError as err:
                 raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
     return cells
@@ -106,7 +116,7 @@ def check_task_override(cfg: GridConfig, slug: str) -> None:
         hint = f"did you mean {near[0]!r}? " if near else ""
         problem = f"names {slug!r}, which is not a task of this run ({hint}tasks: {cfg.slugs})"
         raise SettingsError.of("task_overrides", problem)
-    owners, values = cfg.owners(), cfg.task_overrides[slug]
+    owners, values = cfg.owners(), cfg.grid.task_overrides[slug]
     for name, section in cfg.sections().items():  # each section with the task's values, checked
         changed = {k: v for k, v in values.items() if owners.get(k) == name}
         if not changed:
@@ -121,15 +131,15 @@ def check_task_override(cfg: GridConfig, slug: str) -> None:
 def method_keys(cfg: GridConfig) -> set[str]:
     """The keys a task may override beyond the grid's: the settings of the run's methods and of each
     flow's default method (the study's per-task keys name raw-text TAPT's)."""
-    names = [flows.get(flow).default_method for flow in flows.NAMES] + cfg.methods + [cfg.method or ""]
+    names = [default_method(name) for name in NAMES] + cfg.grid.methods + [cfg.grid.method or ""]
     return {k for name in names if name for k in field_names(methods.find(name).settings)}
 
 
 def check_stream(cfg: GridConfig, n: int) -> None:
     """At least two chunks of test (the first is the base's), none empty."""
-    if cfg.stream_mode == "carry" and cfg.stream_chunk_size >= n:
-        problem = f"is {cfg.stream_chunk_size}, and a cell has {n} test documents: at most {n - 1}"
+    if cfg.grid.stream_mode == "carry" and cfg.grid.stream_chunk_size >= n:
+        problem = f"is {cfg.grid.stream_chunk_size}, and a cell has {n} test documents: at most {n - 1}"
         raise SettingsError.of("stream_chunk_size", problem)
-    if cfg.stream_mode == "restart" and cfg.stream_chunks > n:
-        problem = f"is {cfg.stream_chunks}, more than a cell's {n} test documents; lower it"
+    if cfg.grid.stream_mode == "restart" and cfg.grid.stream_chunks > n:
+        problem = f"is {cfg.grid.stream_chunks}, more than a cell's {n} test documents; lower it"
         raise SettingsError.of("stream_chunks", problem)

@@ -17,7 +17,7 @@ from harness.core.errors import SettingsError
 from harness.core.models import BaseForm
 from harness.core.sections import recorded
 from harness.core.settings import Settings, field_names
-from harness.grid import flows
+from harness.grid.flow import NAMES, default_method
 from tapt import methods
 from tapt.adapter import LoraTrainingSettings
 
@@ -34,7 +34,7 @@ class SettingsNote(UserWarning):
 
 def is_default(flow: str, method: str) -> bool:
     """Whether `method` is the flow's default (the study's method for it), whose record is laid flat."""
-    return method == flows.get(flow).default_method
+    return method == default_method(flow)
 
 
 def tag(flow: str, method: str, name: str) -> str:
@@ -70,10 +70,10 @@ def read_old_keys(raw: dict, known: set[str], source: str) -> dict:
     `epochs: 2`): moved under `method_settings` where the config runs that method, dropped where it does
     not (they never applied), with a note either way; a key set both ways is refused."""
     flow = raw.get("flow", "zero_shot")
-    if flow not in flows.NAMES:
+    if flow not in NAMES:
         return raw  # the flow's own check names it
-    default = methods.find(flows.get(flow).default_method)
-    defaults = {methods.find(flows.get(f).default_method) for f in flows.NAMES}
+    default = methods.find(default_method(flow))
+    defaults = {methods.find(default_method(f)) for f in NAMES}
     flat = [k for k in raw if k not in known and any(k in field_names(m.settings) for m in defaults)]
     try:
         runs = default.name in {methods.find(n).name for n in run_methods(raw)}
@@ -107,7 +107,7 @@ def read_old_keys(raw: dict, known: set[str], source: str) -> dict:
 
 def run_methods(raw: dict) -> list[str]:
     """The methods a config's keys run: `methods`, or `method`, or the flow's default."""
-    return raw.get("methods") or [raw.get("method") or flows.get(raw.get("flow", "zero_shot")).default_method]
+    return raw.get("methods") or [raw.get("method") or default_method(raw.get("flow", "zero_shot"))]
 
 
 def task_keys(method: type[Settings], values: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""What a unit records: its accuracies, per-example scores and the records of what made them, built the
-same way by both flows (harness/grid/units.py); and the documents each condition and the exposure test
-read."""
+"""What a unit records (`UnitRecord`): its accuracies, per-example scores and the records of what made
+them, built the same way by both flows (harness/grid/flows/); one condition's outcome in the zero-shot flow
+(`Step`); and the documents each condition and the exposure test read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -12,21 +12,31 @@ import pandas as pd
 from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions
-from harness.grid.plan import Planned
+from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.scoring import zero_shot
-from harness.tasks.protocol import Spec
 from tapt import methods
 
 
-@dataclass
-class Unit:
-    """One finished (task, subsample) unit: what `results.write_unit` records under the task's dir."""
+@dataclass(frozen=True)
+class UnitRecord:
+    """One finished unit: what `results.write_unit` records under its task's folder."""
 
-    slug: str
-    k: int
+    key: UnitKey
     accs: dict
     probs: pd.DataFrame  # per test document and condition: class probabilities, prediction, correct
     record: dict  # settings, their hash, seconds per stage, training records
+
+
+@dataclass(frozen=True)
+class Step:
+    """One condition's outcome: lm-eval's scores of test, the exposure test's record, the method's record,
+    why its model is not an adaptation (None where it is), and the seconds of each stage."""
+
+    scored: pd.DataFrame
+    exposed: pd.DataFrame | None = None
+    training: dict | None = None
+    skipped: str | None = None
+    seconds: dict = field(default_factory=dict)
 
 
 def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
@@ -67,26 +77,27 @@ def majority(docs: dict[str, pd.DataFrame]) -> dict[str, float]:
     }
 
 
-def unit_of(
-    unit: Planned,
-    spec: Spec,
+def record_of(
+    plan: UnitPlan,
     docs: dict,
     scored: dict,
     seconds: dict,
     training: dict,
     exposed: dict,
     skipped: dict,
-) -> Unit:
+    base_from: str | None = None,
+) -> UnitRecord:
     """The unit's accuracies, its per-example probabilities, and what made them (with the conditions
-    whose model is not an adaptation, and why)."""
+    whose model is not an adaptation, and why; `base_from`: the model folder whose unit of the same
+    documents scored the base, where this unit read its scores)."""
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs)
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     record = {
-        "settings": unit.recorded,
-        "settings_hash": unit.settings_hash,
+        "settings": plan.recorded,
+        "settings_hash": plan.settings_hash,
         "seconds": seconds,
         "training": training,
-        "code": unit.cell.code | {"config_hash": unit.cell.config_hash},
+        "code": plan.code,
     }
     if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
         record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}
@@ -99,6 +110,8 @@ def unit_of(
         }
     if exposed:
         record["exposure"] = condition_tests(
-            exposed, conditions.BASE, unit.config.text_score, unit.config.seed
+            exposed, conditions.BASE, plan.statistic.text_score, plan.sample.seed
         )
-    return Unit(spec.slug, unit.k, accs, probs, record)
+    if base_from:
+        record["base_from"] = base_from
+    return UnitRecord(plan.key, accs, probs, record)

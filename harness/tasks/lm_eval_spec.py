@@ -68,6 +68,10 @@ class LmEvalSpec:
 
     task_name: str
     task: Any = field(repr=False, compare=False)  # lm-eval's ConfigurableTask
+    include_path: tuple[str, ...] = ()  # where it was found
+
+    def __reduce__(self):  # sent by name (its ConfigurableTask holds its dataset): found again where it lands
+        return _load, (self.task_name, self.include_path)
 
     @property
     def slug(self) -> str:
@@ -270,4 +274,4 @@ def _load(name: str, include_path: tuple[str, ...]) -> LmEvalSpec | None:
     if not (task.has_test_docs() or task.has_validation_docs()):
         raise TaskError(f"task {name!r} has no test_split or validation_split to draw test and extra from")
     task.set_config(key="num_fewshot", value=0)
-    return LmEvalSpec(name, task)
+    return LmEvalSpec(name, task, include_path)

@@ -17,7 +17,6 @@ from harness.core.errors import UserError
 from harness.core.settings import Settings
 from harness.tasks.protocol import Spec
 
-FLOWS = ("zero_shot", "classifier")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
 DIAGNOSTICS = "diagnostics"  # the record's map of what the method reports of itself (Method.diagnostics)
 LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)

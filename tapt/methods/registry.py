@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.core.errors import SettingsError
 from harness.core.plugins import load_attr
 from harness.core.settings import Settings
-from tapt.methods.contract import FLOWS, NAME, Method
+from tapt.methods.contract import NAME, Method
 
 ENTRY_POINTS = "tapt_bench.methods"
 
@@ -84,15 +84,21 @@ def find(name: str) -> Method:
 
 
 def check_method(value: Method, target: str) -> None:
-    """A Method's own fields, checked before it runs: a name that is a safe folder name, known flows, a
+    """A Method's own fields, checked before it runs: a name that is a safe folder name, its flows' names, a
     Settings dataclass, a callable adapt."""
     problems = []
     if not isinstance(value.name, str) or not NAME.fullmatch(value.name):
         problems.append(
             f"its name {value.name!r} must be letters, digits, '.', '_' or '-' (it names a results folder)"
         )
-    if not value.flows or any(f not in FLOWS for f in value.flows):
-        problems.append(f"its flows {value.flows!r} must be some of {list(FLOWS)}")
+    if (
+        not isinstance(value.flows, tuple)
+        or not value.flows
+        or not all(isinstance(f, str) for f in value.flows)
+    ):
+        problems.append(
+            f"its flows {value.flows!r} must be a tuple of the grid's flow names (zero_shot, ...)"
+        )
     if not (isinstance(value.settings, type) and issubclass(value.settings, Settings)):
         problems.append(
             f"its settings {value.settings!r} must be a dataclass subclassing harness.core.settings.Settings"

@@ -11,10 +11,10 @@ from pathlib import Path
 from contamination import doc_scores
 from harness.core import conditions, models
 from harness.core.errors import SettingsError
-from harness.grid.config import GridConfig
-from harness.grid.flows import Flow, check_exposure_parts
-from harness.grid.plan import Planned
-from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
+from harness.core.sections import Sections
+from harness.grid.flow import Flow, check_exposure_parts
+from harness.grid.unit_plan import UnitPlan
+from harness.grid.unit_record import UnitRecord, exposure_docs, not_adapted, record_of, split_docs
 from harness.scoring import classifier
 from tapt import methods
 from tapt.methods import raw_text
@@ -22,16 +22,16 @@ from tapt.methods import raw_text
 log = logging.getLogger("tapt_bench.grid")
 
 
-def check(cfg: GridConfig) -> None:
+def check(cfg: Sections) -> None:
     """The zero-shot flow's keys, refused: a classifier reads raw text and predicts by its head."""
     if cfg.sample.prompt_format != "plain":
         problem = "renders the zero_shot flow's prompts; a classifier reads the raw text: remove it"
         raise SettingsError.of("prompt_format", problem)
-    check_exposure_parts(cfg, False)
-    if cfg.accuracy != "acc":
+    check_exposure_parts(cfg.grid, False)
+    if cfg.grid.accuracy != "acc":
         problem = "reads the zero_shot flow's class log-probs; a classifier predicts by its head"
-        raise SettingsError.of("accuracy", f"{problem}: remove it (got {cfg.accuracy!r})")
-    if conditions.STREAM in cfg.conditions:
+        raise SettingsError.of("accuracy", f"{problem}: remove it (got {cfg.grid.accuracy!r})")
+    if conditions.STREAM in cfg.grid.conditions:
         problem = f"{conditions.STREAM} scores test in chunks zero-shot: it needs flow: zero_shot"
         raise SettingsError.of("conditions", problem)
 
@@ -45,30 +45,30 @@ def check_task(spec) -> str | None:
     return None
 
 
-def unit(unit: Planned, keep_adapters: bool = False) -> Unit:
+def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
     """Fine-tune a classifier on train from the base LM, then from the LM the method adapted on extra's
     texts, then on test's (then, for leak, on test's texts with their class names). Nothing is kept."""
-    spec, docs = unit.inputs()
-    cfg, k, method, method_settings = unit.config, unit.k, unit.cell.method, unit.settings
-    settings = cfg  # the head's settings, with the task's overrides
-    unit_seed = cfg.seed + k  # the head's init and the training order: a rerun reproduces the unit
+    docs, spec, k = plan.docs(), plan.spec, plan.key.k
+    method = plan.adaptation()
+    method_settings = plan.settings(method)
+    seed = plan.sample.seed + k  # the head's init and the training order: a rerun reproduces the unit
     seconds, training, scored, exposed, skipped = {}, {}, {}, {}, {}
-    for cond in cfg.conditions:
+    for cond in plan.grid.conditions:
         clock = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
-            backbone = models.resolve(cfg.base)
+            backbone = models.resolve(plan.model.base)
             # adapted on the split's texts, never train's; labels only for the leak
             if cond != conditions.BASE:
                 inputs = methods.Inputs(
-                    backbone, None, spec, split_docs(docs, cond), method_settings, unit_seed, Path(work)
+                    backbone, None, spec, split_docs(docs, cond), method_settings, seed, Path(work)
                 )
                 adapted = method.run(inputs)
                 training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model
-            if cfg.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
+            if plan.grid.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
                 masked = not models.is_decoder(backbone)
                 lm, tok = models.load_scoring_model(backbone, masked=masked)
                 exposed[cond] = doc_scores.raw_scores(
-                    lm, tok, exposure_docs(docs), masked, cfg.seed, cfg.eval_batch_size
+                    lm, tok, exposure_docs(docs), masked, plan.sample.seed, plan.grid.eval_batch_size
                 )
                 del lm
             scored[cond], training[f"classify_{cond}"] = classifier.classify(
@@ -76,15 +76,15 @@ def unit(unit: Planned, keep_adapters: bool = False) -> Unit:
                 docs["train"],
                 docs["test"],
                 len(spec.classes),
-                settings,
-                cfg.eval_batch_size,
-                unit_seed,
+                plan.head,
+                plan.grid.eval_batch_size,
+                seed,
             )
         if cond != conditions.BASE:
             skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
-    return unit_of(unit, spec, docs, scored, seconds, training, exposed, skipped)
+    return record_of(plan, docs, scored, seconds, training, exposed, skipped)
 
 
 FLOW = Flow(
@@ -94,7 +94,7 @@ FLOW = Flow(
     check=check,
     check_task=check_task,
     check_base=lambda base: None,  # an encoder or a decoder: either takes a head
-    unit=unit,
+    compute=compute,
     null_model=None,
     keeps_base=False,
 )

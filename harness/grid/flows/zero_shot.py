@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -16,13 +16,13 @@ import pandas as pd
 from contamination import doc_scores
 from harness.core import adapters, conditions, models, weights
 from harness.core.errors import UserError
+from harness.core.sections import Sections
 from harness.core.settings import Settings
 from harness.grid import stream
 from harness.grid.base_model import BASE_SCORES, LOADED, Base, loaded_base
-from harness.grid.config import GridConfig
-from harness.grid.flows import Flow, check_exposure_parts
-from harness.grid.plan import Planned
-from harness.grid.unit_record import Unit, exposure_docs, not_adapted, split_docs, unit_of
+from harness.grid.flow import Flow, check_exposure_parts
+from harness.grid.unit_plan import UnitPlan
+from harness.grid.unit_record import Step, UnitRecord, exposure_docs, not_adapted, record_of, split_docs
 from harness.scoring import zero_shot as scoring
 from harness.tasks.protocol import Spec
 from tapt import methods, output
@@ -31,9 +31,9 @@ from tapt.methods import prompt_tapt
 log = logging.getLogger("tapt_bench.grid")
 
 
-def check(cfg: GridConfig) -> None:
+def check(cfg: Sections) -> None:
     """The exposure test's parts are read within it: CoDeC and plug-in scores need exposure: true."""
-    check_exposure_parts(cfg, cfg.exposure)
+    check_exposure_parts(cfg.grid, cfg.grid.exposure)
 
 
 def check_base(base: str) -> str | None:
@@ -46,32 +46,31 @@ def check_base(base: str) -> str | None:
     return None
 
 
-def unit(planned: Planned, keep_adapters: bool = False) -> Unit:
+def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
     """Score base, then adapt (the unit's method) and score once per condition, restoring the base
     after each: a step per condition, each returning its outcome. A unit that fails mid-way may leave its
     adapter in the base: the loaded base is then forgotten, never reused."""
-    spec, docs = planned.inputs()
     try:
-        return zero_shot_unit(planned, spec, docs, keep_adapters)
+        return computed(unit_inputs(plan, plan.docs(), keep_adapters))
     except BaseException:
         LOADED.forget()
         raise
 
 
-def null_model(unit: Planned, base_scored: pd.DataFrame) -> Step:
+def null_model(plan: UnitPlan, base_scored: pd.DataFrame) -> Step:
     """The unit's method adapted on the subsample's third draw (neither test nor extra) and scored as
     every condition is: the model on which `contamination calibrate` reads each detector's false positives
     (zero-shot flow). `base_scored`: the base's lm-eval scores of test, as the unit recorded them (read,
     not computed again: scoring is deterministic), against which a model that did not move is told."""
-    cfg = unit.config
-    spec, docs = unit.inputs()
-    if len(docs[conditions.NULL]) < cfg.n:
+    docs = plan.docs()
+    if len(docs[conditions.NULL]) < plan.sample.n:
         raise UserError(
-            f"{spec.slug}: the null model needs a third draw of n = {cfg.n} documents beside train, extra "
-            f"and test, and the pool leaves {len(docs[conditions.NULL])}: lower n, or pass --no-null-model"
+            f"{plan.spec.slug}: the null model needs a third draw of n = {plan.sample.n} documents beside "
+            f"train, extra and test, and the pool leaves {len(docs[conditions.NULL])}: lower n, or pass "
+            "--no-null-model"
         )
     try:
-        u = unit_inputs(unit, spec, docs, keep_adapters=False)
+        u = unit_inputs(plan, docs, keep_adapters=False)
         order = base_scored.set_index("row").loc[docs[conditions.TEST]["row"]].reset_index()
         return condition_step(u, conditions.NULL, Step(order))
     except BaseException:
@@ -82,78 +81,56 @@ def null_model(unit: Planned, base_scored: pd.DataFrame) -> Step:
 @dataclass(frozen=True)
 class ZeroShot:
     """What every step of one zero-shot unit reads, fixed for the unit: its plan, its documents, the
-    loaded base and its lm-eval task."""
+    method and its settings, the loaded base and its lm-eval task."""
 
-    unit: Planned
-    spec: Spec
+    plan: UnitPlan
     docs: dict
+    method: methods.Method
+    settings: Settings
     base: Base
     task: scoring.EvalTask
     keep_adapters: bool
 
     @property
-    def cfg(self) -> GridConfig:  # the unit's keys (the task's overrides applied): values only
-        return self.unit.config
+    def spec(self) -> Spec:
+        return self.plan.spec
 
     @property
     def k(self) -> int:
-        return self.unit.k
-
-    @property
-    def method(self) -> methods.Method:
-        return self.unit.cell.method
-
-    @property
-    def settings(self) -> Settings:
-        return self.unit.settings
+        return self.plan.key.k
 
 
-@dataclass
-class Step:
-    """One condition's outcome: lm-eval's scores of test, the exposure test's record, the method's record,
-    why its model is not an adaptation (None where it is), and the seconds of each stage."""
-
-    scored: pd.DataFrame
-    exposed: pd.DataFrame | None = None
-    training: dict | None = None
-    skipped: str | None = None
-    seconds: dict = field(default_factory=dict)
-
-
-def zero_shot_unit(unit: Planned, spec: Spec, docs: dict, keep_adapters: bool) -> Unit:
+def computed(u: ZeroShot) -> UnitRecord:
     """The unit's steps: the base's, then one per condition (scored together, or one at a time)."""
-    u = unit_inputs(unit, spec, docs, keep_adapters)
-    cfg = unit.config
+    grid = u.plan.grid
     base, base_from = found_base(u)
-    adapted = [c for c in cfg.conditions[1:] if c != conditions.STREAM]  # each adapts on its split
-    if cfg.score_together:
+    adapted = [c for c in grid.conditions[1:] if c != conditions.STREAM]  # each adapts on its split
+    if grid.score_together:
         steps = together(u, adapted, base)
     else:
         steps = {conditions.BASE: base or kept_base(u, score(u, conditions.BASE, u.base.model))}
         steps |= {cond: condition_step(u, cond, steps[conditions.BASE]) for cond in adapted}
-    if conditions.STREAM in cfg.conditions:
+    if conditions.STREAM in grid.conditions:
         steps[conditions.STREAM] = stream_step(u, conditions.STREAM, steps[conditions.BASE])
-    done = unit_of(
-        unit,
-        spec,
-        docs,
+    return record_of(
+        u.plan,
+        u.docs,
         {c: s.scored for c, s in steps.items()},
         {name: t for s in steps.values() for name, t in s.seconds.items()},
         {c: s.training for c, s in steps.items() if s.training is not None},
         {c: s.exposed for c, s in steps.items() if s.exposed is not None},
         {c: s.skipped for c, s in steps.items() if c != conditions.BASE},
+        base_from,
     )
-    if base_from:
-        done.record["base_from"] = base_from
-    return done
 
 
-def unit_inputs(unit: Planned, spec: Spec, docs: dict, keep_adapters: bool) -> ZeroShot:
-    """What every step of the unit reads: its plan, its lm-eval task of test, the loaded base."""
-    cfg = unit.config
-    metadata = {**dataclasses.asdict(cfg.sample), "subsample": unit.k, "split": conditions.TEST}
-    task = scoring.lm_eval_task(spec, metadata, cfg.include_path, docs[conditions.TEST])
-    return ZeroShot(unit, spec, docs, loaded_base(cfg), task, keep_adapters)
+def unit_inputs(plan: UnitPlan, docs: dict, keep_adapters: bool) -> ZeroShot:
+    """What every step of the unit reads: its plan, its method, its lm-eval task of test, the loaded base."""
+    metadata = {**dataclasses.asdict(plan.sample), "subsample": plan.key.k, "split": conditions.TEST}
+    task = scoring.lm_eval_task(plan.spec, metadata, plan.sample.include_path, docs[conditions.TEST])
+    method = plan.adaptation()
+    base = loaded_base(plan.model, plan.form)
+    return ZeroShot(plan, docs, method, plan.settings(method), base, task, keep_adapters)
 
 
 def timed(u: ZeroShot, name: str, work):
@@ -169,9 +146,10 @@ def score(u: ZeroShot, cond: str, model, lm=None, name: str | None = None) -> St
     """lm-eval's scores of test under `model` (as `name`, one of the models `lm` scores together); with the
     exposure test, its scores of test and extra, both splits in one pass of their own (one code path for the
     two sides the test compares)."""
-    lm = lm or scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
-    scored, seconds = timed(u, f"score_{cond}", lambda: scoring.score(lm, u.task, u.cfg.accuracy, name))
-    if not u.cfg.exposure:
+    grid = u.plan.grid
+    lm = lm or scoring.scorer(model, u.base.tokenizer, grid.eval_batch_size)
+    scored, seconds = timed(u, f"score_{cond}", lambda: scoring.score(lm, u.task, grid.accuracy, name))
+    if not grid.exposure:
         return Step(scored, seconds=seconds)
     with adapters.active(model, name):
         exposed, more = timed(u, f"exposure_{cond}", lambda: exposure(u, model))
@@ -179,24 +157,27 @@ def score(u: ZeroShot, cond: str, model, lm=None, name: str | None = None) -> St
 
 
 def exposure(u: ZeroShot, model) -> pd.DataFrame:
-    """The exposure test's scores of test and extra under `model`."""
+    """The exposure test's scores of test and extra under `model`, plug-in scores loaded by name here."""
+    from contamination.detectors import load_score
+
+    grid = u.plan.grid
     return doc_scores.prompt_scores(
         model,
         u.base.tokenizer,
         u.spec,
         exposure_docs(u.docs),
-        u.cfg.eval_batch_size,
-        codec_context=u.cfg.codec_context,
-        codec_block=u.cfg.codec_block,
-        seed=u.cfg.seed,
-        extra=list(u.unit.cell.scores),
+        grid.eval_batch_size,
+        codec_context=grid.codec_context,
+        codec_block=grid.codec_block,
+        seed=u.plan.sample.seed,
+        extra=[(load_score(target), settings) for target, settings in grid.scores.items()],
     )
 
 
 def found_base(u: ZeroShot) -> tuple[Step | None, str | None]:
     """The base's scores and the model folder that computed them, where another method's unit of the same
     documents and base settings did (scoring is deterministic: the same numbers); (None, None) if none."""
-    found = BASE_SCORES.of_another(base_key(u), u.unit.cell.tag)
+    found = BASE_SCORES.of_another(base_key(u), u.plan.tag)
     if found is None:
         return None, None
     tag, scored, exposed = found
@@ -206,25 +187,31 @@ def found_base(u: ZeroShot) -> tuple[Step | None, str | None]:
 def kept_base(u: ZeroShot, step: Step) -> Step:
     """The base's step, kept for the other methods' units of the same documents."""
     exposed = {} if step.exposed is None else {conditions.BASE: step.exposed}
-    BASE_SCORES.keep(base_key(u), u.unit.cell.tag, {conditions.BASE: step.scored}, exposed)
+    BASE_SCORES.keep(base_key(u), u.plan.tag, {conditions.BASE: step.scored}, exposed)
     return step
 
 
 def base_key(u: ZeroShot) -> tuple:
     """What the base's scores are kept under: the results root, the base's settings, the task, the draw."""
-    return (u.cfg.out, u.unit.cell.base_hash, u.spec.slug, u.k)
+    return (u.plan.grid.out, u.plan.base_hash, u.spec.slug, u.k)
 
 
 def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
     """Adapt the base on the condition's split (the method's run), score it, and take the base back."""
-    adapted, step = trained(u, cond)
-    step = scored_alone(u, cond, adapted, step)
-    step.skipped = not_adapted(adapted.record, step.scored, base.scored)
-    return step
+    adapted, trained_step = trained(u, cond)
+    alone = scored_alone(u, cond, adapted)
+    return finished(trained_step, alone, not_adapted(adapted.record, alone.scored, base.scored))
+
+
+def finished(trained_step: Step, scored: Step, skipped: str | None) -> Step:
+    """A condition's step: its training (record, seconds) and its scores, and why it is not an adaptation."""
+    seconds = trained_step.seconds | scored.seconds
+    return Step(scored.scored, scored.exposed, trained_step.training, skipped, seconds)
 
 
 def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
-    """The method's run on the condition's split: its adapted model, and a step holding its record."""
+    """The method's run on the condition's split: its adapted model, and a step of its record and seconds
+    (no scores yet)."""
     split, answers = conditions.TAPT[cond]
 
     def adapt():
@@ -235,19 +222,19 @@ def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
                 u.spec,
                 split_docs(u.docs, cond),
                 u.settings,
-                u.cfg.seed,
+                u.plan.sample.seed,
                 Path(work),
             )
             adapted = u.method.run(x, u.base.at_load, cond)
         u.base.check_tokenizer(u.method, cond)
         rec = {**dataclasses.asdict(u.settings), "split": split, "answers": answers, **adapted.record}
-        prompt = {"prompt_format": u.cfg.sample.prompt_format, "accuracy": u.cfg.accuracy}  # how it was read
+        prompt = {"prompt_format": u.plan.sample.prompt_format, "accuracy": u.plan.grid.accuracy}  # how read
         rec["adapter_sha256"] = weights.adapter_sha256(
             adapted.model
         )  # which adapter scored it (None: no PEFT)
         rec |= methods.vote_agreement(adapted.record, u.docs[split])  # made-up labels against the gold ones
         if u.keep_adapters and hasattr(adapted.model, "save_pretrained"):
-            with output.staged(u.unit.folder / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
+            with output.staged(u.plan.folder / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
                 adapted.model.save_pretrained(tmp)
                 output.write_record(
                     tmp, {"kind": "adapter", "task": u.spec.slug, "subsample": u.k, **rec, **prompt}
@@ -258,12 +245,11 @@ def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
     return adapted, Step(pd.DataFrame(), training=training, seconds=seconds)
 
 
-def scored_alone(u: ZeroShot, cond: str, adapted: methods.Adapted, step: Step) -> Step:
-    """The adapted model scored on its own; the base taken back."""
+def scored_alone(u: ZeroShot, cond: str, adapted: methods.Adapted) -> Step:
+    """The adapted model's scores on its own; the base taken back."""
     alone = score(u, cond, adapted.model)
-    step.scored, step.exposed, step.seconds = alone.scored, alone.exposed, step.seconds | alone.seconds
     u.base.check_restored(u.method, cond, adapted.base())  # the same base serves the next condition
-    return step
+    return alone
 
 
 def together(u: ZeroShot, conds: list[str], base: Step | None) -> dict[str, Step]:
@@ -271,52 +257,70 @@ def together(u: ZeroShot, conds: list[str], base: Step | None) -> dict[str, Step
     then score the base (unless another method's unit did) and every adapter in one pass: each batch of
     prompts under all of them (PEFT's adapter_names). A method that returns anything but one LoRA adapter
     over the base has its model scored on its own, as one at a time does."""
-    steps, kept, made = {}, {}, {}
+    made, scores, kept = {}, {}, {}  # per condition: (adapted, its trained step), its scores, its LoRA
     for cond in conds:
-        adapted, steps[cond] = trained(u, cond)
-        made[cond] = adapted.record
+        made[cond] = trained(u, cond)
+        adapted = made[cond][0]
         lora = adapters.lone_lora(adapted.model) if adapted.restore is None else None
         if lora is None:
-            scored_alone(u, cond, adapted, steps[cond])
+            scores[cond] = scored_alone(u, cond, adapted)
         else:
             kept[cond] = lora
             u.base.check_restored(u.method, cond, adapted.base())
     if not kept:
         base = base or kept_base(u, score(u, conditions.BASE, u.base.model))
     else:
-        named = ({} if base else {conditions.BASE: adapters.BASE}) | {cond: cond for cond in kept}
-        model = adapters.put_on(u.base.model, kept)
-        lm = scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size, tuple(named.values()))
-        passed = 0.0
-        for cond, name in named.items():
-            step = score(u, cond, model, lm, name)
-            passed += step.seconds.pop(f"score_{cond}")  # the first computes the pass; the others read it
-            if cond == conditions.BASE:
-                base = kept_base(u, step)
-            else:
-                steps[cond].scored, steps[cond].exposed = step.scored, step.exposed
-                steps[cond].seconds |= step.seconds
-        steps[conds[0]].seconds[f"score_{'+'.join(named)}"] = passed
-        u.base.check_restored(u.method, "+".join(kept), model.unload())
-    for cond in conds:
-        steps[cond].skipped = not_adapted(made[cond], steps[cond].scored, base.scored)
-    return {conditions.BASE: base} | steps
+        base, scores, passed = scored_together(u, kept, base, scores)
+        first = made[conds[0]]
+        made[conds[0]] = first[0], dataclasses.replace(first[1], seconds=first[1].seconds | passed)
+    return {conditions.BASE: base} | {
+        cond: finished(step, scores[cond], not_adapted(adapted.record, scores[cond].scored, base.scored))
+        for cond, (adapted, step) in made.items()
+    }
+
+
+def scored_together(u: ZeroShot, kept: dict, base: Step | None, scores: dict) -> tuple[Step, dict, dict]:
+    """The base (unless given) and every kept adapter scored in one pass: the base's step, every
+    condition's scores, and the pass's seconds (named by all it scored)."""
+    named = ({} if base else {conditions.BASE: adapters.BASE}) | {cond: cond for cond in kept}
+    model = adapters.put_on(u.base.model, kept)
+    lm = scoring.scorer(model, u.base.tokenizer, u.plan.grid.eval_batch_size, tuple(named.values()))
+    passed, scores = 0.0, dict(scores)
+    for cond, name in named.items():
+        step = score(u, cond, model, lm, name)
+        passed += step.seconds[f"score_{cond}"]  # the first computes the pass; the others read it
+        step = dataclasses.replace(
+            step, seconds={k: v for k, v in step.seconds.items() if k != f"score_{cond}"}
+        )
+        if cond == conditions.BASE:
+            base = kept_base(u, step)
+        else:
+            scores[cond] = step
+    u.base.check_restored(u.method, "+".join(kept), model.unload())
+    return base, scores, {f"score_{'+'.join(named)}": passed}
 
 
 def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
     """Test in chunks, each scored before the method adapts on it (harness/grid/stream.py)."""
+    grid = u.plan.grid
     x = methods.Inputs(
-        u.base.model, u.base.tokenizer, u.spec, split_docs(u.docs, cond), u.settings, u.cfg.seed, Path()
+        u.base.model,
+        u.base.tokenizer,
+        u.spec,
+        split_docs(u.docs, cond),
+        u.settings,
+        u.plan.sample.seed,
+        Path(),
     )
-    carry = u.cfg.stream_mode == "carry"
+    carry = grid.stream_mode == "carry"
     parts = (
-        stream.sized(x.docs, u.cfg.stream_chunk_size) if carry else stream.chunks(x.docs, u.cfg.stream_chunks)
+        stream.sized(x.docs, grid.stream_chunk_size) if carry else stream.chunks(x.docs, grid.stream_chunks)
     )
 
     def lm_score(model) -> pd.DataFrame:  # lm-eval's scores of test alone (the chunks')
         u.base.check_tokenizer(u.method, cond)
-        scorer = scoring.scorer(model, u.base.tokenizer, u.cfg.eval_batch_size)
-        return scoring.score(scorer, u.task, u.cfg.accuracy)
+        scorer = scoring.scorer(model, u.base.tokenizer, grid.eval_batch_size)
+        return scoring.score(scorer, u.task, grid.accuracy)
 
     def given_back(what: str, model) -> None:
         u.base.check_restored(u.method, what, model)
@@ -336,7 +340,7 @@ FLOW = Flow(
     check=check,
     check_task=lambda spec: None,
     check_base=check_base,
-    unit=unit,
+    compute=compute,
     null_model=null_model,
     keeps_base=True,
 )

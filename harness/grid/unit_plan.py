@@ -1,0 +1,65 @@
+"""One unit of the grid as the process that computes it receives it: `UnitKey` names the unit (a task and
+a subsample), `UnitPlan` holds every value it computes from, resolved once by the run's plan
+(harness/grid/plan.py) and sent as it is to a worker process or a Ray task. It pickles: plug-ins (the
+method, plug-in scores) travel by name and are found where the unit runs; an lm-eval task travels by name
+too (harness/tasks/lm_eval_spec.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+from contamination.exposure_run import ExposureSettings
+from harness.core.models import BaseForm, ModelSettings
+from harness.core.settings import Settings
+from harness.grid.grid_settings import GridSettings
+from harness.scoring.classifier import ClassifierSettings
+from harness.tasks.protocol import Spec, subsample_docs
+from harness.tasks.subsample import SampleSettings
+from tapt import methods
+
+
+class UnitKey(NamedTuple):
+    """A unit's name: its task's slug and its subsample's index."""
+
+    slug: str
+    k: int
+
+
+@dataclass(frozen=True)
+class UnitPlan:
+    """What one unit computes from: its task, its subsample, the config's sections with the task's
+    overrides applied, the method (by name) with its resolved settings, where its record goes, and the
+    record's settings, hashes and code version."""
+
+    key: UnitKey
+    spec: Spec
+    method: str  # as the config names it: a built-in, an entry point, `package.module:attr`, `file.py:attr`
+    method_settings: dict  # its settings' values: the base's form and the task's overrides applied
+    grid: GridSettings
+    sample: SampleSettings
+    model: ModelSettings
+    form: BaseForm
+    head: ClassifierSettings
+    statistic: ExposureSettings
+    folder: Path  # the task's results folder, <out>/m<m>/n<n>/<tag>/<task>
+    tag: str  # the model folder's name
+    recorded: dict  # the settings every unit of the run records (harness/grid/resolve.py recorded)
+    settings_hash: str
+    base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
+    code: dict  # the product code's commit and the config's hash (harness/core/study_plan.py)
+
+    def adaptation(self) -> methods.Method:
+        """The unit's method, found by its name where the unit runs."""
+        return methods.find(self.method)
+
+    def settings(self, method: methods.Method) -> Settings:
+        """The method's settings, an instance of its class, from their resolved values."""
+        return method.settings(**self.method_settings)
+
+    def docs(self) -> dict[str, pd.DataFrame]:
+        """The unit's documents: train, extra, test and the pool's third draw."""
+        return subsample_docs(self.spec, self.sample, self.key.k)
