@@ -296,7 +296,7 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     hashes = {c.grid.method: resolve.settings_hash(c) for c in whole.per_method()}
     assert [resolve.settings_hash(c) for c in narrowed.per_method()] == [hashes["self-training"]]
     kept = load_config("methods_study", keys | {"methods": ["test-time-rl"]})
-    assert kept.method_settings == {}
+    assert kept.grid.method_settings == {}
     assert [resolve.settings_hash(c) for c in kept.per_method()] == [hashes["test-time-rl"]]
     with pytest.raises(
         SettingsError, match=r"names \['prompt-tapt', 'self-training'\], which this run does not use"
