@@ -301,7 +301,7 @@ def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_othe
     with pytest.raises(
         SettingsError, match=r"names \['prompt-tapt', 'self-training'\], which this run does not use"
     ):
-        flags = {"methods": ["test-time-rl"], "method_settings": whole.method_settings}
+        flags = {"methods": ["test-time-rl"], "method_settings": whole.grid.method_settings}
         load_run("methods_study", keys | flags)
 
 
