@@ -1,15 +1,21 @@
-"""The study's zero-shot grid at the GPU's speed: units of a Mistral-7B-shaped base (random weights; the
-study's settings: QLoRA, paged_adamw_8bit, checkpointing, chat prompts, length 512, mean_token, m = n =
-100) run back to back by the chosen workers (default auto), then by one worker, in one call, each leg a
-fresh `tapt-bench run`. Prints per leg the units, seconds a unit in throughput (over the whole leg, and
-steady: over its second half of finishes), the stages' mean seconds a unit, GPU utilisation (mean and
-median of samples every half second, over the leg and over its steady part), peak GPU memory and per
-process, the projected 500-unit grid; then the ratio, and whether both legs predicted the same on the
-units they share. A leg still running at its deadline is stopped: its finished units count.
+"""The study's grids at the GPU's speed. The zero-shot flow (default): units of a Mistral-7B-shaped base
+(random weights; the study's settings: QLoRA, paged_adamw_8bit, checkpointing, chat prompts, length 512,
+mean_token, m = n = 100). The classifier flow (`--flow classifier`): units of Table 1's two backbones,
+BERT-shaped and GPT-2-shaped (random weights; the settings of the shipped bert and gpt2 configs), drawn
+from `--cells` in turn. Each grid's units run back to back by the chosen workers (default auto), then by
+one worker, in one call, each leg a fresh `tapt-bench run`. Prints per leg the units, seconds a unit in
+throughput (over the whole leg, and steady: from the finish at which every worker has finished one), the
+stages' mean seconds a unit, GPU utilisation (mean and median of samples every half second, over the leg
+and over its steady part), peak GPU memory and per process, the projected study grid (500 units zero-shot,
+13,500 a backbone for Table 1); then the ratio, and whether both legs predicted the same on the units
+they share. A leg still running at its deadline is stopped: its finished units count.
 Usage, on a GPU:
     python benchmarks/grid_throughput.py --data-dir DIR [--units 24] [--baseline-units 2]
 and its CPU part (a 2-layer model of the same tokenizer, plain LoRA, 2 workers), as the slow tier runs it:
     python benchmarks/grid_throughput.py --data-dir DIR --tiny
+    python benchmarks/grid_throughput.py --data-dir DIR --flow classifier [--tiny]
+The BERT-shaped model takes all-MiniLM-L6-v2's tokenizer (bert-base-uncased's vocabulary); the GPT-2-shaped
+one SmolLM2's (49,152 tokens against GPT-2's 50,257): the only tokenizers on an offline machine.
 """
 
 from __future__ import annotations
@@ -34,6 +40,27 @@ from harness.core import models
 from harness.core.settings import Settings, option, parse_script
 
 GRID = 500  # the study's zero-shot grid: 25 tasks x 20 subsamples
+STUDY_CELLS = ["50/50/100", "50/100/100", "50/200/50", "50/500/20", "100/50/100", "100/100/100", "100/200/50"]
+STUDY_CELLS += ["100/500/20"]  # Table 1's cells (the bert and gpt2 configs): m/n/subsamples
+TABLE_1 = 25 * sum(int(c.split("/")[2]) for c in STUDY_CELLS)  # units a backbone: 25 tasks
+BACKBONES = {  # Table 1's backbones: the shipped config, the tokenizer's source, the shape
+    "bert": (
+        "bert",
+        models.MINILM,
+        dict(
+            hidden_size=768,
+            intermediate_size=3072,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            max_position_embeddings=512,
+        ),
+    ),
+    "gpt2": ("gpt2", models.SMOLLM2, dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024)),
+}
+TINY_BACKBONES = {
+    "bert": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2),
+    "gpt2": dict(n_embd=32, n_layer=2, n_head=2, n_positions=256),
+}
 
 
 @dataclass(kw_only=True)
@@ -56,6 +83,8 @@ class ThroughputArgs(Settings):
     chosen_deadline: float = option(0.0, "seconds from the start after which the chosen leg is stopped")
     out: str = option("results/grid_throughput", "folder for the model and both legs' results")
     tiny: bool = option(False, "a 2-layer model, m 8, n 16, plain LoRA, 2 workers (the CPU part)")
+    flow: str = option("zero_shot", "zero_shot, or classifier: Table 1's BERT- and GPT-2-shaped backbones")
+    cells: list[str] = option(["50/50", "100/500"], "classifier: the cells m/n whose units run, in turn")
 
     MINIMUM = {"units": 1, "baseline_units": 0, "alone_units": 0, "deadline": 0.0, "chosen_deadline": 0.0}
 
@@ -83,6 +112,40 @@ def leg_config(a: ThroughputArgs, base: Path, units: int, out: Path, together: b
         keys["method_settings"]["prompt-tapt"]["optim"] = "adamw_torch"
         config.write_text(yaml.safe_dump(keys))
     return config
+
+
+def backbone(name: str, dest: Path, tiny: bool) -> Path:
+    """A random-weight model of Table 1's backbone `name` (its masked-LM or causal-LM head), with the
+    tokenizer of the embedded model it is made from."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, GPT2Config
+
+    if (dest / "config.json").is_file():
+        return dest
+    _, source, shape = BACKBONES[name]
+    path, tokenizer = models.resolve(source), models.tokenizer(models.resolve(source))
+    shape = {**shape, **TINY_BACKBONES[name]} if tiny else shape
+    torch.manual_seed(0)
+    if name == "bert":
+        config = AutoConfig.from_pretrained(path)
+        for k, v in shape.items():
+            setattr(config, k, v)
+        model = AutoModelForMaskedLM.from_config(config)
+    else:
+        ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        model = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=len(tokenizer), **ids, **shape))
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
+def classifier_config(a: ThroughputArgs, name: str, base: Path, units: int, out: Path) -> Path:
+    """The shipped config of backbone `name` over `units` units: a.cells in turn, each a.tasks in turn."""
+    data = {"data_dir": str(Path(a.data_dir).resolve())} if a.data_dir else {}
+    cells = list(dict.fromkeys("8/16" if a.tiny else c for c in a.cells))
+    subsamples = math.ceil(math.ceil(units / len(cells)) / len(a.tasks))
+    cells = [f"{c}/{subsamples}" for c in cells]
+    keys = dict(base=str(base), tasks=a.tasks, cells=cells, out=str(out), **data)
+    return shipped_config(BACKBONES[name][0], out.with_suffix(".yaml"), **keys)
 
 
 def run_leg(name: str, config: Path, out: Path, workers: str, units: int, stop_at: float) -> dict:
@@ -116,7 +179,8 @@ def run_leg(name: str, config: Path, out: Path, workers: str, units: int, stop_a
     if records:
         row["per_unit"] = (finishes[-1] - start) / len(records)
         seconds = pd.DataFrame([json.loads(p.read_text())["seconds"] for p in records])
-        row["stages"] = {stage: seconds.filter(like=stage).sum(axis=1).mean() for stage in ("score", "train")}
+        stages = ("score", "train") if any(c.startswith("score") for c in seconds) else seconds.columns
+        row["stages"] = {stage: seconds.filter(like=stage).sum(axis=1).mean() for stage in stages}
     if gpu.util:
         row |= {"util": statistics.mean(gpu.util), "util_median": statistics.median(gpu.util)}
         workers = {pid: gib for pid, gib in gpu.processes.items() if pid != str(os.getpid())}  # not this one
@@ -142,9 +206,11 @@ def warmed(records: list[Path], log: str) -> int:
 
 
 def predictions(out: Path) -> pd.DataFrame:
-    """Every unit's class probabilities and prediction per test document and condition."""
+    """Every unit's class probabilities and prediction per test document and condition (`task`: its task
+    folder under the leg's, the cell and model included)."""
     frames = [
-        pd.read_parquet(path).assign(task=path.parent.parent.name) for path in out.rglob("units/*.parquet")
+        pd.read_parquet(path).assign(task=str(path.parent.parent.relative_to(out)))
+        for path in out.rglob("units/*.parquet")
     ]
     if not frames:
         return pd.DataFrame()
@@ -184,28 +250,56 @@ def show(row: dict) -> str:
     )
 
 
+def grids(a: ThroughputArgs, out: Path) -> list[tuple[str, int, object]]:
+    """(name, the study's units of that grid, leg config maker) for each grid the benchmark runs."""
+    if a.flow == "classifier":
+        made = {name: backbone(name, out / f"{name}_model", a.tiny) for name in BACKBONES}
+        return [
+            (
+                name,
+                TABLE_1,
+                lambda units, results, together, name=name: classifier_config(
+                    a, name, made[name], units, results
+                ),
+            )
+            for name in BACKBONES
+        ]
+    source = models.resolve(a.config_from)
+    base = random_model(source, out / "model", TINY if a.tiny else MISTRAL_7B, mistral=not a.tiny)
+    return [
+        ("zero_shot", GRID, lambda units, results, together: leg_config(a, base, units, results, together))
+    ]
+
+
 def main() -> None:
     a = parse_script(ThroughputArgs, __doc__)
     start, out = time.time(), Path(a.out)
     gpu = torch.cuda.is_available()
     print(f"device {torch.cuda.get_device_name() if gpu else 'cpu'}, torch {torch.__version__}", flush=True)
-    source = models.resolve(a.config_from)
-    base = random_model(source, out / "model", TINY if a.tiny else MISTRAL_7B, mistral=not a.tiny)
-    if gpu:  # the model made here is saved: give its memory back, so the legs' workers alone hold the GPU's
+    made = grids(a, out)
+    if (
+        gpu
+    ):  # the models made here are saved: give their memory back, so the legs' workers alone hold the GPU's
         torch.cuda.empty_cache()
-    print(f"random-weight model made in {time.time() - start:.0f} s", flush=True)
+    print(f"random-weight model(s) made in {time.time() - start:.0f} s", flush=True)
     at = [start + d if d else 0.0 for d in (a.chosen_deadline or a.deadline, a.deadline)]
+    failed = [run_grid(a, *grid, out / grid[0] if len(made) > 1 else out, at) for grid in made]
+    sys.exit(1 if any(failed) else 0)
+
+
+def run_grid(a: ThroughputArgs, grid_name: str, study_units: int, config_of, folder: Path, at: list) -> bool:
+    """One grid's legs (chosen workers, one worker, one model at a time), printed; whether one failed."""
     legs = [("chosen", "2" if a.tiny and a.workers == "auto" else a.workers, a.units, at[0], a.together)]
     legs += [("one", "1", a.baseline_units, at[1], a.together)] if a.baseline_units else []
     legs += [("alone", "1", a.alone_units, at[1], False)] if a.alone_units else []
     rows = []
     for name, workers, units, stop_at, together in legs:
-        results = out / name
-        config = leg_config(a, base, units, results, together)
-        rows.append(run_leg(name, config, results, workers, units, stop_at))
+        results = folder / name
+        rows.append(run_leg(name, config_of(units, results, together), results, workers, units, stop_at))
         print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{grid_name}:")
     print(
-        f"\n{'leg':10} {'workers':>7} {'units':>5} {'wall s':>7} {'s/unit':>8} {'steady':>7} {'units/h':>7} "
+        f"{'leg':10} {'workers':>7} {'units':>5} {'wall s':>7} {'s/unit':>8} {'steady':>7} {'units/h':>7} "
         f"{'GPU %':>9} {'steady':>6} {'peak GiB':>8} {'per process':>12}  mean s a unit by stage"
     )
     for row in rows:
@@ -215,18 +309,19 @@ def main() -> None:
     chosen = rows[0]
     if len(rows) > 1 and rows[1].get("steady") and chosen.get("steady"):
         ratio = rows[1]["steady"] / chosen["steady"]
-        grid = chosen["wall"] + (GRID - chosen["units"]) * chosen["steady"]
+        hours = (chosen["wall"] + (study_units - chosen["units"]) * chosen["steady"]) / 3600
         print(
-            f"steady throughput, chosen over one worker: {ratio:.2f}x; the {GRID}-unit grid at the chosen "
-            f"rate: {grid / 3600:.2f} h (one worker: {GRID * rows[1]['steady'] / 3600:.2f} h)"
+            f"steady throughput, chosen over one worker: {ratio:.2f}x; the {study_units}-unit grid at the "
+            f"chosen rate: {hours:.2f} h (one worker: {study_units * rows[1]['steady'] / 3600:.2f} h)"
         )
     if a.baseline_units:
-        print("chosen against one worker:", agreement(out / "one", out / "chosen"))
+        print("chosen against one worker:", agreement(folder / "one", folder / "chosen"))
     if a.baseline_units and a.alone_units:  # the same units, scored together and one model at a time
         print(
-            "one worker, scored together against one model at a time:", agreement(out / "alone", out / "one")
+            "one worker, scored together against one model at a time:",
+            agreement(folder / "alone", folder / "one"),
         )
-    sys.exit(1 if any(r["problem"] or not r["units"] for r in rows) else 0)
+    return any(r["problem"] or not r["units"] for r in rows)
 
 
 if __name__ == "__main__":

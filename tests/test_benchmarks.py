@@ -102,6 +102,23 @@ def test_the_throughput_benchmarks_cpu_part_runs_two_legs_that_predict_alike(tmp
     assert float(same.group(1)) > 99 and float(same.group(2)) < 1e-4  # threads differ between the legs
 
 
+def test_the_throughput_benchmarks_classifier_part_runs_both_backbones_in_two_legs_that_predict_alike(
+    tmp_path, data_dir
+):
+    shown = script(
+        "grid_throughput.py", "--flow", "classifier", "--tiny", "--units", "4", "--data-dir", str(data_dir),
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    for backbone in ("bert", "gpt2"):
+        table = shown.split(f"\n{backbone}:\n")[1]
+        assert re.search(r"chosen\s+2\s+4 ", table) and re.search(r"one\s+1\s+2 ", table), table
+        same = re.search(
+            r"units in both legs: 2, .*: the same prediction on ([\d.]+)%, .* gap ([\d.e+-]+)", table
+        )
+        assert float(same.group(1)) > 99 and float(same.group(2)) < 1e-4, table
+    assert "the 13500-unit grid at the chosen rate" in shown  # Table 1's grid, projected per backbone
+
+
 def test_the_ray_benchmark_runs_a_tiny_config(tmp_path, tiny_llama, data_dir):
     pytest.importorskip("ray")
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "grid")
