@@ -227,3 +227,20 @@ def test_a_misspelt_task_override_suggests_the_nearest_setting(tmp_path):
         match="ag_news: \\['epoch'\\] cannot be set per task \\('epoch': did you mean 'epochs'\\?\\)",
     ):
         load_run(path, {"data_dir": "tests/data"})
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["run", "--config", "demo", "--shard", "-1/2"],
+            "--shard -1/2: i must be 0 to N - 1 (for N = 2: 0/2, 1/2)",
+        ),
+        (["train", "--task", "ag_news", "--out", "x", "--lr", "-1e-4"], "lr must be above 0"),
+    ],
+)
+def test_a_value_that_starts_with_a_minus_reaches_its_settings_check(argv, said, capsys):
+    """argparse takes `-1/2` for a flag ("expected one argument"): the value is the setting's to judge."""
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    assert said in capsys.readouterr().err + str(raised.value.code)

@@ -102,7 +102,10 @@ class RunOptions(Settings):
         except ValueError:
             raise SettingsError(f"--shard must look like i/N (e.g. 0/4), got {self.shard!r}") from None
         if not 0 <= i < count:
-            raise SettingsError(f"--shard {self.shard}: need 0 <= i < N")
+            raise SettingsError(
+                f"--shard {self.shard}: i must be 0 to N - 1 (for N = {count}: "
+                f"{', '.join(f'{k}/{count}' for k in range(min(count, 4)))}{', ...' if count > 4 else ''})"
+            )
         return i, count
 
 

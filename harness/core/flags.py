@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 import types
 import typing
@@ -95,7 +96,9 @@ class FlagParser(argparse.ArgumentParser):
 
 
 def respelled(argv: list[str]) -> list[str]:
-    """argv with a field's underscore spelling dashed and a word after a switch folded into it."""
+    """argv with a field's underscore spelling dashed, a word after a switch folded into it, and a value
+    that starts with a minus (`--shard -1/2`, `--lr -1e-4`) joined to its flag, where argparse would take
+    it for a flag and say "expected one argument"; the setting's own check then says what is wrong."""
     out, i, known = [], 0, FLAGS | {"--no-" + s[2:] for s in SWITCHES}
     while i < len(argv):
         name, eq, value = argv[i].partition("=")
@@ -106,6 +109,10 @@ def respelled(argv: list[str]) -> list[str]:
             word = value.lower() if eq else following
             out.append(name if BOOL_WORDS[word] else "--no-" + name[2:])
             i += 1 if eq else 2
+            continue
+        if name in FLAGS and not eq and following is not None and re.match(r"-[\d.]", following):
+            out.append(f"{name}={argv[i + 1]}")
+            i += 2
             continue
         out.append(name + eq + value)
         i += 1
