@@ -328,6 +328,23 @@ def test_a_mistyped_tapt_task_gets_the_nearest_names():
         TaskManager(include_defaults=False).match_tasks(["tapt_rotten_tomatos"])
 
 
+def test_a_broken_task_yaml_under_include_path_is_named_as_run_names_it(tmp_path):
+    """lm-eval skips a YAML it cannot parse and then knows no such task: the error names the file and its
+    line, in the words `tapt-bench run` uses."""
+    from lm_eval.tasks import TaskManager
+
+    from harness.core.errors import UserError
+    from harness.tasks.spec import TASKS_DIR
+
+    text = (TASKS_DIR / "tapt_trec.yaml").read_text().replace("task: tapt_trec", "task: tapt_mine")
+    (tmp_path / "tapt_mine.yaml").write_text(text + "dataset_kwargs:\n  text_field: [unclosed\n")
+    with pytest.raises(UserError) as raised:
+        TaskManager(include_path=str(tmp_path), include_defaults=False).match_tasks(["tapt_mine"])
+    said = str(raised.value)
+    assert f"unreadable, and it may be the task: {tmp_path / 'tapt_mine.yaml'}: malformed YAML" in said
+    assert "text_field: [unclosed" in said  # the line, as YAML's parser quotes it
+
+
 def test_the_installed_hook_adds_the_tapt_tasks_to_every_task_manager_once():
     from lm_eval.tasks import TaskManager
 

@@ -63,17 +63,20 @@ def add_task_folder(manager) -> None:
         found = match(self, task_list)
         unknown = [t for t in task_list if t.startswith("tapt_") and t not in found]
         if unknown:
-            raise unknown_tasks(unknown, self.all_tasks)
+            raise unknown_tasks(unknown, self.all_tasks, self.include_path)
         return found
 
     manager.TaskManager.match_tasks = with_nearest
 
 
-def unknown_tasks(unknown: list[str], known: list[str]):
-    """A one-line error for tapt_* task names lm-eval does not know, with the nearest known names."""
+def unknown_tasks(unknown: list[str], known: list[str], include_path=None):
+    """An error for tapt_* task names lm-eval does not know, with the nearest known names, and each YAML
+    under `include_path` that cannot be read (lm-eval skips it in silence; it may be the task), in the
+    words `tapt-bench run` uses."""
     import difflib
 
     from harness.core.errors import UserError, print_user_errors
+    from harness.tasks.spec import unreadable
 
     print_user_errors("lm_eval")
     ours = [t for t in known if t.startswith("tapt_")]
@@ -81,7 +84,10 @@ def unknown_tasks(unknown: list[str], known: list[str]):
     said = "; ".join(
         f"{t}: did you mean {', '.join(n)}?" if n else f"{t}: no close name" for t, n in near.items()
     )
-    return UserError(f"lm_eval --tasks: no such task ({said}); `tapt-bench tasks list` lists them")
+    broken = "".join(
+        f"\n  unreadable, and it may be the task: {err}" for err in unreadable(with_tapt_tasks(include_path))
+    )
+    return UserError(f"lm_eval --tasks: no such task ({said}); `tapt-bench tasks list` lists them{broken}")
 
 
 def base_of(peft) -> str:
