@@ -9,6 +9,7 @@ import pandas as pd
 
 from harness.core import conditions
 from harness.core.power import ALPHA
+from harness.stats.verdict import key
 
 
 def exposure_shares(tests: pd.DataFrame) -> list[dict[str, Any]]:
@@ -66,7 +67,7 @@ def format_exposure(shares: list[dict[str, Any]], summary: dict[str, Any]) -> st
         if several and (before is None or before["model"] != s["model"]):
             lines.append(f"  {s['model']}:")
         t = effects.get((s["m"], s["n"], s["model"], s["task"]), {})
-        keys = [f"{e}_mean" for e in shown]
+        keys = [key(e, "mean") for e in shown]
         means = "".join(f" {100 * t[k]:+7.2f}" if k in t else f" {'-':>7}" for k in keys)
         cells = "".join(
             (f" | {s[c]['text']:11.0%} {label_share(s[c]):5.0%}" if c in s else f" | {'-':>11} {'-':>5}")

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core import conditions
+from harness.stats.verdict import key
 
 BIAS_SHOWN = 0.03  # eq. 12 plot: the tasks whose observed mean bias reaches +3 points in some cell
 
@@ -177,9 +178,9 @@ def task_effects(tasks: list[dict]):
     fig, ax = plt.subplots(figsize=(7, 0.32 * len(names) + 1.2))
     y = np.arange(len(names))
     for effect, marker in zip(conditions.EFFECTS, "os^Dv"):
-        if all(f"{effect}_mean" in t for t in tasks):
+        if all(key(effect, "mean") in t for t in tasks):
             label = conditions.label(effect, " - ")
-            ax.scatter([100 * t[f"{effect}_mean"] for t in tasks], y, marker=marker, label=label)
+            ax.scatter([100 * t[key(effect, "mean")] for t in tasks], y, marker=marker, label=label)
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_yticks(y, names, fontsize=8)
     ax.set_xlabel("mean accuracy difference over subsamples (points)")
@@ -234,12 +235,12 @@ def dose_response(configs: list[dict]):
         points.sort(key=lambda p: p[0])
         x = np.array([p[0] for p in points])
         for i, (effect, marker) in enumerate(zip(("bias", "leak", "boost"), "osD")):
-            rows = [c for _, c in points if f"{effect}_mean" in c]
+            rows = [c for _, c in points if key(effect, "mean") in c]
             if len(rows) != len(points):
                 continue
-            mean = np.array([100 * c[f"{effect}_mean"] for c in rows])
-            low = np.array([100 * c[f"{effect}_low"] for c in rows])
-            high = np.array([100 * c[f"{effect}_high"] for c in rows])
+            mean = np.array([100 * c[key(effect, "mean")] for c in rows])
+            low = np.array([100 * c[key(effect, "low")] for c in rows])
+            high = np.array([100 * c[key(effect, "high")] for c in rows])
             low, high = np.where(np.isfinite(low), low, -100), np.where(np.isfinite(high), high, 100)
             shift = x * (1 + 0.06 * (i - 1))  # side by side at each dose, on the log axis
             label = conditions.label(effect, " - ")

@@ -43,7 +43,7 @@ def provenance(mdir: Path) -> str:
 
 
 def summary_section(config: dict, tasks: list[dict]) -> str:
-    effects = [e for e in conditions.EFFECTS if f"{e}_mean" in config]
+    effects = [e for e in conditions.EFFECTS if verdict.key(e, "mean") in config]
     cols = summary.effect_columns(effects)
     # the primary effect's columns go unnamed, as the study's table had them: p, p_BH; others' are named
     headers = ["task"] + [h if h == e or e == conditions.PRIMARY else f"{h} ({e})" for e, h, _, kind in cols]
@@ -56,11 +56,15 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
             elif kind == "mde":
                 row.append(points(t[key], signed=False))
             else:  # bold where its BH-adjusted p-value is significant
-                row.append(points(t[key], e in conditions.TESTED and t[f"{e}_p_adjusted"] <= summary.ALPHA))
+                row.append(
+                    points(
+                        t[key], e in conditions.TESTED and t[verdict.key(e, "p_adjusted")] <= summary.ALPHA
+                    )
+                )
         rows.append(row)
     primary = conditions.PRIMARY
     means = ", ".join(
-        f"{esc(conditions.label(e, ' - '))} <b>{esc(summary.pts(config[f'{e}_mean']))}</b> pts"
+        f"{esc(conditions.label(e, ' - '))} <b>{esc(summary.pts(config[verdict.key(e, 'mean')]))}</b> pts"
         for e in effects
     )
     notes = summary.not_adapted_lines(tasks, indent="") + verdict.uninformative_lines(tasks, indent="")
@@ -99,8 +103,9 @@ def dose_section(configs: list[dict]) -> str:
     for c in dosed:
         row = [(c["model"], c["model"])]
         for e in ("bias", "leak", "boost"):
-            text = f"{verdict.pts(c[f'{e}_mean'])} {verdict.interval(c[f'{e}_low'], c[f'{e}_high'])}"
-            row.append((text, c[f"{e}_mean"]))
+            low, high = c[verdict.key(e, "low")], c[verdict.key(e, "high")]
+            text = f"{verdict.pts(c[verdict.key(e, 'mean')])} {verdict.interval(low, high)}"
+            row.append((text, c[verdict.key(e, "mean")]))
         one = c.get(f"{primary}_one_class", 0)
         row += [
             (f"{one} of {c[f'{primary}_units']}", one),
@@ -183,7 +188,7 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
     for s in shares:
         t = effects.get(s["task"], {})
         row = [(s["task"], s["task"])]
-        row += [points(t.get(f"{e}_mean", np.nan)) for e in conditions.READ_TEST]
+        row += [points(t.get(verdict.key(e, "mean"), np.nan)) for e in conditions.READ_TEST]
         shown = {
             c: {"text": s[c]["text"], "label": exposure_summary.label_share(s[c])} for c in conds if c in s
         }

@@ -182,7 +182,7 @@ def measure(rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool) -> 
             if st.compute and st.effects(e) and (not pooled or st.pooled(e)):
                 out[st.name(e)] = st.value(e, treatment, control, seed) if keep.any() else st.empty
         if not keep.all():
-            out[f"{e}_not_adapted"] = int((~keep).sum())
+            out[key(e, "not_adapted")] = int((~keep).sum())
         if e == conditions.PRIMARY:
             out[key(e, "units")] = int(keep.sum())
     return out
@@ -244,11 +244,12 @@ def format_tables(summary: dict[str, Any]) -> str:
     primary = conditions.PRIMARY
     width = {"points": 7, "p": 7, "mde": 6}
     for c in summary["configs"]:
-        effects = [e for e in conditions.EFFECTS if f"{e}_mean" in c]
+        effects = [e for e in conditions.EFFECTS if key(e, "mean") in c]
         lines.append(
             f"m={c['m']} n={c['n']} model={c['model']}: {c['tasks']} tasks, {c['rows']} rows; "
             + ", ".join(
-                f"{conditions.label(e)} {pts(c[f'{e}_mean'])} pts {interval(c[f'{e}_low'], c[f'{e}_high'])}"
+                f"{conditions.label(e)} {pts(c[key(e, 'mean')])} pts "
+                f"{interval(c[key(e, 'low')], c[key(e, 'high')])}"
                 for e in effects
             )
             + (
