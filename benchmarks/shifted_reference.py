@@ -154,7 +154,8 @@ def main() -> None:
             for cond in (conditions.EXTRA, conditions.TEST):
                 mine, mine_base = dict(sets), dict(base_scores)
                 if cond == conditions.TEST:  # the documents it saw, as the suspect set; power where unshifted
-                    mine = {"suspect": subsample_docs(spec, grid, k)[conditions.TEST], SAME: sets[SAME]}
+                    suspect = subsample_docs(spec, grid.sample, k)[conditions.TEST]
+                    mine = {"suspect": suspect, SAME: sets[SAME]}
                     mine_base |= scored(base, tokenizer, spec, {"suspect": mine["suspect"]}, args.batch_size)
                 model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}").eval()
                 mine_scores = scored(model, tokenizer, spec, mine, args.batch_size)

@@ -82,7 +82,9 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
             tmp_path, tiny_llama, data_dir, tmp_path / "out", method="self-training", exposure=False
         )
     )
-    draw = plan.subsample_docs
+    from harness.grid import unit_plan
+
+    draw = unit_plan.subsample_docs
     kept = {}
     for shuffled in (False, True):
 
@@ -93,7 +95,7 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
                     d["label"] = np.random.default_rng(1).permutation(d["label"].to_numpy())
             return docs
 
-        monkeypatch.setattr(plan, "subsample_docs", subsample_docs)
+        monkeypatch.setattr(unit_plan, "subsample_docs", subsample_docs)
         unit = flow.compute(
             plan.run_plan(cfg.replace(out=str(tmp_path / f"out{shuffled}"))).unit(UnitKey("ag_news", 0)),
             keep_adapters=True,
