@@ -19,6 +19,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harness.core.settings import option, parse_script
 
@@ -40,7 +41,9 @@ LOOKUPS = {  # the function, by the file that defines it
 @dataclass(kw_only=True)
 class WalkArgs:
     data_dir: str = option(str(ROOT / "tests" / "data"), "the data folder (the tests' made-up samples)")
-    adapted: int = option(0, "walk one unit with 2 or 3 adapted conditions; 0: both, each in a fresh process")
+    adapted: Literal[0, 2, 3] = option(
+        0, "walk one unit with 2 or 3 adapted conditions; 0: both, each in a fresh process"
+    )
 
 
 def tiny_llama(out: Path) -> Path:
