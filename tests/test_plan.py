@@ -150,14 +150,16 @@ def test_a_worker_computes_the_unit_plan_it_is_sent_and_builds_no_run_plan_nor_c
     import queue
 
     from harness.core.sections import Sections
-    from harness.grid import pool
+    from harness.grid import pool, worker_messages
 
     cfg = load_config(
         tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", subsamples=1, exposure=False)
     )
     (unit,) = plan.run_plan(cfg).units()
     jobs, done = queue.Queue(), queue.Queue()
-    jobs.put(pickle.loads(pickle.dumps(pool.Job(unit, False, 1, None, True))))  # as the queue carries it
+    jobs.put(
+        pickle.loads(pickle.dumps(worker_messages.Job(unit, False, 1, None, True)))
+    )  # as the queue carries it
     jobs.put(None)
     counted = {"run plans": 0, "configs": 0, "config files": 0}
 
@@ -176,6 +178,6 @@ def test_a_worker_computes_the_unit_plan_it_is_sent_and_builds_no_run_plan_nor_c
         pool.log.handlers[:] = handlers
         logging.getLogger("tapt_bench.grid").setLevel(logging.NOTSET)
     reply = done.get_nowait()
-    assert isinstance(reply, pool.Done), getattr(reply, "trace", reply)
+    assert isinstance(reply, worker_messages.Done), getattr(reply, "trace", reply)
     assert reply.record.key == ("ag_news", 0) and reply.record.record["settings_hash"] == unit.settings_hash
     assert counted == {"run plans": 0, "configs": 0, "config files": 0}

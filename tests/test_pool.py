@@ -14,8 +14,9 @@ from harness.core import threads
 from harness.grid import pool
 from harness.grid.config import load_config
 from harness.grid.on_ray import gpu_fraction
-from harness.grid.pool import Memory, Pool, fits
+from harness.grid.pool import Pool, fits
 from harness.grid.run import run
+from harness.grid.worker_messages import Memory
 
 
 def records(out):

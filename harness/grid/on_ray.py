@@ -18,9 +18,10 @@ from collections.abc import Iterator
 
 from harness.core.errors import UserError
 from harness.grid import flow
-from harness.grid.pool import Done, Memory, fits, measure
+from harness.grid.pool import fits
 from harness.grid.unit_plan import UnitPlan
 from harness.grid.unit_record import UnitRecord
+from harness.grid.worker_messages import Done, Memory, measure
 
 log = logging.getLogger("tapt_bench.grid")
 

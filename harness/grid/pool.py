@@ -27,78 +27,19 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from harness.core import threads as thread_count
 from harness.core.errors import UserError
 from harness.grid import flow
 from harness.grid.base_model import LOADED, loaded_base
-from harness.grid.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit_plan import UnitPlan
 from harness.grid.unit_record import UnitRecord
+from harness.grid.worker_messages import Done, Failed, Job, Memory, measure
 
 log = logging.getLogger("tapt_bench.grid")
 
 MARGIN = 0.10  # the share of a GPU's memory kept free: units differ in their longest prompts
 SPAWN = multiprocessing.get_context("spawn")  # a forked child cannot use CUDA
-GIB = 2**30
-
-
-@dataclass(frozen=True)
-class Memory:
-    """One unit's GPU memory as its worker measured it, in GiB: the allocator's peak over the unit, what
-    the process holds outside the allocator (only where the worker ran alone: None otherwise), the card's
-    total and its name."""
-
-    peak: float
-    outside: float | None
-    total: float
-    name: str
-
-
-@dataclass(frozen=True)
-class Job:
-    """A unit handed to a worker: its plan as the run resolved it, whether to keep its adapters, the torch
-    threads it may use, the run's log file (where the worker's printing goes), and whether it runs alone
-    on the GPU (its memory outside the allocator is then read)."""
-
-    plan: UnitPlan
-    keep_adapters: bool
-    threads: int
-    logfile: str | None
-    alone: bool
-
-
-@dataclass(frozen=True)
-class Done:
-    """A worker's finished unit, and its GPU memory (None on a CPU)."""
-
-    worker: int
-    record: UnitRecord
-    memory: Memory | None
-
-
-@dataclass(frozen=True)
-class Failed:
-    """A worker's unit that raised: whether it ran out of GPU memory, the error and its traceback."""
-
-    worker: int
-    key: UnitKey
-    oom: bool
-    error: str
-    trace: str
-
-
-def measure(alone: bool) -> Memory | None:
-    """This process's GPU memory over the unit just run (None on a CPU); resets the peak for the next."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    free, total = torch.cuda.mem_get_info()
-    outside = (total - free - torch.cuda.memory_reserved()) / GIB if alone else None
-    peak = torch.cuda.max_memory_reserved() / GIB
-    torch.cuda.reset_peak_memory_stats()
-    return Memory(peak, outside, total / GIB, torch.cuda.get_device_name())
 
 
 def fits(footprint: float, total: float, cores: int, gpus: int = 1) -> tuple[int, int, int]:
