@@ -244,3 +244,10 @@ def test_a_value_that_starts_with_a_minus_reaches_its_settings_check(argv, said,
     with pytest.raises(SystemExit) as raised:
         main(argv)
     assert said in capsys.readouterr().err + str(raised.value.code)
+
+
+def test_a_word_after_an_on_off_flag_says_what_the_flag_takes(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--config", "demo", "--exposure", "maybe"])
+    said = capsys.readouterr().err
+    assert "unrecognized arguments: maybe (--exposure is on or off: --exposure, --no-exposure, or" in said

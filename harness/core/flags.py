@@ -77,6 +77,7 @@ class FlagParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         argv = list(sys.argv[1:] if args is None else args)
+        self.given = argv  # for the error's hints
         return super().parse_known_args(respelled(argv), namespace)
 
     def error(self, message: str):
@@ -92,7 +93,18 @@ class FlagParser(argparse.ArgumentParser):
                     f" ({', '.join(elsewhere)}: a setting of another command or method; `tapt-bench COMMAND "
                     "--help` lists a command's, `tapt-bench train --method NAME --help` a method's)"
                 )
+            message += switch_words(message.split(": ", 1)[1].split(), getattr(self, "given", []))
         super().error(message)
+
+
+def switch_words(unrecognized: list[str], argv: list[str]) -> str:
+    """A hint for a word given after an on/off flag (`--exposure maybe`): what the flag takes."""
+    hints = []
+    for i, word in enumerate(argv[1:], 1):
+        if word in unrecognized and not word.startswith("-") and argv[i - 1] in SWITCHES:
+            flag = argv[i - 1]
+            hints.append(f"{flag} is on or off: {flag}, --no-{flag[2:]}, or {flag} true/false (got {word!r})")
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def respelled(argv: list[str]) -> list[str]:
