@@ -174,7 +174,7 @@ def test_calibrate_read_only_on_units_without_the_leak_names_what_they_lack(tmp_
 
     out = tmp_path / "out"
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, out)
-    settings = {"conditions": ["base", "extra", "test"], "m": 4, "n": 6}  # no leak, no exposure test
+    settings = {"m": 4, "n": 6}  # no leak, no exposure test: the default conditions, unrecorded as a run does
     tdir = out / "m4" / "n6" / "tiny" / "ag_news"
     results.write_json(
         tdir / "units" / "0.json", {"subsample": 0, "settings": settings, "settings_hash": "x"}
