@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness.core.errors import SettingsError
 from harness.core.sections import Sections
-from harness.grid.grid_settings import FlowName
+from harness.grid.grid_settings import FlowName, GridSettings
 from harness.grid.unit_plan import UnitPlan
 from harness.grid.unit_record import Step, UnitRecord
 from harness.tasks.protocol import Spec
@@ -48,7 +48,7 @@ class Flow:
     keeps_base: bool
 
 
-def check_exposure_parts(grid, runs_them: bool) -> None:
+def check_exposure_parts(grid: GridSettings, runs_them: bool) -> None:
     """CoDeC and plug-in scores are read within the zero-shot flow's exposure test: refused where the run
     does not compute them (`runs_them`), the same words in either flow. `grid`: the config's grid section."""
     if grid.codec_context and not runs_them:

@@ -18,7 +18,7 @@ from harness.grid.base_model import LOADED
 from harness.grid.flow import Flow, check_exposure_parts
 from harness.grid.flows.zero_shot_unit import ZeroShot, found_base, kept_base, score, timed, unit_inputs
 from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import Step, UnitRecord, not_adapted, record_of, split_docs
+from harness.grid.unit_record import Step, UnitRecord, not_adapted, record_of
 from harness.scoring import zero_shot as scoring
 from tapt import methods, output
 from tapt.methods import prompt_tapt
@@ -115,16 +115,7 @@ def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
 
     def adapt():
         with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
-            x = methods.Inputs(
-                u.base.model,
-                u.base.tokenizer,
-                u.spec,
-                split_docs(u.docs, cond),
-                u.settings,
-                u.plan.sample.seed,
-                Path(work),
-            )
-            adapted = u.method.run(x, u.base.at_load, cond)
+            adapted = u.method.run(u.inputs(cond, Path(work)), u.base.at_load, cond)
         u.base.check_tokenizer(u.method, cond)
         rec = {**dataclasses.asdict(u.settings), "split": split, "answers": answers, **adapted.record}
         prompt = {"prompt_format": u.plan.sample.prompt_format, "accuracy": u.plan.grid.accuracy}  # how read
@@ -202,15 +193,7 @@ def scored_together(u: ZeroShot, kept: dict, base: Step | None, scores: dict) ->
 def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
     """Test in chunks, each scored before the method adapts on it (harness/grid/stream.py)."""
     grid = u.plan.grid
-    x = methods.Inputs(
-        u.base.model,
-        u.base.tokenizer,
-        u.spec,
-        split_docs(u.docs, cond),
-        u.settings,
-        u.plan.sample.seed,
-        Path(),
-    )
+    x = u.inputs(cond, Path())
     carry = grid.stream_mode == "carry"
     parts = (
         stream.sized(x.docs, grid.stream_chunk_size) if carry else stream.chunks(x.docs, grid.stream_chunks)

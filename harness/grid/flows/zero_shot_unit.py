@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -16,7 +17,7 @@ from harness.core import adapters, conditions
 from harness.core.settings import Settings
 from harness.grid.base_model import BASE_SCORES, Base, loaded_base
 from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import Step, exposure_docs
+from harness.grid.unit_record import Step, exposure_docs, split_docs
 from harness.scoring import zero_shot as scoring
 from harness.tasks.protocol import Spec
 from tapt import methods
@@ -44,6 +45,20 @@ class ZeroShot:
     @property
     def k(self) -> int:
         return self.plan.key.k
+
+    def inputs(self, cond: str, workdir: Path) -> methods.Inputs:
+        """What the method adapts on in condition `cond`: the loaded base, the condition's documents (the
+        gold labels only for the leak), the unit's settings and seed, its scratch folder."""
+        docs = split_docs(self.docs, cond)
+        return methods.Inputs(
+            self.base.model,
+            self.base.tokenizer,
+            self.spec,
+            docs,
+            self.settings,
+            self.plan.sample.seed,
+            workdir,
+        )
 
 
 def unit_inputs(plan: UnitPlan, docs: dict, keep_adapters: bool) -> ZeroShot:
