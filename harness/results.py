@@ -57,6 +57,17 @@ def task_dir(out: str | Path, m: int, n: int, model_tag: str, slug: str) -> Path
     return model_dir(out, m, n, model_tag) / slug
 
 
+def screen_path(out: str | Path, m: int, n: int, base: str) -> Path:
+    """A zero-shot plan's screen of its tasks (harness.grid.screen), one per cell and base, beside the
+    model folders of the cell."""
+    return Path(out) / f"m{m}" / f"n{n}" / f"screen-{Path(base.rstrip('/')).name}.json"
+
+
+def screens(mdir: Path) -> list[dict[str, Any]]:
+    """The screens written beside a model folder (in its cell's folder)."""
+    return [json.loads(p.read_text()) for p in sorted(mdir.parent.glob("screen-*.json"))]
+
+
 def manifest_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / f"manifest-shard{shard[0]}of{shard[1]}.json"
 

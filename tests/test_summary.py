@@ -51,6 +51,7 @@ def test_hand_computed_means(fixture_dir, capsys):
     # no plan declared: two-sided at 0.05, the bound the target, the family this summary (one model)
     assert c.pop("bias_p_test") == c.pop("bias_p_family") and c.pop("bias_family_size") == 1
     assert (c.pop("bias_sides"), c.pop("bias_alpha"), c.pop("bias_family")) == ("two", 0.05, "config")
+    assert c.pop("bias_family_of") == "exploratory"  # the folder's exploratory models, corrected together
     assert c.pop("bias_verdict") == "inconclusive" and c.pop("bias_bound_pts") == 5.0
     # no probabilities beside these accuracies: no model is counted as collapsed, and that is said
     assert [c.pop(f"bias_one_class{s}") for s in ("", "_extra", "_test")] == [0, 0, 0]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.cli.parsing import command, natural, positive, strict_json
 from harness.core.errors import SettingsError
-from harness.core.power import TARGET
+from harness.core.power import ALPHA, TARGET
 from harness.core.settings import Settings, field_names, from_namespace, option
 
 
@@ -136,6 +136,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     opts = from_namespace(RunOptions, args)
     cfg = grid_config(opts.config, args)
     shard = opts.shard_pair()
+    if cfg.plan.confirmatory and cfg.grid.flow == "zero_shot":  # the plan's tasks, before any unit
+        from harness.grid.screen import screened
+
+        cfg = screened(cfg)
     with executor(opts) as execute:
 
         def run_one(cell, upto: int | None = None) -> None:  # planned here: load_run checked the whole run
@@ -176,7 +180,9 @@ def executor(opts: RunOptions):
         yield pool.execute
 
 
-def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
+def print_summary(
+    root: Path, seed: int = 0, target: float = TARGET, chosen: dict | None = None, tasks: list | None = None
+) -> None:
     """A results folder's summary as text: the tables, changed predictions, collapsed models, what each
     method recorded of itself, and the exposure test."""
     from harness.results import exposure_tests
@@ -191,7 +197,7 @@ def print_summary(root: Path, seed: int = 0, target: float = TARGET) -> None:
         prediction_changes,
     )
 
-    summary = of_folder(root, seed, target)
+    summary = of_folder(root, seed, target, chosen=chosen, tasks=tasks)
     print(format_tables(summary))
     changes = prediction_changes(root)
     parts = [
@@ -220,10 +226,19 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 
     load_statistics(args.statistics)
     root = Path(args.results).expanduser()  # `~/x` quoted reaches here unexpanded
+    if args.alpha is not None and not args.alpha < 0.5:
+        raise SettingsError(f"--alpha must be below 0.5 (a test's level), got {args.alpha}")
+    target = TARGET if args.target is None else args.target / 100
+    chosen = {
+        "sides": args.sides,
+        "family": args.family,
+        "alpha": args.alpha,
+        "equivalence_bound": args.target,
+    }
     if not args.json:
-        print_summary(root, args.seed, args.target / 100)
+        print_summary(root, args.seed, target, chosen, args.tasks)
         return
-    summary = of_folder(root, args.seed, args.target / 100)
+    summary = of_folder(root, args.seed, target, chosen=chosen, tasks=args.tasks)
     shares = exposure_shares(exposure_tests(root))
     records = method_records(root)
     collapsed = one_class(root)
@@ -289,7 +304,36 @@ def register(sub) -> None:
     p.add_argument(
         "--target",
         type=positive,
-        default=100 * TARGET,
-        help="the bias, in accuracy points, the study means to see: the pooled test is 'not powered' where "
-        "its MDE is above it, and says about how many units would reach it",
+        default=None,
+        help=f"the bias, in accuracy points, the study means to see (default {100 * TARGET:g}): a pooled "
+        "interval that ends below it reads 'not inflated beyond' it; else the summary says about how many "
+        "units would reach it. A confirmatory folder is read with its plan's bound",
+    )
+    plan = "a folder whose run declared no plan (a confirmatory folder is read with its plan's)"
+    p.add_argument(
+        "--sides",
+        choices=("two", "one"),
+        default=None,
+        help=f"the bias test's sides for {plan}: two (default) or one (H1: test above extra, the study's)",
+    )
+    p.add_argument(
+        "--family",
+        choices=("config", "model"),
+        default=None,
+        help=f"the p-values Benjamini-Hochberg corrects together, for {plan}: config (default: every "
+        "method, dose and cell of the folder) or model (each on its own)",
+    )
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        default=None,
+        metavar="TASK",
+        help="read these tasks alone: a choice made after the data, so the result is post hoc (a "
+        "sensitivity analysis), never confirmed",
+    )
+    p.add_argument(
+        "--alpha",
+        type=positive,
+        default=None,
+        help=f"the test's level after the correction, for {plan} (default {ALPHA})",
     )

@@ -54,6 +54,17 @@ class StudyPlan(Settings):
     )
 
 
+# keys a run narrows a config's by, one run a cell, method and dose (GridConfig.run_configs): its runs
+# differ in them alone, so the plan they share is the config without them
+NARROWED = ("m", "n", "subsamples", "cells", "method", "methods", "method_settings", "doses")
+
+
+def family_hash(keys: dict) -> str:
+    """The hash of the plan a run's config belongs to: its config without where it reads and writes and
+    without what narrows it to one cell, method and dose; every run of one plan shares it."""
+    return config_hash({k: v for k, v in keys.items() if k not in NARROWED})
+
+
 def config_hash(keys: dict) -> str:
     """The hash of a config's keys, without those that only say where it reads and writes (WHERE)."""
     return fingerprint({k: v for k, v in keys.items() if k not in WHERE})

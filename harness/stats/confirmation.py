@@ -56,7 +56,15 @@ def confirmation(mdir: Path) -> dict[str, Any]:
     test = {k: plan.get(k) for k in ("sides", "alpha", "family", "equivalence_bound", "seed", "subsamples")}
     commit = next(iter(commits), None)
     status = EXPLORATORY if why else CONFIRMED
-    return {"status": status, "why": why, "plan": test, "commit": commit, "config": plan}
+    left_out = [s for screen in results.screens(mdir) for s in screen["tasks"] if not s["entered"]]
+    return {
+        "status": status,
+        "why": why,
+        "plan": test,
+        "commit": commit,
+        "config": plan,
+        "left_out": left_out,
+    }
 
 
 def missing_units(plan: dict, units: dict[str, dict[int, dict]]) -> list[str]:
@@ -76,17 +84,39 @@ def missing_units(plan: dict, units: dict[str, dict[int, dict]]) -> list[str]:
     return why
 
 
+def post_hoc(found: dict[str, Any], tasks: list[str], planned: list[str]) -> dict[str, Any]:
+    """The confirmation of a folder read on `tasks` alone, chosen after its data: exploratory, whatever
+    it was, with the tasks its config planned and these leave out named."""
+    dropped = [t for t in planned if t not in tasks]
+    why = (
+        f"post hoc: read on {len(tasks)} tasks ({', '.join(tasks)}), chosen after the data"
+        + (f" (left out: {', '.join(dropped)})" if dropped else "")
+        + "; a sensitivity analysis, not the plan's answer"
+    )
+    return found | {"status": EXPLORATORY, "why": [why, *found.get("why", [])]}
+
+
 def line(found: dict[str, Any]) -> str:
-    """The status in one sentence, for the summary and the report."""
+    """The status in one sentence, for the summary and the report, with the tasks the plan's screen
+    left out before any unit (harness.grid.screen)."""
+    left = found.get("left_out") or []
+    screen = (
+        "; left out before any unit, the base not above chance on their train and extra documents: "
+        + ", ".join(
+            f"{s['task']} ({s['correct'] / s['documents']:.1%} against {s['chance']:.1%})" for s in left
+        )
+        if left
+        else ""
+    )
     if found["status"] == CONFIRMED:
         p = found["plan"]
         sides = "two-sided" if p["sides"] == "two" else "one-sided"
         return (
             f"{CONFIRMED}: every planned unit ({p['subsamples']} a task, seed {p['seed']}) ran on commit "
             f"{found['commit']} with no uncommitted change, and is read with the plan's test ({sides}, "
-            f"alpha {p['alpha']}, BH over the {p['family']}, bound {p['equivalence_bound']:g} pts)"
+            f"alpha {p['alpha']}, BH over the {p['family']}, bound {p['equivalence_bound']:g} pts){screen}"
         )
-    return f"{EXPLORATORY}: " + "; ".join(found["why"])
+    return f"{EXPLORATORY}: " + "; ".join(found["why"]) + screen
 
 
 def of_root(root: str | Path) -> dict[tuple[int, int, str], dict[str, Any]]:

@@ -13,7 +13,8 @@ from scipy import stats
 from harness.core import conditions
 from harness.core.errors import UserError
 from harness.core.plugins import called, load_entry_points, real, where
-from harness.core.power import ALPHA, POWER, RESAMPLES, detectable
+from harness.core.power import ALPHA, POWER, detectable
+from harness.stats import sign_flip
 
 KINDS = ("points", "p", "mde")  # how a column is shown: signed points, a p-value, unsigned points
 
@@ -21,69 +22,25 @@ KINDS = ("points", "p", "mde")  # how a column is shown: signed points, a p-valu
 def paired_pvalue(
     treatment: np.ndarray, control: np.ndarray, seed: int = 0, alternative: str = "two-sided"
 ) -> float:
-    """Paired permutation test of E[treatment - control] = 0 (signs of the differences are permuted):
-    two-sided by default; `alternative="greater"` is the study's one-sided test (H1: above 0)."""
+    """The paired sign-flip test of E[treatment - control] = 0 (harness.stats.sign_flip: exact up to
+    22 units): two-sided by default; `alternative="greater"` is the study's one-sided test (H1: above 0)."""
     if len(treatment) < 2 or np.all(treatment == control):
         return 1.0
-    res = stats.permutation_test(
-        (treatment, control),
-        lambda x, y, axis: np.mean(x - y, axis=axis),
-        permutation_type="samples",
-        alternative=alternative,
-        n_resamples=RESAMPLES,
-        vectorized=True,
-        random_state=seed,
-    )
-    return float(res.pvalue)
-
-
-def flip_signs(k: int, seed: int, resamples: int = RESAMPLES) -> tuple[np.ndarray, bool]:
-    """Sign vectors for a paired sign-flip test of k units: all 2^k where they are at most `resamples`
-    (exact), else `resamples` drawn at random; and whether they are exact."""
-    if 2**k <= resamples:
-        return 1 - 2 * ((np.arange(2**k)[:, None] >> np.arange(k)) & 1), True
-    return np.random.default_rng(seed).choice([-1, 1], size=(resamples, k)), False
+    return sign_flip.SignFlip(np.asarray(treatment, float) - control, seed).pvalue(0.0, alternative)
 
 
 def flip_interval(differences: np.ndarray, seed: int = 0, confidence: float = 0.95) -> tuple[float, float]:
-    """The two-sided interval of the mean paired difference that inverts the sign-flip test: every shift
-    d such that the test of (differences - d) does not reject at 1 - confidence. Written here since
-    scipy's permutation_test gives no interval. (-inf, inf) where no test of these units can reject
-    (its smallest two-sided p-value, 2^(1-K), is above the level); NaN below 2 units."""
-    d = np.asarray(differences, float)
-    k, level = len(d), 1 - confidence
-    if k < 2:
-        return float("nan"), float("nan")
-    if 0.5 ** (k - 1) > level:
-        return -float("inf"), float("inf")
-    signs, exact = flip_signs(k, seed)
-    extra = 0 if exact else 1  # a random draw counts the observed signs once more (Phipson and Smyth)
-
-    def accepted(shift: float) -> bool:
-        x = d - shift
-        observed = abs(x.mean())
-        p = (np.sum(np.abs(signs @ x) / k >= observed - 1e-12) + extra) / (len(signs) + extra)
-        return p > level
-
-    mean = float(d.mean())
-
-    def edge(outside: float) -> float:  # bisect between the mean (accepted) and a shift the test rejects
-        inside = mean
-        for _ in range(50):
-            middle = (inside + outside) / 2
-            inside, outside = (middle, outside) if accepted(middle) else (inside, middle)
-        return inside
-
-    span = float(np.ptp(d)) + 1e-9
-    return edge(float(d.min()) - span), edge(float(d.max()) + span)
+    """The two-sided interval of the mean paired difference that inverts the sign-flip test
+    (harness.stats.sign_flip.SignFlip.interval), computed once for the same differences."""
+    return sign_flip.interval(differences, seed, confidence)
 
 
 def interval_low(treatment: np.ndarray, control: np.ndarray, seed: int) -> float:
-    return flip_interval(treatment - control, seed)[0]
+    return flip_interval(np.asarray(treatment, float) - control, seed)[0]
 
 
 def interval_high(treatment: np.ndarray, control: np.ndarray, seed: int) -> float:
-    return flip_interval(treatment - control, seed)[1]
+    return flip_interval(np.asarray(treatment, float) - control, seed)[1]
 
 
 def detectable_effect(differences: np.ndarray, alpha: float = ALPHA, power: float = POWER) -> float:
@@ -123,14 +80,23 @@ class Statistic:
     of: str = ""
     pooled: Callable[[str], bool] = lambda e: False
     empty: float = float("nan")
+    sided: bool = False  # compute takes the test's alternative ('two-sided', 'greater') as a 4th argument
 
     def name(self, effect: str) -> str:
         return self.key.format(e=effect)
 
-    def value(self, effect: str, treatment: np.ndarray, control: np.ndarray, seed: int) -> float:
-        """`compute`'s value; a plug-in's failure, or a value that is not a finite number, named by its
-        file (harness.core.plugins.real)."""
-        value = called("statistic", self.name(effect), self.compute, treatment, control, seed)
+    def value(
+        self,
+        effect: str,
+        treatment: np.ndarray,
+        control: np.ndarray,
+        seed: int,
+        alternative: str = "two-sided",
+    ) -> float:
+        """`compute`'s value (with the test's `alternative` where it is sided); a plug-in's failure, or a
+        value that is not a finite number, named by its file (harness.core.plugins.real)."""
+        sided = (alternative,) if self.sided else ()
+        value = called("statistic", self.name(effect), self.compute, treatment, control, seed, *sided)
         return real("statistic", self.name(effect), self.compute, value)
 
     def adjusted(self, effect: str, values: np.ndarray) -> np.ndarray:
@@ -186,7 +152,7 @@ register(
 )
 register(Statistic("{e}_low", "low", "points", lambda e: True, interval_low, pooled=lambda e: True))
 register(Statistic("{e}_high", "high", "points", lambda e: True, interval_high, pooled=lambda e: True))
-register(Statistic("{e}_p_value", "p", "p", tested, paired_pvalue, pooled=tested))
+register(Statistic("{e}_p_value", "p", "p", tested, paired_pvalue, pooled=tested, sided=True))
 register(Statistic("{e}_p_adjusted", "p_BH", "p", tested, across=bh, of="{e}_p_value"))
 register(
     Statistic(

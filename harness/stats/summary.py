@@ -7,16 +7,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from harness import results
-from harness.core import conditions
+from harness.core import conditions, study_plan
+from harness.core.errors import UserError
 from harness.core.power import ALPHA, POWER, TARGET
 from harness.stats.confirmation import line as confirmation_line
 from harness.stats.statistics import (  # noqa: F401
     STATISTICS,
     bh,
     detectable_effect,
+    flip_interval,
     load_installed,
     paired_pvalue,
 )
@@ -25,6 +26,7 @@ from harness.stats.verdict import (
     collapse_counts,
     interval,
     key,
+    leak_unseen,
     mark,
     pooled_line,
     pooled_verdict,
@@ -45,17 +47,37 @@ DETECTABLE_METHOD = (
 
 
 def of_folder(
-    root: str | Path, seed: int = 0, target: float = TARGET, accuracies: pd.DataFrame | None = None
+    root: str | Path,
+    seed: int = 0,
+    target: float = TARGET,
+    accuracies: pd.DataFrame | None = None,
+    chosen: dict | None = None,
+    tasks: list[str] | None = None,
 ) -> dict[str, Any]:
     """The summary of a results folder: each (m, n, model) read with the plan its run recorded, and told
-    whether it is confirmed (harness.stats.confirmation); `accuracies`: root's, where already collected."""
+    whether it is confirmed (harness.stats.confirmation); `accuracies`: root's, where already collected;
+    `chosen`: the test a user named for folders without a plan (plan_of); `tasks`: read these tasks
+    alone, a choice made after the data (post hoc: never confirmed)."""
     from harness.stats import confirmation
 
     df = results.collect(root) if accuracies is None else accuracies
+    if tasks:
+        unknown = sorted(set(tasks) - set(df["task"]))
+        if unknown:
+            raise UserError(
+                f"--tasks {' '.join(unknown)}: no such task in {root} (its tasks: "
+                f"{', '.join(sorted(set(df['task'])))})"
+            )
+        df = df[df["task"].isin(tasks)]
     found = confirmation.of_root(root)  # each model folder's manifests and records, read once
-    out = summarize(df, seed=seed, target=target, plans={k: f.pop("config") for k, f in found.items()})
+    plans = {k: f.pop("config") for k, f in found.items()}
+    out = summarize(df, seed=seed, target=target, plans=plans, chosen=chosen)
     for config in out["configs"]:
-        config["confirmation"] = found.get((config["m"], config["n"], config["model"]))
+        cell = (config["m"], config["n"], config["model"])
+        config["confirmation"] = found.get(cell)
+        if tasks and config["confirmation"]:
+            planned = (plans.get(cell) or {}).get("tasks") or []
+            config["confirmation"] = confirmation.post_hoc(config["confirmation"], tasks, planned)
     return out
 
 
@@ -65,24 +87,29 @@ def effects_in(df: pd.DataFrame) -> list[str]:
 
 
 def summarize(
-    df: pd.DataFrame, seed: int = 0, target: float = TARGET, plans: dict | None = None
+    df: pd.DataFrame,
+    seed: int = 0,
+    target: float = TARGET,
+    plans: dict | None = None,
+    chosen: dict | None = None,
 ) -> dict[str, Any]:
     """The JSON summary: per (m, n, model) and per task, every statistic of STATISTICS for every effect
     that carries it (`bias_mean`, `bias_p_value`, `bias_p_adjusted` over tasks, `detectable_bias`, ...);
     pooled over every unit of the (m, n, model), those marked pooled, with the primary effect's units and
     its verdict (pooled_verdict): read with the plan a confirmatory config declared (`plans`: (m, n, model)
-    -> its config's keys), else two-sided at ALPHA with the `target` (a fraction) as the bound, the
-    family every (m, n, model) of this summary. Rows where a condition of an effect was not
+    -> its config's keys), else with the test `chosen` names (plan_of): by default two-sided at ALPHA
+    with the `target` (a fraction) as the bound, the family every (m, n, model) of this summary. The
+    bias's p-values, per task and pooled, have the plan's sides. Rows where a condition of an effect was not
     adapted (results.NOT_ADAPTED) are left out of that effect and counted (`bias_not_adapted`); an
     effect with no row left gets each statistic's empty value (NaN: not a measurement)."""
     load_installed()
     effects, primary = effects_in(df), conditions.PRIMARY
-    configs, tasks = [], []
+    configs, tasks, biases = [], [], {}
     for (m, n, model), group in df.groupby(["m", "n", "model"], sort=True):
-        per_task = []
+        plan, per_task = plan_of(plans, (int(m), int(n), model), target, chosen), []
         for task, t in group.groupby("task", sort=True):
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
-            row |= not_adapted_counts(t) | measure(t, effects, seed, pooled=False)
+            row |= not_adapted_counts(t) | measure(t, effects, seed, pooled=False, sides=plan["sides"])
             per_task.append(row | (collapse_counts(t) | flip_counts(t) if primary in effects else {}))
         for st in STATISTICS:  # the statistics read across tasks (a multiple-testing correction)
             for e in [e for e in effects if st.across and st.effects(e)]:
@@ -92,12 +119,15 @@ def summarize(
         if primary in effects:  # a task's bias read from collapsed models, or blind to its leak: no MDE
             per_task = [mark(t) for t in per_task]
         tasks += per_task
-        config = {"m": int(m), "n": int(n), "model": model} | measure(group, effects, seed, pooled=True)
+        config = {"m": int(m), "n": int(n), "model": model}
+        config |= measure(group, effects, seed, pooled=True, sides=plan["sides"])
         if primary in effects:
             per = [t[key(primary, "units")] for t in per_task]
             config[f"{primary}_units_per_task"] = [min(per), max(per)]
-            config = mark(config | collapse_counts(group) | flip_counts(group))
-            config |= planned_test(group, plan_of(plans, config, target), seed)
+            config = mark(config | collapse_counts(group) | flip_counts(group) | leak_per_task(per_task))
+            config |= planned_test(group, plan, seed)
+            keep, control, treatment = paired(group, primary)
+            biases[(int(m), int(n), model)] = treatment - control
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
             config |= {
@@ -107,6 +137,7 @@ def summarize(
             }
         configs.append(config)
     corrected(configs)
+    simultaneous(configs, biases, seed)
     for config in configs:
         if key(primary, "p_family") in config:
             config |= pooled_verdict(config, config.pop("_bound"), config[key(primary, "alpha")])
@@ -116,15 +147,28 @@ def summarize(
 PLAN_KEYS = ("confirmatory", "sides", "alpha", "family", "equivalence_bound")
 
 
-def plan_of(plans: dict | None, config: dict, target: float) -> dict[str, Any]:
-    """The test a config's pooled bias is read with: its confirmatory plan's, else two-sided at ALPHA,
-    the family this summary, the bound `target` (a fraction)."""
-    declared = (plans or {}).get((config["m"], config["n"], config["model"])) or {}
+CHOSEN_FLAGS = {"sides": "--sides", "alpha": "--alpha", "family": "--family", "equivalence_bound": "--target"}
+
+
+def plan_of(plans: dict | None, cell: tuple[int, int, str], target: float, chosen: dict | None) -> dict:
+    """The test the bias of (m, n, model) `cell` is read with: its confirmatory plan's; else the one
+    `chosen` names (sides, alpha, family, equivalence_bound: the keys of a plan, None where not given),
+    by default two-sided at ALPHA, the family this summary, the bound `target` (a fraction). A chosen
+    value that differs from a plan's is refused: a confirmatory result is read with its plan alone."""
+    declared = (plans or {}).get(cell) or {}
+    chosen = {k: v for k, v in (chosen or {}).items() if v is not None}
     if declared.get("confirmatory"):
-        return {k: declared[k] for k in PLAN_KEYS}
-    return {"confirmatory": False, "sides": "two", "alpha": ALPHA, "family": "config"} | {
-        "equivalence_bound": 100 * target
-    }
+        clash = [k for k, v in chosen.items() if v != declared[k]]
+        if clash:
+            named = ", ".join(f"{CHOSEN_FLAGS[k]} {chosen[k]} (the plan's: {declared[k]})" for k in clash)
+            m, n, model = cell
+            raise UserError(
+                f"m{m}/n{n}/{model} is a confirmatory study, read with the test its plan fixed before it "
+                f"ran; {named} would read another: drop {', '.join(CHOSEN_FLAGS[k] for k in clash)}"
+            )
+        return {k: declared[k] for k in PLAN_KEYS} | {"family_of": study_plan.family_hash(declared)}
+    default = {"sides": "two", "alpha": ALPHA, "family": "config", "equivalence_bound": 100 * target}
+    return {"confirmatory": False, "family_of": "exploratory"} | default | chosen
 
 
 def planned_test(rows: pd.DataFrame, plan: dict, seed: int) -> dict[str, Any]:
@@ -138,49 +182,88 @@ def planned_test(rows: pd.DataFrame, plan: dict, seed: int) -> dict[str, Any]:
         key(e, "sides"): plan["sides"],
         key(e, "alpha"): plan["alpha"],
         key(e, "family"): plan["family"],
+        key(e, "family_of"): plan["family_of"],
         "_bound": plan["equivalence_bound"],
     }
 
 
-def corrected(configs: list[dict]) -> None:
-    """Each config's `bias_p_family`: its planned p-value, Benjamini-Hochberg-corrected over the configs
-    whose family is the summary (every method and dose), or its own where the family is the model."""
-    e = conditions.PRIMARY
-    together = [c for c in configs if c.get(key(e, "family")) == "config"]
-    adjusted = bh(np.array([c[key(e, "p_test")] for c in together], float))
-    for c, p in zip(together, adjusted):
-        c[key(e, "p_family")], c[key(e, "family_size")] = float(p), len(together)
+def families(configs: list[dict]) -> list[list[dict]]:
+    """The configs whose p-values are corrected together: those of one confirmatory plan (its config's
+    methods, doses and cells; never a model of another run in the same folder), and the exploratory
+    ones of this summary; a config whose family is the model stands alone."""
+    e, groups = conditions.PRIMARY, {}
     for c in configs:
-        if key(e, "p_test") in c and key(e, "p_family") not in c:
-            c[key(e, "p_family")], c[key(e, "family_size")] = c[key(e, "p_test")], 1
+        if key(e, "p_test") in c:
+            together = c[key(e, "family")] == "config"
+            groups.setdefault(c[key(e, "family_of")] if together else id(c), []).append(c)
+    return list(groups.values())
+
+
+def corrected(configs: list[dict]) -> None:
+    """Each config's `bias_p_family`: its planned p-value, Benjamini-Hochberg-corrected over its family
+    (families), and the family's size."""
+    e = conditions.PRIMARY
+    for family in families(configs):
+        adjusted = bh(np.array([c[key(e, "p_test")] for c in family], float))
+        for c, p in zip(family, adjusted):
+            c[key(e, "p_family")], c[key(e, "family_size")] = float(p), len(family)
+
+
+def simultaneous(configs: list[dict], biases: dict, seed: int) -> None:
+    """For a family of several configs, each one's interval at 1 - (1 - 0.95) / F (Bonferroni over
+    the F configs): together they hold every config's true bias with 95% probability, so a sentence
+    about all the doses or methods at once reads these (`bias_joint_low`, `bias_joint_high`)."""
+    e = conditions.PRIMARY
+    for family in families(configs):
+        if len(family) < 2:
+            continue
+        confidence = 1 - 0.05 / len(family)
+        for c in family:
+            d = biases[(c["m"], c["n"], c["model"])]
+            c[key(e, "joint_low")], c[key(e, "joint_high")] = flip_interval(d, seed, confidence)
+            c[key(e, "joint_confidence")] = confidence
+
+
+def leak_per_task(per_task: list[dict]) -> dict[str, Any]:
+    """Where the planted leak was run: the tasks whose units can show it (at least MIN_SUBSAMPLES), and
+    those of them where it was not seen (verdict.leak_unseen): a pooled absence is read only where every
+    task's own leak was seen."""
+    if not per_task or "leak_p_value" not in per_task[0]:
+        return {}
+    testable = [t for t in per_task if t[key(conditions.PRIMARY, "units")] >= MIN_SUBSAMPLES]
+    return {
+        "leak_tasks_tested": len(testable),
+        "leak_tasks_unseen": [t["task"] for t in testable if leak_unseen(t)],
+    }
 
 
 def flip_counts(rows: pd.DataFrame) -> dict[str, Any]:
     """The test documents the test model gets right and the extra model wrong, and the reverse, summed
-    over the units that measure the bias, with the two-sided sign test of the two counts."""
+    over the units that measure the bias. No test of them: documents of one unit share its models, so
+    they are not independent; per unit, the two counts' difference over n is the bias itself, whose test
+    counts units."""
     e = conditions.PRIMARY
     keep = results.measured(rows, e)
     if not all(c in rows for c in results.FLIPS) or rows.loc[keep, list(results.FLIPS)].isna().any(axis=None):
         return {}
     test_only, extra_only = (int(rows.loc[keep, c].sum()) for c in results.FLIPS)
-    both = test_only + extra_only
-    p = float(stats.binomtest(test_only, both).pvalue) if both else 1.0
-    return {
-        key(e, "flips_test_only"): test_only,
-        key(e, "flips_extra_only"): extra_only,
-        key(e, "flips_p"): p,
-    }
+    return {key(e, "flips_test_only"): test_only, key(e, "flips_extra_only"): extra_only}
 
 
-def measure(rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool) -> dict[str, Any]:
+def measure(
+    rows: pd.DataFrame, effects: list[str], seed: int, pooled: bool, sides: str = "two"
+) -> dict[str, Any]:
     """Every statistic computed from these rows' paired accuracies, per effect (pooled: only those marked
-    pooled; units over every task are independent), with the primary effect's unit count."""
+    pooled; units over every task are independent), with the primary effect's unit count; the primary
+    effect's tests with `sides` (one: H1 above 0, the study's), the others' two-sided."""
     out = {}
     for e in effects:
         keep, control, treatment = paired(rows, e)
+        alternative = "greater" if sides == "one" and e == conditions.PRIMARY else "two-sided"
         for st in STATISTICS:
             if st.compute and st.effects(e) and (not pooled or st.pooled(e)):
-                out[st.name(e)] = st.value(e, treatment, control, seed) if keep.any() else st.empty
+                value = st.value(e, treatment, control, seed, alternative) if keep.any() else st.empty
+                out[st.name(e)] = value
         if not keep.all():
             out[key(e, "not_adapted")] = int((~keep).sum())
         if e == conditions.PRIMARY:
@@ -260,6 +343,8 @@ def format_tables(summary: dict[str, Any]) -> str:
             )
         )
         cols = effect_columns(effects)
+        if c.get(key(primary, "sides")) == "one":
+            lines.append(f"  {primary} p and p_BH: one-sided (H1: test above extra, the study's test)")
         lines.append(f"  {'task':34}" + "".join(f" {h:>{width[f]}}" for _, h, _, f in cols))
         for t in summary["tasks"]:
             if same_config(t, c):
@@ -303,18 +388,45 @@ def format_tables(summary: dict[str, Any]) -> str:
             lines.append(f"  {pooled_line(c)}")
             lines += [f"  {line}" for line in (flip_line(c), unchecked_line(c)) if line]
         lines.append("")
+    lines += joint_lines(summary["configs"])
     return "\n".join(lines)
 
 
+def joint_lines(configs: list[dict]) -> list[str]:
+    """Per family of several models (methods, doses, cells), their simultaneous intervals: what a sentence
+    about all of them at once may read (each model's own 95% interval may not)."""
+    e, out = conditions.PRIMARY, []
+    for family in families(configs):
+        joint = [c for c in family if key(e, "joint_low") in c]
+        if not joint:
+            continue
+        confidence, bound = joint[0][key(e, "joint_confidence")], joint[0][key(e, "bound_pts")]
+        highs = [c[key(e, "joint_high")] for c in joint]
+        below = all(np.isfinite(h) and 100 * h < bound for h in highs)
+        out.append(
+            f"simultaneous 95% intervals of the {e} over the {len(joint)} models of one family (Bonferroni: "
+            f"each at {confidence:.2%}), for a sentence about all of them at once:"
+        )
+        out += [
+            f"  m={c['m']} n={c['n']} {c['model']}: "
+            f"{interval(c[key(e, 'joint_low')], c[key(e, 'joint_high')])}"
+            for c in joint
+        ]
+        words = "every one ends below" if below else "not every one ends below"
+        out += [f"  {words} {bound:g} pts", ""]
+    return out
+
+
 def flip_line(config: dict[str, Any]) -> str | None:
-    """Where the pooled bias comes from: documents only the test model gets right, and the reverse."""
+    """Where the pooled bias comes from: documents only the test model gets right, and the reverse (a
+    description, not a test: the test is the pooled line's, over units)."""
     e = conditions.PRIMARY
-    if key(e, "flips_p") not in config:
+    if key(e, "flips_test_only") not in config:
         return None
     return (
         f"flips over those units: {config[key(e, 'flips_test_only')]} test documents right under test and "
-        f"wrong under extra, {config[key(e, 'flips_extra_only')]} the reverse (sign test, two-sided, "
-        f"p {config[key(e, 'flips_p')]:.4f})"
+        f"wrong under extra, {config[key(e, 'flips_extra_only')]} the reverse (not a test: a unit's "
+        f"documents share its models; per unit the difference over n is its {e}, tested above over units)"
     )
 
 

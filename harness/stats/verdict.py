@@ -6,11 +6,14 @@ The words, for the pooled bias of a method (and dose):
 - "inconclusive": neither: the interval reaches B;
 - "uninformative": the test does not reject and the design could not have seen a bias (below).
 
-Two cases make a design blind. Where they hold beside a rejection, the word stays "inflated" and the
+Three cases make a design blind. Where they hold beside a rejection, the word stays "inflated" and the
 reason is printed beside it:
 - the extra and test models give every test document the same one class (both collapsed, the gold labels
   not all that class) in over COLLAPSED of the units: such models agree by construction;
-- the planted leak (TAPT on test with its answers, the positive control) is not seen above 0.
+- the planted leak (TAPT on test with its answers, the positive control) is not seen above 0;
+- pooled over tasks: the leak is not seen in some task whose units could show it (MIN_SUBSAMPLES or
+  more): a pooled leak carried by a few tasks says nothing of the others, and a pooled absence covers
+  them all.
 """
 
 from __future__ import annotations
@@ -71,12 +74,26 @@ def why_uninformative(row: dict[str, Any]) -> str | None:
             "collapse"
         )
     p, leak = row.get("leak_p_value", float("nan")), row.get("leak_mean", float("nan"))
-    if units >= MIN_SUBSAMPLES and np.isfinite(p) and (p > ALPHA or leak <= 0):
+    if units >= MIN_SUBSAMPLES and leak_unseen(row):
         return (
             f"the planted leak (the positive control) was not seen above 0: leak {pts(leak)} pts, p {p:.4f}; "
             "a design that misses a planted effect cannot vouch for the absence of one"
         )
+    unseen = row.get("leak_tasks_unseen")
+    if unseen:
+        return (
+            f"the planted leak was not seen in {len(unseen)} of the {row['leak_tasks_tested']} tasks whose "
+            f"units can show it ({', '.join(unseen)}: p > {ALPHA} or not above 0): the design cannot vouch "
+            "for the absence of a bias there, and a pooled absence covers every task"
+        )
     return None
+
+
+def leak_unseen(row: dict[str, Any]) -> bool:
+    """Whether these units ran the planted leak and did not see it (two-sided p above ALPHA, or the
+    leak not above 0)."""
+    p, leak = row.get("leak_p_value", float("nan")), row.get("leak_mean", float("nan"))
+    return bool(np.isfinite(p) and (p > ALPHA or leak <= 0))
 
 
 def mark(row: dict[str, Any]) -> dict[str, Any]:

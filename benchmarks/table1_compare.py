@@ -1,0 +1,118 @@
+"""Table 1 beside the study: a classifier-flow results folder (ours) against the study's released BERT
+accuracies of the same cell, per task and pooled, each effect with its 95% interval (the summary's:
+the sign-flip test inverted), and one sentence per cell and effect read from the intervals.
+
+The sentence compares the two pooled means by Welch's interval of their difference (ours - the
+study's, scipy): "differ" where it excludes 0; "agree within B points" where it lies inside +-B;
+else "cannot tell". The study is read twice: on the tasks both have, and on all of its 25.
+
+    python benchmarks/table1_compare.py results/table1_minilm --model minilm \
+        [--reference ../shared/reference] [--bound 3] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness import results  # noqa: E402
+from harness.stats.statistics import flip_interval  # noqa: E402
+
+# the release's folder names that differ from the task slugs (../shared/reference/README.md)
+RELEASED_AS = {"FRENK-hate-en": "frenk_hate_en", "patent-classification": "patent_classification"}
+RELEASED_AS["silicone"] = "silicone_dyda_da"
+EFFECTS = {"boost": ("extra", "base"), "bias": ("test", "extra"), "leak": ("leak", "extra")}
+
+
+def effect(rows: pd.DataFrame, name: str) -> np.ndarray:
+    treated, control = EFFECTS[name]
+    return (rows[treated] - rows[control]).to_numpy(float)
+
+
+def shown(d: np.ndarray) -> str:
+    """A mean in points with its 95% interval."""
+    if len(d) == 0:
+        return "-"
+    low, high = flip_interval(d)
+    ends = f"[{100 * low:+.2f}, {100 * high:+.2f}]" if np.isfinite(low) and np.isfinite(high) else "[n/a]"
+    return f"{100 * d.mean():+.2f} {ends}"
+
+
+def sentence(ours: np.ndarray, theirs: np.ndarray, bound: float) -> str:
+    """Ours against the study's pooled mean: differ, agree within the bound, or cannot tell."""
+    ci = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
+    low, high = 100 * ci.low, 100 * ci.high
+    gap = f"ours - study {100 * (ours.mean() - theirs.mean()):+.2f} [{low:+.2f}, {high:+.2f}] (Welch)"
+    if low > 0 or high < 0:
+        return f"differ: {gap}"
+    if -bound < low and high < bound:
+        return f"agree within {bound:g} points: {gap}"
+    return f"cannot tell: {gap}, wider than +-{bound:g} points"
+
+
+def released(reference: Path, m: int, n: int) -> pd.DataFrame:
+    df = results.collect(reference / "accuracies" / "bert_gpt2")
+    df = df[(df["m"] == m) & (df["n"] == n) & (df["model"] == "bert")]
+    return df.assign(task=df["task"].replace(RELEASED_AS))
+
+
+def cell_table(ours: pd.DataFrame, study: pd.DataFrame, bound: float) -> list[str]:
+    """The per-task and pooled table of one cell (boost and bias, ours beside the study's; our leak),
+    then the sentences."""
+    common = sorted(set(ours["task"]) & set(study["task"]))
+    study_common = study[study["task"].isin(common)]
+    has_leak = "leak" in ours and bool(ours["leak"].notna().all())
+    head = "| task | units (ours, study) | boost ours | boost study | bias ours | bias study |"
+    lines = [head + (" leak ours |" if has_leak else ""), "|---" * (6 + has_leak) + "|"]
+
+    def row(label: str, o: pd.DataFrame | None, s: pd.DataFrame) -> str:
+        cells = [label, f"{len(o) if o is not None else '-'}, {len(s)}"]
+        for e in ("boost", "bias"):
+            cells += [shown(effect(o, e)) if o is not None else "-", shown(effect(s, e))]
+        if has_leak:
+            cells.append(shown(effect(o, "leak")) if o is not None else "-")
+        return "| " + " | ".join(cells) + " |"
+
+    lines += [row(t, ours[ours["task"] == t], study_common[study_common["task"] == t]) for t in common]
+    lines.append(row(f"**pooled, the {len(common)} tasks in common**", ours, study_common))
+    lines.append(row(f"**pooled, the study's {study['task'].nunique()}**", None, study))
+    lines.append("")
+    for e in ("boost", "bias"):
+        for label, s in (("in common", study_common), ("all", study)):
+            said = sentence(effect(ours, e), effect(s, e), bound)
+            lines.append(f"- {e}, against the study's tasks {label}: {said}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", type=Path, help="the replication's results folder")
+    p.add_argument("--model", default="minilm", help="its model folder's name")
+    p.add_argument("--reference", type=Path, default=ROOT.parent / "shared" / "reference")
+    p.add_argument("--bound", type=float, default=3.0, help="points: within it, two means agree")
+    args = p.parse_args(argv)
+    if not (args.reference / "accuracies" / "bert_gpt2").is_dir():
+        p.error(f"{args.reference}: no accuracies/bert_gpt2 there; name the study's release with --reference")
+    ours = results.collect(args.results)
+    ours = ours[ours["model"] == args.model]
+    if ours.empty:
+        p.error(f"{args.results}: no units of model {args.model!r}")
+    for (m, n), cell in ours.groupby(["m", "n"]):
+        study = released(args.reference, int(m), int(n))
+        print(
+            f"### m {m} / n {n}: ours {len(cell)} units over {cell['task'].nunique()} tasks; "
+            f"the study's BERT {len(study)} over {study['task'].nunique()}\n"
+        )
+        print("\n".join(cell_table(cell, study, args.bound)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
