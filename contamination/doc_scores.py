@@ -94,19 +94,24 @@ def confidences(choices: list[list[float]]) -> np.ndarray:
 
 def frame(docs: pd.DataFrame, text, mink, ll: list[list[float]], drops=None) -> pd.DataFrame:
     """The per-document scores from the text scores and each document's choice log-likelihoods `ll`;
-    `codec` is NaN where CoDeC was not run."""
-    return pd.DataFrame(
+    `codec` is NaN where CoDeC was not run. A generative task's document has one choice, its gold
+    answer: its label statistic is that answer's log-likelihood after the prompt (no other choice to
+    set it against), and it has no confidence statistic (the model's own answer would need a generation
+    per document), so the exposure test leaves that one out."""
+    generative = all(len(x) == 1 for x in ll)
+    out = pd.DataFrame(
         {
             "split": docs["split"].to_numpy(),
             "row": docs["row"].to_numpy(),
             "label": docs["label"].to_numpy(),
             "text": text,
             "mink": mink,
-            "margin": margins(ll, docs["label"].to_numpy()),
-            "confidence": confidences(ll),
+            "margin": np.array([x[0] for x in ll]) if generative else margins(ll, docs["label"].to_numpy()),
+            "confidence": np.full(len(docs), np.nan) if generative else confidences(ll),
             "codec": np.full(len(docs), np.nan) if drops is None else drops,
         }
     )
+    return out.drop(columns="confidence") if generative else out
 
 
 def causal_scores(

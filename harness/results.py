@@ -14,6 +14,7 @@ tables are rebuilt from the finished units, so a killed run loses at most the un
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -299,13 +300,30 @@ def flips(unit: pd.DataFrame) -> dict[str, float]:
     return {FLIPS[0]: float((test & ~extra).sum()), FLIPS[1]: float((extra & ~test).sum())}
 
 
+ONE_ANSWER = 0.5  # a generative model that gives one answer to more than this share of test is collapsed
+
+
+def answer_id(answer: str) -> int:
+    """A generated answer as a number (ONE_CLASS holds numbers): equal answers, equal numbers."""
+    return int(hashlib.sha256(answer.encode()).hexdigest()[:8], 16)
+
+
 def collapsed(unit: pd.DataFrame) -> str:
     """A unit's collapsed models as 'condition=class,...': each condition whose model gives every test
     document one class where the gold labels are not all that class (a model right on a test split of
-    one class is not collapsed)."""
+    one class is not collapsed). A generative task's twin: a model whose extracted answer (or no answer)
+    is the same on over ONE_ANSWER of test, where the gold answers are not so (its class: answer_id)."""
     out = []
     for cond in conditions.ALL:
         rows = unit[unit["condition"] == cond]
+        if not len(rows):
+            continue
+        if "gold" in rows:  # generative
+            answers, gold = rows["answer"].fillna("").astype(str), rows["gold"].astype(str)
+            top, share = answers.value_counts().index[0], answers.value_counts().iloc[0] / len(rows)
+            if share > ONE_ANSWER and gold.value_counts().iloc[0] / len(rows) <= ONE_ANSWER:
+                out.append(f"{cond}={answer_id(top)}")
+            continue
         classes = set(rows["pred"])
         gold = set(rows["label"]) if "label" in rows else set()  # a table without labels: unknown
         if len(classes) == 1 and gold != classes:
@@ -364,13 +382,16 @@ def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
     for path in sorted(Path(root).rglob("probabilities.parquet")):
         probs = pd.read_parquet(path)
         out[path.parent.relative_to(root).as_posix()] = predicted(probs).pivot_table(
-            index=["subsample", "row"], columns="condition", values="pred"
+            index=["subsample", "row"], columns="condition", values="pred", aggfunc="first"
         )
     return out
 
 
 def predicted(probs: pd.DataFrame) -> pd.DataFrame:
-    """The probabilities with each document's predicted class (`pred`: the most probable)."""
+    """The probabilities with each document's predicted class (`pred`: the most probable; a generative
+    task's: its extracted answer)."""
+    if "answer" in probs:
+        return probs.assign(pred=probs["answer"].fillna("").astype(str))
     return probs.assign(pred=probs["probs"].map(np.argmax))
 
 

@@ -138,7 +138,7 @@ def load_docs(**kwargs) -> datasets.DatasetDict:
             f'--metadata \'{{"data_dir": "DIR", "m": 50, "n": 50, "subsample": 0}}\'; now {given})'
         ) from None
     test = docs[sample.split]
-    if kwargs.get("pretrained") or kwargs.get("peft"):  # lm_eval's own command: the study's rule too
+    if (kwargs.get("pretrained") or kwargs.get("peft")) and not spec.generative:  # the study's rule too
         counts = choice_tokens(test, spec.target_delimiter, kwargs)
         test = test if counts is None else test.assign(choice_tokens=counts)
     return datasets.DatasetDict(

@@ -120,14 +120,29 @@ def test_the_classifier_flow_refuses_per_doc_choices(plain, tiny_llama, tmp_path
         load_config(write_grid_config(tmp_path, tmp_path / "c", {**cfg, "m": 8, "n": 6}))
 
 
-def test_a_generation_task_is_refused_with_its_output_type(plain, tmp_path):
+def test_a_generation_task_is_a_task_of_the_design_unless_its_metric_is_the_corpus(plain, tmp_path):
+    """generate_until with lm-eval's default metric (exact_match, per document) is read as any task; a
+    corpus metric (BLEU over all documents) is refused naming why: the conditions' documents pair."""
     (tmp_path / "gen.yaml").write_text(
         "task: my_gen\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
         f"    test: {plain / 'reviews.jsonl'}\noutput_type: generate_until\ntest_split: test\n"
         "doc_to_text: '{{text}}'\ndoc_to_target: '{{sentiment}}'\n"
     )
-    with pytest.raises(TaskError, match="output_type 'generate_until'.*multiple-choice tasks"):
-        find_spec("my_gen", [str(tmp_path)])
+    spec = find_spec("my_gen", [str(tmp_path)])
+    assert spec.generative and spec.classes is None
+    bleu, rolling = tmp_path / "bleu", tmp_path / "rolling"  # lm-eval indexes a folder once
+    bleu.mkdir()
+    rolling.mkdir()
+    (bleu / "bleu.yaml").write_text(
+        (tmp_path / "gen.yaml").read_text().replace("my_gen", "my_bleu")
+        + "metric_list:\n  - metric: bleu\n    aggregation: bleu\n"
+    )
+    with pytest.raises(TaskError, match="metric bleu is computed over the whole corpus, not per document"):
+        find_spec("my_bleu", [str(bleu)])
+    rolled = (tmp_path / "gen.yaml").read_text().replace("my_gen", "my_rolling")
+    (rolling / "rolling.yaml").write_text(rolled.replace("generate_until", "loglikelihood_rolling"))
+    with pytest.raises(TaskError, match="output_type 'loglikelihood_rolling'.*multiple-choice tasks and"):
+        find_spec("my_rolling", [str(rolling)])
 
 
 @pytest.mark.slow

@@ -202,8 +202,9 @@ def test_a_confirmatory_zero_shot_plan_reads_only_the_tasks_its_base_beats_chanc
     tmp_path, tiny_llama, data_dir, monkeypatch, capsys
 ):
     """The screen, before any unit: the base scored on train and extra (never test); here it is made
-    to answer every rotten_tomatoes document wrong, so rotten_tomatoes is left out, none of its units runs, the screen is written
-    beside the model folder, and the summary names it. A resumed run reads the same screen."""
+    to answer every rotten_tomatoes document wrong, so rotten_tomatoes is left out, none of its units
+    runs, the screen is written beside the model folder, and the summary names it. A resumed run reads
+    the same screen."""
     from harness.grid import screen
     from tests.helpers import tiny_grid_config
 
@@ -243,9 +244,7 @@ def test_a_confirmatory_zero_shot_plan_reads_only_the_tasks_its_base_beats_chanc
     assert [s["entered"] for s in written["tasks"]] == [True, False]
     assert (tmp_path / "out" / "m4" / "n6" / "tiny" / "ag_news" / "units" / "0.json").is_file()
     assert not (tmp_path / "out" / "m4" / "n6" / "tiny" / "rotten_tomatoes").exists()
-    assert (
-        "left out before any unit, the base not above chance on their train and extra documents: rotten_tomatoes"
-        in out
-    )
+    left = "left out before any unit, the base not above chance on their train and extra documents"
+    assert f"{left}: rotten_tomatoes" in out
     monkeypatch.setattr(screen, "answers", lambda *a: pytest.fail("a resumed run screened again"))
     main(["run", "--config", str(path)])

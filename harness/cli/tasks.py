@@ -39,8 +39,12 @@ def cmd_tasks_list(args: argparse.Namespace) -> None:
             if root is None
             else ("yes" if any((root / slug / f).is_file() for f in LOCAL_FILES) else "no")
         )
+        if spec.generator:  # built by the package: offline everywhere
+            offline = "yes"
         where = path.name if path.parent == TASKS_DIR else str(path)
-        print(f"{spec.task_name:38} {len(spec.classes):>7}  {offline:7}  {spec.hub_id:34} {where}")
+        classes = "gen" if spec.generative else str(len(spec.classes))
+        source = spec.hub_id or f"(generator: {spec.generator})"
+        print(f"{spec.task_name:38} {classes:>7}  {offline:7}  {source:34} {where}")
 
 
 def cmd_tasks_path(args: argparse.Namespace) -> None:
@@ -65,6 +69,10 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
         build_task(task_path(chosen.task, chosen.include_path), metadata, chosen.include_path)
     )
     print(shown["prompt"])
+    if "choices" not in shown:  # a generative task: the model writes its answer
+        print(f"\n--- generated as {shown['generation_kwargs']}, read by the filters {shown['filters']}")
+        print(f"--- gold answer: {shown['target']!r} (exact match, per document)")
+        return
     print("\n--- choices (each scored as a continuation of the prompt):")
     for c in shown["choices"]:
         print(f"{shown['delimiter'] + c!r}" + ("   <- target" if c == shown["target"] else ""))
@@ -79,14 +87,25 @@ def show_lm_eval_task(spec, chosen) -> None:
     metrics = [m["metric"] for m in spec.task.config.metric_list or []]
     train = spec.training_pool()
     print(f"lm-eval task {spec.task_name} (results folder {spec.slug}): {len(spec.pool())} evaluation docs")
-    print(
-        "choices: "
-        + (f"the same for every doc {list(spec.classes)}" if spec.classes else "per doc (draws are uniform)")
-    )
-    print(
-        f"metrics: {metrics}; the summary reads acc"
-        + (", units also record acc_norm" if "acc_norm" in metrics else "")
-    )
+    if spec.generative:
+        print(
+            f"generative: the model writes its answer ({spec.task.config.generation_kwargs}); "
+            "draws are uniform"
+        )
+        print(f"metrics: {metrics}; the summary reads {metrics[0]}, per document, after the task's filters")
+    else:
+        print(
+            "choices: "
+            + (
+                f"the same for every doc {list(spec.classes)}"
+                if spec.classes
+                else "per doc (draws are uniform)"
+            )
+        )
+        print(
+            f"metrics: {metrics}; the summary reads acc"
+            + (", units also record acc_norm" if "acc_norm" in metrics else "")
+        )
     print(
         f"training split: {len(train)} docs" if train is not None else "training split: none (train is empty)"
     )
@@ -95,9 +114,12 @@ def show_lm_eval_task(spec, chosen) -> None:
         f"\n--- subsample {chosen.subsample}, {chosen.split} doc at row {doc['row']}, as lm-eval scores it:"
     )
     print(doc["prompt"])
-    print("\n--- choices (each scored as a continuation of the prompt):")
-    for i, c in enumerate(doc["choices"]):
-        print(repr(spec.target_delimiter + c) + ("   <- target" if i == doc["label"] else ""))
+    if spec.generative:
+        print(f"\n--- gold answer: {doc['choices'][0]!r}")
+    else:
+        print("\n--- choices (each scored as a continuation of the prompt):")
+        for i, c in enumerate(doc["choices"]):
+            print(repr(spec.target_delimiter + c) + ("   <- target" if i == doc["label"] else ""))
     print(
         "\n--- this subsample's test docs through lm_eval:\n  " + lm_eval_command(chosen, "pretrained=BASE")
     )

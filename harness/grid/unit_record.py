@@ -41,9 +41,13 @@ class Step:
 
 def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
     """The documents a condition adapts on: its split's, with the gold labels only for the leak (the
-    column is absent otherwise, so that a method cannot read it)."""
+    column is absent otherwise, so that a method cannot read it). A generative task's gold answer is
+    its one choice: there `answer` and `choices` go too."""
     split, answers = conditions.TAPT[cond]
-    return docs[split] if answers else docs[split].drop(columns="label")
+    if answers:
+        return docs[split]
+    gold = ["label", "answer", "choices"] if "answer" in docs[split] else ["label"]
+    return docs[split].drop(columns=gold)
 
 
 def not_adapted(record: dict, scored: pd.DataFrame, base: pd.DataFrame) -> str | None:
@@ -52,6 +56,10 @@ def not_adapted(record: dict, scored: pd.DataFrame, base: pd.DataFrame) -> str |
     why = methods.nothing_learned(record)
     if why:
         return why
+    if "generated" in scored:  # a generative task: the same text on every document
+        if scored["generated"].tolist() == base["generated"].tolist():
+            return "generates every test document's text exactly as the base does"
+        return None
     if np.array_equal(np.stack(scored["probs"].to_numpy()), np.stack(base["probs"].to_numpy())):
         return "scores every test document exactly as the base does"
     return None
@@ -64,16 +72,39 @@ def exposure_docs(docs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
 
 
-def majority(docs: dict[str, pd.DataFrame]) -> dict[str, float]:
+def majority(docs: dict[str, pd.DataFrame], generative: bool = False) -> dict[str, float]:
     """Accuracy on test of the train subsample's most frequent gold index (ties: the lowest; an lm-eval
-    task without a training split: extra's), the most choices a doc has, and the mean chance accuracy."""
-    counts = docs["test"]["choices"].map(len)
+    task without a training split: extra's), the most choices a doc has, and the mean chance accuracy.
+    A generative task: of the most frequent gold answer, 0 classes, and that answer's share of the
+    test's gold answers as chance."""
     known = docs["train"] if len(docs["train"]) else docs[conditions.EXTRA]
+    if generative:
+        gold = docs["test"]["choices"].map(lambda c: c[0])
+        top = known["choices"].map(lambda c: c[0]).value_counts().index[0]
+        return {
+            "majority": float((gold == top).mean()),
+            "num_classes": 0,
+            "majority_all": float(gold.value_counts().iloc[0] / len(gold)),
+        }
+    counts = docs["test"]["choices"].map(len)
     top = int(np.bincount(known["label"], minlength=int(counts.max())).argmax())
     return {
         "majority": float((docs["test"]["label"] == top).mean()),
         "num_classes": int(counts.max()),
         "majority_all": float((1.0 / counts).mean()),
+    }
+
+
+def answer_shares(scored: pd.DataFrame) -> dict:
+    """A generative model's most common extracted answer on test, its share, the share of empty answers,
+    and the mean length of the generated text (characters)."""
+    answers = scored["answer"].fillna("").astype(str)
+    counts = answers.value_counts()
+    return {
+        "most_common": str(counts.index[0]),
+        "share": float(counts.iloc[0] / len(answers)),
+        "empty_share": float((answers.str.strip() == "").mean()),
+        "mean_length": float(scored["length"].mean()),
     }
 
 
@@ -90,7 +121,8 @@ def record_of(
     """The unit's accuracies, its per-example probabilities, and what made them (with the conditions
     whose model is not an adaptation, and why; `base_from`: the model folder whose unit of the same
     documents scored the base, where this unit read its scores)."""
-    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs)
+    generative = any("answer" in df for df in scored.values())
+    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs, generative)
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     record = {
         "settings": plan.recorded,
@@ -108,6 +140,8 @@ def record_of(
             rule: {cond: float(df[f"correct_{rule}"].mean()) for cond, df in scored.items()}
             for rule in zero_shot.RULES
         }
+    if generative:  # the generative twin of the one-class check: each model's most common answer
+        record["answers"] = {cond: answer_shares(df) for cond, df in scored.items()}
     if exposed:
         record["exposure"] = condition_tests(
             exposed, conditions.BASE, plan.statistic.text_score, plan.sample.seed

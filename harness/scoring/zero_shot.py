@@ -68,6 +68,8 @@ def score(lm, task: EvalTask, rule: Rule = "acc", as_model: str | None = None) -
         lm, task.tasks, samples=task.samples, log_samples=True, bootstrap_iters=0, verbosity="ERROR"
     )
     (samples,) = out["samples"].values()
+    if samples and "filtered_resps" in samples[0] and isinstance(samples[0]["filtered_resps"][0], str):
+        return generated(samples, task)
     rows = []
     for s in sorted(samples, key=lambda s: s["doc_id"]):
         ll = np.array([float(r[0]) for r in s["filtered_resps"]])
@@ -86,5 +88,37 @@ def score(lm, task: EvalTask, rule: Rule = "acc", as_model: str | None = None) -
             {"row": row, "label": label, "probs": (p / p.sum()).tolist(), "correct": by[rule][1]}
             | {f"correct_{name}": correct for name, (_, correct) in by.items()}
             | ({"correct_norm": bool(s["acc_norm"])} if "acc_norm" in s else {})
+        )
+    return pd.DataFrame(rows)
+
+
+def generated(samples: list[dict], task: EvalTask) -> pd.DataFrame:
+    """A generative task's rows, read through its first filter (its filter_list's order): `answer` (the
+    filtered answer), `gold` (the target), `generated` (the raw text), `length` (its characters),
+    `correct` (the task's first metric is 1: exact_match), and `probs` [1.0] (a generation has no
+    distribution over choices; the collapse check reads `answer`)."""
+    first = samples[0].get("filter")
+    rows = []
+    for s in sorted((s for s in samples if s.get("filter") == first), key=lambda s: s["doc_id"]):
+        metric = s["metrics"][0]
+        value = float(s[metric])
+        if value not in (0.0, 1.0):
+            raise UserError(
+                f"{metric} of doc {s['doc_id']} is {value}, not 0 or 1: the design reads a generated "
+                "answer as right or wrong; score the task by exact_match"
+            )
+        row, label = task.docs[int(s["doc_id"])]
+        raw = s["resps"][0][0] if s["resps"] and s["resps"][0] else ""
+        rows.append(
+            {
+                "row": row,
+                "label": label,
+                "probs": [1.0],
+                "correct": value == 1.0,
+                "answer": str(s["filtered_resps"][0]),
+                "gold": str(s["target"]),
+                "generated": str(raw),
+                "length": len(str(raw)),
+            }
         )
     return pd.DataFrame(rows)

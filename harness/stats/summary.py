@@ -473,8 +473,8 @@ def format_one_class(collapsed: pd.DataFrame) -> str:
     if not any_collapsed(collapsed):
         return ""
     title = (
-        "share of units whose model gives every test document one class (collapsed: a bias between two "
-        "such models does not measure the method's):"
+        "share of units whose model gives every test document one class (a generative task's: one answer "
+        "to over half of them; collapsed: a bias between two such models does not measure the method's):"
     )
     return share_table(title, collapsed, "units", [c for c in conditions.ALL if c in collapsed.columns], 8, 0)
 

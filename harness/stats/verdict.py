@@ -68,7 +68,8 @@ def why_uninformative(row: dict[str, Any]) -> str | None:
     if units and same / units > COLLAPSED:
         return (
             f"in {same} of {units} units the {control} and {treatment} models give every test document the "
-            f"same one class, the gold labels not all that class ({control} alone "
+            "same one class (a generative task's: the same answer to over half of them), the gold labels not "
+            f"all that class ({control} alone "
             f"{row[key(e, f'one_class_{control}')]}, {treatment} {row[key(e, f'one_class_{treatment}')]}; "
             f"over {COLLAPSED:.0%} of units): such models agree by construction, so their {e} measures the "
             "collapse"

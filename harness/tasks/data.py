@@ -31,9 +31,13 @@ def local_file(spec: TaskSpec, data_dir: str | Path) -> Path:
     raise TaskError(
         f"task {spec.task_name}: its data is not available offline: no {' / '.join(LOCAL_FILES)} "
         f"in {folder}. Provide {folder}/data.parquet (or .csv/.jsonl) with the YAML's text_field and "
-        f"label_field columns, or `text` and `label` (0..{len(spec.classes) - 1} in the order "
-        f"{list(spec.classes)}, or the class names), or run with "
-        f"network access and no data_dir to load {spec.hub_id!r} from the Hugging Face hub."
+        + (
+            f"{spec.answer_field} columns (a question and its gold answer)"
+            if spec.generative
+            else f"label_field columns, or `text` and `label` (0..{len(spec.classes) - 1} in the order "
+            f"{list(spec.classes)}, or the class names)"
+        )
+        + f", or run with network access and no data_dir to load {spec.hub_id!r} from the Hugging Face hub."
     )
 
 
@@ -221,7 +225,10 @@ def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
 
 
 def load_pool(spec: TaskSpec, data_dir: str | Path | None = None) -> pd.DataFrame:
-    """The task's validated pool (`text`, `label`), in source order, from `data_dir` or the hub."""
+    """The task's validated pool (`text`, `label`; a generative task's also `answer`, its label 0), in
+    source order, from its generator, `data_dir` or the hub."""
+    if spec.generative:
+        return generative_pool(spec, data_dir)
     root = resolve_data_dir(data_dir)
     if root is not None:
         path = local_file(spec, root)
@@ -232,3 +239,32 @@ def load_pool(spec: TaskSpec, data_dir: str | Path | None = None) -> pd.DataFram
     if "text" in df.columns:
         df = apply_filters(spec, df)
     return validate_pool(spec, df, source)
+
+
+def generative_pool(spec: TaskSpec, data_dir: str | Path | None) -> pd.DataFrame:
+    """A generative task's pool: its generator's problems, or its file's (or the hub's) text and answer
+    columns; every row has a question and a gold answer."""
+    from harness.tasks.generative import generated
+
+    if spec.generator:
+        df, source = generated(spec.generator, spec.task_name), f"generator {spec.generator}"
+    else:
+        root = resolve_data_dir(data_dir)
+        path = local_file(spec, root) if root is not None else None
+        df, source = (read_local(path), str(path)) if path else (read_hub(spec), f"hub {spec.hub_id}")
+    fields = [spec.text_field] if isinstance(spec.text_field, str) else list(spec.text_field)
+    missing = [c for c in [*fields, spec.answer_field] if c not in df.columns]
+    if missing:
+        raise TaskError(
+            f"task {spec.task_name} ({source}): missing column(s) {missing}; columns are {list(df.columns)}; "
+            "name them in the YAML's text_field/answer_field"
+        )
+    text = df[fields].fillna("").astype(str).agg("\n".join, axis=1) if len(fields) > 1 else df[fields[0]]
+    df = apply_filters(spec, pd.DataFrame({"text": text, "answer": df[spec.answer_field]}))
+    empty = df["text"].astype(str).str.strip().eq("") | df["answer"].isna()
+    if empty.any():
+        raise TaskError(
+            f"task {spec.task_name} ({source}): {int(empty.sum())} row(s) with an empty question or no gold "
+            f"answer, first at row {int(empty.to_numpy().argmax())}: drop them or set `drop_empty: true`"
+        )
+    return pd.DataFrame({"text": df["text"].astype(str), "label": 0, "answer": df["answer"].astype(str)})

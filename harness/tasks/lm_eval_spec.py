@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.errors import SettingsError, TaskError, UserError
+from harness.tasks import generative
 from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw_eval, stratified_counts
 
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -89,10 +90,27 @@ class LmEvalSpec:
         """The zero-shot context lm-eval scores the choices after (description, then doc_to_text)."""
         return self.task.fewshot_context(doc, num_fewshot=0)
 
+    @property
+    def generative(self) -> bool:
+        """Whether the model generates its answer (generate_until) rather than choosing among choices."""
+        return self.task.OUTPUT_TYPE == generative.GENERATE
+
+    @property
+    def answering(self) -> generative.Answering | None:
+        """A generative task's generation and first filter, as lm-eval runs them; None otherwise."""
+        if not self.generative:
+            return None
+        return generative.Answering.of(self.task.config.generation_kwargs, self.task.config.filter_list)
+
     def choices(self, doc: dict) -> list[str]:
+        """The doc's choices; a generative task's gold answer, its one choice."""
+        if self.generative:
+            return [str(self.task.doc_to_target(doc))]
         return [str(c) for c in self.task.doc_to_choice(doc)]
 
     def gold(self, doc: dict, choices: list[str]) -> int:
+        if self.generative:
+            return 0
         target = self.task.doc_to_target(doc)
         if isinstance(target, str) and not target.isdigit():
             if target not in choices:
@@ -113,13 +131,15 @@ class LmEvalSpec:
                     "label": self.gold(doc, choices),
                     "row": i,
                 }
+                | ({"answer": choices[0]} if self.generative else {})  # the gold answer (split_docs drops it)
             )
         return pd.DataFrame(rows)
 
     @property
     def classes(self) -> tuple[str, ...] | None:
-        """The choices where every evaluation doc has the same (fixed classes), else None."""
-        return _fixed_classes(self)
+        """The choices where every evaluation doc has the same (fixed classes), else None (a generative
+        task's too)."""
+        return None if self.generative else _fixed_classes(self)
 
     def pool(self) -> pd.DataFrame:
         return _pool(self)
@@ -255,7 +275,8 @@ def _fixed_classes(spec: LmEvalSpec) -> tuple[str, ...] | None:
 
 def load_lm_eval_spec(name: str, include_path: Sequence[str] = ()) -> LmEvalSpec | None:
     """The spec of lm-eval task `name` (loaded once per process), None where lm-eval has no such task;
-    a task that is not multiple choice, or has no evaluation docs, is a TaskError."""
+    a task that is neither multiple choice nor generative with a per-document metric, or has no
+    evaluation docs, is a TaskError."""
     return _load(name, tuple(map(str, include_path)))
 
 
@@ -264,11 +285,15 @@ def _load(name: str, include_path: tuple[str, ...]) -> LmEvalSpec | None:
     task = find_task(name, include_path)
     if task is None:
         return None
-    if task.OUTPUT_TYPE != "multiple_choice":
+    if task.OUTPUT_TYPE not in ("multiple_choice", generative.GENERATE):
         raise TaskError(
             f"task {name!r} is output_type {task.OUTPUT_TYPE!r}: the design scores multiple-choice tasks "
-            "(output_type: multiple_choice) only"
+            f"and {generative.GENERATE} tasks scored per document"
         )
+    if task.OUTPUT_TYPE == generative.GENERATE:
+        problem = generative.metric_problem(task.config.metric_list, name)
+        if problem:
+            raise TaskError(problem)
     if task.multiple_input:
         raise TaskError(f"task {name!r} scores several contexts per doc (multiple_input); not supported")
     if not (task.has_test_docs() or task.has_validation_docs()):

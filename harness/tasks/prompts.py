@@ -89,8 +89,42 @@ def labeled(text: str, class_name: str) -> str:
     return f"{text_block(text)}\n ### Answer: {class_name}"
 
 
+def asked(spec: TaskSpec, sample: SampleSettings | None):
+    """The function that renders a generative task's question under `sample`'s prompt_format: plain, or
+    the chat model's template with the question as the user turn and the assistant's turn opened."""
+    from harness.tasks.generative import question
+
+    plain = functools.partial(question, spec.instruction)
+    if sample is None or sample.prompt_format == "plain":
+        return plain
+    if not sample.chat_model:
+        raise SettingsError.of(
+            "chat_model", "is unset: prompt_format chat needs the model whose template it uses"
+        )
+    tokenizer = chat_tokenizer(sample.chat_model)
+    if tokenizer is None:
+        return plain
+    return lambda t: tokenizer.apply_chat_template(
+        [{"role": "user", "content": plain(t)}], tokenize=False, add_generation_prompt=True
+    )
+
+
 def rendered(spec: TaskSpec, docs: pd.DataFrame, sample: SampleSettings | None = None) -> pd.DataFrame:
     """A tapt_* task's `text`/`label` rows with their zero-shot prompt (by `sample`'s prompt_format; plain
-    without one) and the task's classes."""
+    without one) and the task's classes; a generative task's with its question and its gold answer as the
+    one choice (label 0)."""
+    if spec.generative:
+        prompt = asked(spec, sample)
+        return docs.assign(prompt=[prompt(t) for t in docs["text"]], choices=[[a] for a in docs["answer"]])
     prompt = prompter(spec, sample)
     return docs.assign(prompt=[prompt(t) for t in docs["text"]], choices=[list(spec.classes)] * len(docs))
+
+
+def packed_answers(spec: TaskSpec, questions: list[str], answers: list[str] | None) -> str:
+    """A generative task's packing sequence: its instruction once, then each question (with its gold
+    answer where given), blank-line separated."""
+    blocks = (
+        f"Question: {q}" + (f"\nAnswer: {a}" if a is not None else "")
+        for q, a in zip(questions, answers or [None] * len(questions))
+    )
+    return (f"{spec.instruction}\n\n" if spec.instruction else "") + "\n\n".join(blocks)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from harness.core.errors import TaskError, UnknownTaskError
 from harness.core.settings import option
+from harness.tasks.generative import Answering
 from harness.tasks.lm_eval_spec import load_lm_eval_spec
 from harness.tasks.spec import load_spec
 from harness.tasks.subsample import SampleSettings, Subsample
@@ -28,6 +29,8 @@ class Spec(Protocol):
     task_name: str  # lm-eval's name for it
     classes: tuple[str, ...] | None  # the choices, where every document has the same
     target_delimiter: str  # what lm-eval puts between the prompt and a choice
+    generative: bool  # the model generates its answer (generate_until); its gold answer is its one choice
+    answering: Answering | None  # a generative task's generation and filter (harness.tasks.generative)
 
     def draw_rows(self, sample: SampleSettings, subsample: int) -> Subsample:
         """The pool rows of one subsample's splits; a TaskError where the pool is too small."""

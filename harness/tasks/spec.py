@@ -20,7 +20,7 @@ import yaml
 
 from harness.core import yaml_files
 from harness.core.errors import TaskError, UnknownTaskError, UserError
-from harness.tasks import prompts
+from harness.tasks import generative, prompts
 from harness.tasks.data import apply_filters, load_pool, resolve_data_dir, to_canonical
 from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw
 
@@ -36,9 +36,11 @@ class TaskSpec:
     """What `dataset_kwargs` of a task YAML says about its dataset, classes and prompt."""
 
     slug: str
-    hub_id: str
-    classes: tuple[str, ...]
-    instruction: str
+    hub_id: str | None = None  # None: a generative task whose pool a generator builds
+    classes: tuple[str, ...] | None = None  # None: a generative task (its answers are generated)
+    instruction: str = ""
+    generator: str | None = None  # a built-in pool (harness.tasks.generative.GENERATORS)
+    answer_field: str = "answer"  # a generative task's gold answer column
     hub_config: str | None = None
     hub_split: str = "train"
     text_field: str | tuple[str, ...] = "text"  # several fields are joined with "\n"
@@ -46,6 +48,8 @@ class TaskSpec:
     label_map: dict[Any, int] | None = None  # raw label -> class index
     max_chars: int | None = None  # keep texts shorter than this
     drop_empty: bool = False
+    # a generative task's generation and filter, from its YAML (lm-eval's keys, not dataset_kwargs)
+    answering: generative.Answering | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any], source: str) -> TaskSpec:
@@ -56,12 +60,17 @@ class TaskSpec:
             raise TaskError(
                 f"{source}: unknown field(s) {unknown} in dataset_kwargs; allowed: {sorted(known)}"
             )
-        missing = [f for f in ("slug", "hub_id", "classes", "instruction") if not kwargs.get(f)]
+        generative = "classes" not in kwargs  # its answers are generated, not chosen among classes
+        needed = ("slug",) if generative else ("slug", "hub_id", "classes", "instruction")
+        missing = [f for f in needed if not kwargs.get(f)]
+        if generative and not (kwargs.get("hub_id") or kwargs.get("generator")):
+            missing.append("hub_id (or a generator)")
         if missing:
             raise TaskError(f"{source}: dataset_kwargs is missing {missing}")
         check_slug(str(kwargs["slug"]), source)
         kw = dict(kwargs)
-        kw["classes"] = tuple(str(c) for c in kw["classes"])
+        if not generative:
+            kw["classes"] = tuple(str(c) for c in kw["classes"])
         if isinstance(kw.get("text_field"), list):
             kw["text_field"] = tuple(kw["text_field"])
         return cls(**kw)
@@ -69,6 +78,11 @@ class TaskSpec:
     @property
     def task_name(self) -> str:
         return TASK_PREFIX + self.slug
+
+    @property
+    def generative(self) -> bool:
+        """Whether the model generates its answer (output_type generate_until) rather than choosing."""
+        return self.classes is None
 
     # ---- the design's task protocol (harness.tasks.protocol.Spec) -----------------------------------------
     @property
@@ -96,6 +110,9 @@ class TaskSpec:
         return prompts.labeled(text, choice)
 
     def packed(self, docs: pd.DataFrame, answers: bool) -> str:
+        if self.generative:
+            gold = [c[0] for c in docs["choices"]] if answers else None
+            return prompts.packed_answers(self, list(docs["text"]), gold)
         return prompts.packed(self, list(docs["text"]), [int(y) for y in docs["label"]] if answers else None)
 
     def split_names(self) -> list[str]:
@@ -214,6 +231,19 @@ def spec_from_config(cfg: dict[str, Any], source: str) -> TaskSpec:
     spec = TaskSpec.from_kwargs(cfg["dataset_kwargs"], source)
     if cfg.get("task") != spec.task_name:
         raise TaskError(f"{source}: `task` is {cfg.get('task')!r}, expected {spec.task_name!r}")
+    output = cfg.get("output_type")
+    if spec.generative != (output == generative.GENERATE):
+        said = "names no classes" if spec.generative else "names classes"
+        raise TaskError(
+            f"{source}: dataset_kwargs {said} and output_type is {output!r}: a multiple-choice task names "
+            f"its classes, a {generative.GENERATE} task names none (its answers are generated)"
+        )
+    if spec.generative:
+        problem = generative.metric_problem(cfg.get("metric_list"), spec.task_name)
+        if problem:
+            raise TaskError(f"{source}: {problem}")
+        answering = generative.Answering.of(cfg.get("generation_kwargs"), cfg.get("filter_list"))
+        return dataclasses.replace(spec, answering=answering)
     choices = cfg.get("doc_to_choice")
     if choices is not None and tuple(map(str, choices)) != spec.classes:
         raise TaskError(
@@ -223,9 +253,16 @@ def spec_from_config(cfg: dict[str, Any], source: str) -> TaskSpec:
     return spec
 
 
-def is_task(cfg: dict[str, Any]) -> bool:
+GENERATIVE_TAG = "tapt_generative"  # a generative tapt_* task's tag: a task of the design, not of tapt_all
+
+
+def tags_of(cfg: dict[str, Any]) -> list:
     tags = cfg.get("tag") or []
-    return TASK_TAG in (tags if isinstance(tags, list) else [tags])
+    return tags if isinstance(tags, list) else [tags]
+
+
+def is_task(cfg: dict[str, Any]) -> bool:
+    return bool({TASK_TAG, GENERATIVE_TAG} & set(tags_of(cfg)))
 
 
 def task_folders(include_path: Sequence[str] = ()) -> list[Path]:
@@ -312,7 +349,9 @@ def load_spec(task: str, include_path: Sequence[str] = ()) -> TaskSpec:
 
 
 def all_slugs(include_path: Sequence[str] = ()) -> list[str]:
-    return sorted(task_files(include_path))
+    """The classification tasks (tagged tapt_tasks): what a config's `tasks: all` runs."""
+    files = task_files(include_path)
+    return sorted(s for s, p in files.items() if TASK_TAG in tags_of(load_task_config(p)))
 
 
 def validation_targets(target: Path) -> list[Path]:
@@ -324,7 +363,8 @@ def validation_targets(target: Path) -> list[Path]:
     for path in sorted(target.glob("*.yaml")):
         try:
             cfg = load_task_config(path)
-            if is_task(cfg) or (cfg.get("output_type") == "multiple_choice" and "task" in cfg):
+            plain = cfg.get("output_type") in ("multiple_choice", generative.GENERATE) and "task" in cfg
+            if is_task(cfg) or plain:
                 found.append(path)
         except TaskError:
             found.append(path)

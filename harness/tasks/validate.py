@@ -24,8 +24,18 @@ def build_task(path: Path, metadata: dict[str, Any], include_path: list[str] = (
 
 
 def render_first(task) -> dict[str, Any]:
-    """What lm-eval scores for the first eval doc: prompt, choices (with delimiter) and target."""
+    """What lm-eval scores for the first eval doc: prompt, choices (with delimiter) and target; for a
+    generative task its prompt, its gold answer, how lm-eval generates and the filters it reads the answer
+    with."""
     doc = next(iter(task.test_docs()))
+    if task.OUTPUT_TYPE == "generate_until":
+        filters = [f["filter"] for f in task.config.filter_list or []]
+        return {
+            "prompt": task.doc_to_text(doc),
+            "target": str(task.doc_to_target(doc)),
+            "generation_kwargs": task.config.generation_kwargs,
+            "filters": filters,
+        }
     choices = task.doc_to_choice(doc)
     return {
         "prompt": task.doc_to_text(doc),

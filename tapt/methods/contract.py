@@ -22,7 +22,8 @@ DIAGNOSTICS = "diagnostics"  # the record's map of what the method reports of it
 LEARNED_FROM = "learned_from"  # the record's count of documents the method learned from (0: nothing)
 COUNTS = (LEARNED_FROM, "steps")  # a record's counts: integers of at least 0 where given
 MOVED = "moved"  # the record's measure of how far the model moved from the base (weights.movement)
-VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index or None}
+VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index (or a
+# generative task's answer) or None}
 
 
 @dataclass
@@ -215,7 +216,12 @@ def vote_agreement(record: dict, docs: pd.DataFrame) -> dict:
     votes = record.get(VOTES)
     if not votes:
         return {}
-    gold = dict(zip(docs["row"].astype(int).astype(str), docs["label"].astype(int)))
+    if any(isinstance(v, str) for v in votes.values()):  # a generative task's answers: its gold one
+        gold = dict(
+            zip(docs["row"].astype(int).astype(str), docs["choices"].map(lambda c: str(c[0]).strip()))
+        )
+    else:
+        gold = dict(zip(docs["row"].astype(int).astype(str), docs["label"].astype(int)))
     voted = {r: v for r, v in votes.items() if v is not None and r in gold}
     agree = sum(v == gold[r] for r, v in voted.items())
     return {"label_accuracy": agree / len(voted) if voted else None, "voted": len(voted)}

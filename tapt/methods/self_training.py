@@ -1,9 +1,9 @@
 """Transductive self-training: the base labels the split's inputs zero-shot (the choice lm-eval would
-pick: the largest summed log-likelihood after the prompt), keeps the labels it is confident of, and
-a LoRA is trained on prompt + pseudo-label, the loss on the label's tokens alone as the study trains
-labels. The leak trains on the gold labels instead: the ceiling of what the pseudo-labels could teach.
-The pseudo-labels it trained on are recorded (`votes`), so that the grid measures their agreement with
-the gold labels."""
+pick: the largest summed log-likelihood after the prompt; on a generative task, its greedy answer read by
+the task's filter), keeps the labels it is confident of, and a LoRA is trained on prompt + pseudo-label,
+the loss on the label's tokens alone as the study trains labels. The leak trains on the gold labels
+instead: the ceiling of what the pseudo-labels could teach. The pseudo-labels it trained on are recorded
+(`votes`), so that the grid measures their agreement with the gold labels."""
 
 from __future__ import annotations
 
@@ -53,10 +53,30 @@ def pseudo_labels(model, tokenizer, spec, docs, batch_size: int) -> tuple[np.nda
     return np.array([int(x.argmax()) for x in ll]), np.array([float(p.max()) for p in probs])
 
 
+def generated_labels(model, tokenizer, spec, docs, batch_size: int) -> list[str | None]:
+    """A generative task's pseudo-labels: the base's greedy answer to each prompt, generated and read as
+    lm-eval scores the task (its stop strings, token budget and first filter); None where the filter
+    finds no answer."""
+    from harness.core.generation import generate
+
+    how = spec.answering
+    texts = generate(model, tokenizer, list(docs["prompt"]), how.max_tokens, how.until, batch_size)
+    return how.extract(texts)
+
+
 def adapt(x: Inputs) -> Adapted:
     s: SelfTrainingSettings = x.settings
     docs, record = x.docs, {"labels": "gold"}
-    if not x.labeled:  # every condition but the leak: the base's own labels, never the gold ones
+    if not x.labeled and x.spec.generative:  # the base's own answers, generated; those it gives none dropped
+        answers = generated_labels(x.model, x.tokenizer, x.spec, docs, s.label_batch_size)
+        keep = np.array([a is not None for a in answers])
+        docs = docs.assign(choices=[[a] for a in answers], label=0)[keep].reset_index(drop=True)
+        votes = {str(int(r)): c[0] for r, c in zip(docs["row"], docs["choices"])}
+        record = {"labels": "pseudo", "kept": int(keep.sum()), "of": len(keep), VOTES: votes}
+        if not len(docs):
+            restore = None if x.carried() else (lambda: x.model)
+            return Adapted(x.model, {**record, "learned_from": 0, "steps": 0}, restore=restore)
+    elif not x.labeled:  # every condition but the leak: the base's own labels, never the gold ones
         was_training = x.model.training
         label, confidence = pseudo_labels(x.model, x.tokenizer, x.spec, docs, s.label_batch_size)
         x.model.train(was_training)

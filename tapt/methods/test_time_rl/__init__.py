@@ -32,7 +32,7 @@ from harness.core.errors import UserError
 from harness.core.settings import Settings, option, since
 from tapt.methods import VOTES, Adapted, Inputs, Method
 from tapt.methods.test_time_rl.recipe import RECIPE
-from tapt.methods.test_time_rl.votes import Rewards, choice_tokens
+from tapt.methods.test_time_rl.votes import Rewards, choice_tokens, generated_reader
 
 CLIP = 0.2  # GRPO's ratio clip, TRL's epsilon and the authors' clip_ratio
 
@@ -56,6 +56,7 @@ class TtrlSettings(Settings):
     ABOVE = {"temperature": 0.0, "lr": 0.0, "epochs": 0.0}
     BELOW = {"warmup_ratio": 1.0}
     RECORD = {  # the first results sampled free text, and ran without the authors' three training rules
+        "extract": since("math"),  # a multiple-choice task's units never read it
         "answers": since("free"),
         "free_answer": since("first"),
         "non_answers_vote": since(False),
@@ -66,8 +67,14 @@ class TtrlSettings(Settings):
 
     answers: Literal["choices", "free"] = option(
         "choices",
-        "choices: each sample is one of the prompt's choices, drawn from the policy renormalised over the "
-        "tokens that stay on one, then ended; free: free text, read for the first choice it names",
+        "a multiple-choice task's: choices: each sample is one of the prompt's choices, drawn from the "
+        "policy renormalised over the tokens that stay on one, then ended; free: free text, read for the "
+        "first choice it names. A generative task's samples are always free text, read by `extract`",
+    )
+    extract: Literal["math", "task"] = option(
+        "math",
+        "a generative task's answer of a sample (cut at the task's stop strings): math, the authors' rule "
+        "(the last \\boxed{}, else the last number); task, the task's own first filter, as lm-eval scores it",
     )
 
     free_answer: Literal["first", "last"] = option(
@@ -88,7 +95,11 @@ class TtrlSettings(Settings):
     prompts_per_rollout: int = option(8, "prompts sampled together before the updates (TTRL's batch: 8)")
     prompts_per_update: int = option(1, "prompts' completions per optimizer step (TTRL's mini-batch: 1)")
     warmup_ratio: float = option(0.03, "linear warm-up share of the steps, then cosine decay (TTRL's)")
-    completion_tokens: int = option(0, "tokens sampled per completion (0: the longest choice's, plus one)")
+    completion_tokens: int = option(
+        0,
+        "tokens sampled per completion (0: the longest choice's, plus one; a generative task's: its "
+        "max_gen_toks)",
+    )
     weight_decay: float = option(0.0, "AdamW's weight decay (TRL's 0; the authors': 0.01)")
     dual_clip: float = option(
         0.0,
@@ -183,12 +194,19 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     s: TtrlSettings = x.settings
     set_seed(x.seed)
     rows = [int(r) for r in x.docs["row"]]
-    choices = {r: list(c) for r, c in zip(rows, x.docs["choices"])}
-    gold = {r: int(g) for r, g in zip(rows, x.docs["label"])} if x.labeled else None
-    rewards = Rewards(choices, gold, last=s.free_answer == "last", non_answers_vote=s.non_answers_vote)
-    longest = max(
-        len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
-    )
+    if x.spec.generative:  # free text, read as the authors read it; the gold answer only for the leak
+        how = x.spec.answering
+        gold = {r: str(c[0]).strip() for r, c in zip(rows, x.docs["choices"])} if x.labeled else None
+        read = generated_reader(how, s.extract)
+        rewards = Rewards(None, gold, non_answers_vote=s.non_answers_vote, read=read)
+        longest = how.max_tokens - 1  # the completion's budget: the task's max_gen_toks
+    else:
+        choices = {r: list(c) for r, c in zip(rows, x.docs["choices"])}
+        gold = {r: int(g) for r, g in zip(rows, x.docs["label"])} if x.labeled else None
+        rewards = Rewards(choices, gold, last=s.free_answer == "last", non_answers_vote=s.non_answers_vote)
+        longest = max(
+            len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
+        )
     model = x.lora(
         LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
     )
@@ -206,7 +224,9 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     )
     if reference:
         restore_reference(model, reference)
-    if s.answers == "choices":
+    if x.spec.generative:
+        trainer.stop_strings = how.until  # as lm-eval generates the task's answers
+    elif s.answers == "choices":
         if not isinstance(trainer, GroupedGRPOTrainer):
             why = f"samples through GroupedGRPOTrainer, not {type(trainer).__name__}"
             raise UserError(f"test-time-rl: answers: choices {why}; set answers: free")

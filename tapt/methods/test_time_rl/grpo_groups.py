@@ -109,6 +109,7 @@ class GroupedGRPOTrainer(GRPOTrainer):
     of them, then ends the completion."""
 
     answers: dict[tuple[int, ...], list[list[int]]] | None = None
+    stop_strings: tuple[str, ...] = ()  # a generative task's: a completion ends after the first of them
 
     def __init__(self, *args, **kwargs):
         check_trl()  # before a model is wrapped: a TRL of other private methods would fail mid-training
@@ -124,11 +125,11 @@ class GroupedGRPOTrainer(GRPOTrainer):
     ):
         spans = groups([tuple(p) for p in prompt_ids])
         if not self._plain(multimodal_fields) or images or min(len(p) for p in prompt_ids) < 2:
-            if self.answers is not None:
+            if self.answers is not None or self.stop_strings:
                 raise UserError(
-                    "test-time-rl: sampling among the choices runs on text prompts through transformers' "
-                    "generate; these prompts take TRL's own path (vLLM, tools, images or one token): set "
-                    "answers: free in its method settings"
+                    "test-time-rl: sampling among the choices, or up to a generative task's stop strings, "
+                    "runs on text prompts through transformers' generate; these prompts take TRL's own path "
+                    "(vLLM, tools, images or one token): set answers: free in its method settings"
                 )
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)
         device = self.accelerator.device
@@ -136,6 +137,8 @@ class GroupedGRPOTrainer(GRPOTrainer):
         ids, mask = ids.to(device), mask.to(device)
         sizes = torch.tensor([b - a for a, b in spans], device=device)
         constrain = {}
+        if self.stop_strings:  # as lm-eval stops a generate_until request
+            constrain |= {"stop_strings": list(self.stop_strings), "tokenizer": self._tokenizer}
         if self.answers is not None:  # each sampled row's answers, its prompt's; a completion starts at width
             rows = [self.answers[tuple(prompt_ids[a])] for a, b in spans for _ in range(b - a)]
             constrain["prefix_allowed_tokens_fn"] = on_answers(rows, ids.size(1), self.eos_token_ids[0])

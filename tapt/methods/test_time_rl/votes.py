@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Hashable
 
 
 def answer(completion: str, choices: list[str], last: bool = False) -> int | None:
@@ -44,20 +45,23 @@ def tied(answers: list[int | None], non_answers_vote: bool = False) -> bool:
 
 
 class Rewards:
-    """TRL's reward function: each completion's choice, its prompt group's vote, and the reward against
-    the vote (or the gold choice, given `gold`). Keeps what the record reports."""
+    """TRL's reward function: each completion's answer (the choice it names; a generative task's, given
+    `read`: its extracted answer), its prompt group's vote, and the reward against the vote (or the gold
+    answer, given `gold`). Keeps what the record reports."""
 
     __name__ = "majority_vote"  # TRL names a reward function's metrics after it
 
     def __init__(
         self,
-        choices: dict[int, list[str]],
-        gold: dict[int, int] | None,
+        choices: dict[int, list[str]] | None,
+        gold: dict | None,
         last: bool = False,
         non_answers_vote: bool = False,
+        read: Callable[[str, int], Hashable | None] | None = None,
     ):
         self.choices, self.gold = choices, gold
         self.last, self.non_answers_vote = last, non_answers_vote  # TTRL's two rules (free text)
+        self.read = read or (lambda completion, r: answer(completion, self.choices[r], self.last))
         self.votes: dict[int, int | None] = {}
         self.samples = self.unmatched = self.groups = self.flat_groups = self.ties = 0
         self.learned: set[int] = set()  # rows whose group ever had rewards to tell apart
@@ -70,7 +74,7 @@ class Rewards:
             while end < len(row) and row[end] == row[start]:
                 end += 1
             r = row[start]
-            answers = [answer(c, self.choices[r], self.last) for c in completions[start:end]]
+            answers = [self.read(c, r) for c in completions[start:end]]
             self.votes[r] = vote(answers, self.non_answers_vote)
             target = self.gold[r] if self.gold is not None else self.votes[r]
             counts = self.non_answers_vote and self.gold is None  # 'no answer' won: those samples agree
@@ -98,3 +102,14 @@ def choice_tokens(tokenizer, prompts: list[str], choices: list[list[str]], delim
             conts.append(whole[len(ids) :] if whole[: len(ids)] == ids else alone)
         out[tuple(ids)] = conts
     return out
+
+
+def generated_reader(answering, rule: str) -> Callable[[str, int], str | None]:
+    """A generative task's answer of a completion: cut at the task's stop strings, then read by TTRL's
+    math rule (`math`: the last \\boxed{}, else the last number) or by the task's own first filter
+    (`task`), as lm-eval reads the answer it scores."""
+    from harness.tasks.generative import math_answer
+
+    if rule == "math":
+        return lambda completion, r: math_answer(answering.cut(completion))
+    return lambda completion, r: answering.extract([completion])[0]

@@ -1,0 +1,246 @@
+"""Generative tasks through the design: a generate_until task drawn, adapted on and scored like any
+task; each document's extracted answer, its correctness and its text recorded; the collapse check's
+twin; lm_eval scoring a kept adapter on the same documents; test-time RL voting on extracted answers;
+self-training on the base's own answers; the gold answer out of every condition but the leak."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.cli.main import main
+from harness.core.errors import TaskError
+from harness.grid.unit_record import split_docs
+from harness.tasks.generative import Answering, math_answer, metric_problem
+from harness.tasks.protocol import find_spec, subsample_docs
+from harness.tasks.subsample import SampleSettings
+from tapt.methods.test_time_rl.votes import Rewards, generated_reader
+from tests.helpers import write_grid_config
+
+ANSWERING = Answering.of(
+    {"until": ["\n", "Question:"], "max_gen_toks": 16},
+    [{"name": "x", "filter": [{"function": "regex", "regex_pattern": "(-?[0-9]+)", "group_select": -1}]}],
+)
+USER_YAML = """task: my_sums
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    train: {folder}/train.jsonl
+    test: {folder}/test.jsonl
+output_type: generate_until
+training_split: train
+test_split: test
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_target: "{{{{answer}}}}"
+generation_kwargs:
+  until: ["\\n"]
+  max_gen_toks: 8
+  do_sample: false
+filter_list:
+  - name: last-number
+    filter:
+      - function: regex
+        regex_pattern: "(-?[0-9]+)"
+        group_select: -1
+      - function: take_first
+metric_list:
+  - metric: {metric}
+    aggregation: {aggregation}
+    higher_is_better: true
+"""
+
+
+def user_task(folder: Path, metric: str = "exact_match", aggregation: str = "mean", name: str = "my_sums"):
+    rows = [
+        {"question": f"What is {a} plus {b}?", "answer": str(a + b)}
+        for a in range(1, 12)
+        for b in range(1, 12)
+    ]
+    for split, part in (("train", rows[:40]), ("test", rows[40:])):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+    text = USER_YAML.format(folder=folder, metric=metric, aggregation=aggregation).replace("my_sums", name)
+    (folder / f"{name}.yaml").write_text(text)
+
+
+def grid(tmp_path, tiny_llama, **extra) -> Path:
+    cfg = {
+        "base": str(tiny_llama),
+        "model_tag": "tiny",
+        "tasks": ["arithmetic"],
+        "m": 4,
+        "n": 8,
+        "subsamples": 1,
+        "conditions": ["base", "extra", "test", "leak"],
+        "quantize": "none",
+        "eval_batch_size": 8,
+        "method_settings": {"prompt-tapt": {"lr": 0.01, "batch_size": 4, "epochs": 1}},
+    }
+    return write_grid_config(tmp_path, tmp_path / "out", cfg | extra)
+
+
+def test_a_generative_task_runs_through_the_grid_and_records_each_documents_answer(
+    tmp_path, tiny_llama, capsys
+):
+    main(["run", "--config", str(grid(tmp_path, tiny_llama)), "--keep-adapters"])
+    out = capsys.readouterr().out
+    assert "boost (extra-base)" in out and "bias (test-extra)" in out and "leak (leak-extra)" in out
+    tdir = tmp_path / "out" / "m4" / "n8" / "tiny" / "arithmetic"
+    probs = pd.read_parquet(tdir / "units" / "0.parquet")
+    assert {"answer", "gold", "generated", "length", "correct"} <= set(probs.columns)
+    assert len(probs) == 4 * 8  # every test document under every condition
+    assert (probs["length"] == probs["generated"].str.len()).all()
+    docs = subsample_docs(find_spec("arithmetic"), SampleSettings(m=4, n=8, seed=0), 0)["test"]
+    gold = dict(zip(docs["row"], docs["answer"]))
+    assert all(g == gold[r] for r, g in zip(probs["row"], probs["gold"]))
+    record = json.loads((tdir / "units" / "0.json").read_text())
+    shares = record["answers"]["test"]
+    assert 0 < shares["share"] <= 1 and set(shares) == {"most_common", "share", "empty_share", "mean_length"}
+    acc = pd.read_csv(tdir / "accuracies.csv")
+    assert acc["num_classes"].tolist() == [0]  # generated, not chosen
+
+
+def test_the_kept_adapter_scores_the_units_own_documents_through_lm_eval(tmp_path, tiny_llama):
+    """lm_eval on the adapter the grid kept, with no --metadata: its tapt.json names the draw, and
+    lm-eval generates the same text and reads the same answer for every one of the unit's documents."""
+    main(["run", "--config", str(grid(tmp_path, tiny_llama)), "--keep-adapters"])
+    tdir = tmp_path / "out" / "m4" / "n8" / "tiny" / "arithmetic"
+    adapter = tdir / "adapters" / "0_test"
+    kept = json.loads((adapter / "tapt.json").read_text())
+    assert (kept["m"], kept["n"], kept["seed"], kept["subsample"]) == (4, 8, 0, 0)
+    lm_eval = str(Path(sys.executable).parent / "lm_eval")
+    done = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={adapter}", "--tasks", "tapt_arithmetic"]
+        + ["--batch_size", "8", "--output_path", str(tmp_path / "eval"), "--log_samples"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    samples = [json.loads(line) for line in next((tmp_path / "eval").rglob("samples_*.jsonl")).open()]
+    probs = pd.read_parquet(tdir / "units" / "0.parquet")
+    unit = probs[probs["condition"] == "test"].set_index("row")
+    assert sorted(s["doc"]["row"] for s in samples) == sorted(unit.index)
+    for s in samples:
+        row = s["doc"]["row"]
+        assert s["resps"][0][0] == unit.loc[row, "generated"], row
+        assert s["filtered_resps"][0] == unit.loc[row, "answer"], row
+        assert bool(s["exact_match"]) == bool(unit.loc[row, "correct"]), row
+
+
+def test_test_time_rl_votes_on_the_extracted_answers_not_on_the_raw_text():
+    """Three completions that write 71 three ways: one vote of 3 for '71', each rewarded; a vote over
+    the raw texts would be three answers of one vote each, and reward only the first."""
+    rewards = Rewards(None, None, read=generated_reader(ANSWERING, "math"))
+    texts = [" 40 + 31 = 71", " the sum is 71.\nQuestion: 2 plus 2", " 71"]
+    assert rewards(["p"] * 3, texts, [5, 5, 5]) == [1.0, 1.0, 1.0]
+    assert rewards.votes == {5: "71"}
+    task = Rewards(None, None, read=generated_reader(ANSWERING, "task"))
+    assert task(["p"] * 3, texts, [5, 5, 5]) == [1.0, 1.0, 1.0]
+    leak = Rewards(None, {5: "72"}, read=generated_reader(ANSWERING, "math"))
+    assert leak(["p"] * 3, texts, [5, 5, 5]) == [0.0, 0.0, 0.0]  # the leak rewards the gold answer
+    unreadable = Rewards(None, None, read=generated_reader(ANSWERING, "math"))
+    unreadable(["p"] * 2, ["no number", " 3"], [1, 1])
+    assert unreadable.unmatched == 1 and unreadable.votes == {1: "3"}
+
+
+def test_ttrls_math_rule_reads_the_last_boxed_answer_else_the_last_number():
+    assert math_answer(r"so $\boxed{\frac{1}{2}}$, not 3") == r"\frac{1}{2}"
+    assert math_answer("1 + 2 = 3.") == "3" and math_answer("1,234 apples") == "1234"
+    assert math_answer("no answer") is None
+
+
+def test_test_time_rl_on_a_generative_task_records_votes_unreadable_share_rewards_and_agreement(
+    tmp_path, tiny_llama
+):
+    config = grid(
+        tmp_path,
+        tiny_llama,
+        method="test-time-rl",
+        method_settings={"test-time-rl": {"samples": 2, "lr": 0.001}},
+    )
+    main(["run", "--config", str(config)])
+    tdir = tmp_path / "out" / "m4" / "n8" / "tiny+test-time-rl" / "arithmetic"
+    record = json.loads((tdir / "units" / "0.json").read_text())["training"]
+    for cond in ("extra", "test"):
+        trained = record[cond]
+        assert trained["rewards"] == "majority vote" and len(trained["mean_reward"]) >= 1
+        assert 0 <= trained["unmatched_share"] <= 1 and "label_accuracy" in trained
+        assert all(v is None or isinstance(v, str) for v in trained["votes"].values())
+    assert record["leak"]["rewards"] == "gold"
+
+
+def test_self_training_learns_the_bases_own_generated_answers(tmp_path, tiny_llama):
+    config = grid(
+        tmp_path,
+        tiny_llama,
+        method="self-training",
+        method_settings={"self-training": {"lr": 0.01, "batch_size": 4, "epochs": 1}},
+    )
+    main(["run", "--config", str(config)])
+    tdir = tmp_path / "out" / "m4" / "n8" / "tiny+self-training" / "arithmetic"
+    record = json.loads((tdir / "units" / "0.json").read_text())["training"]
+    trained = record["test"]
+    assert trained["labels"] == "pseudo" and trained["of"] == 8
+    assert all(isinstance(v, str) for v in trained.get("votes", {}).values())
+    assert record["leak"]["labels"] == "gold"
+
+
+def test_no_condition_but_the_leak_sees_a_generative_gold_answer():
+    docs = subsample_docs(find_spec("arithmetic"), SampleSettings(m=4, n=8, seed=0), 0)
+    for cond in ("extra", "test"):
+        seen = split_docs(docs, cond)
+        assert not {"answer", "choices", "label"} & set(seen.columns), cond
+    assert split_docs(docs, "leak")["choices"].map(len).eq(1).all()
+
+
+def test_tasks_show_and_validate_take_a_users_generate_until_yaml_and_refuse_a_corpus_metric(
+    tmp_path, capsys
+):
+    user_task(tmp_path)
+    user_task(tmp_path, metric="bleu", aggregation="bleu", name="my_bleu")
+    with pytest.raises(SystemExit):  # one of the two has a problem
+        main(["tasks", "validate", str(tmp_path), "--m", "4", "--n", "8"])
+    out = capsys.readouterr().out
+    assert "ok   " in out and "my_sums.yaml" in out
+    assert "my_bleu's metric bleu is computed over the whole corpus, not per document" in out
+    main(["tasks", "show", "--task", "my_sums", "--include-path", str(tmp_path), "--m", "4", "--n", "8"])
+    out = capsys.readouterr().out
+    assert "generative: the model writes its answer" in out and "gold answer:" in out
+    with pytest.raises(SystemExit, match="computed over the whole corpus"):
+        main(["tasks", "show", "--task", "my_bleu", "--include-path", str(tmp_path), "--m", "4", "--n", "8"])
+
+
+def test_a_metric_is_read_per_document_only_where_it_is_one():
+    assert metric_problem([{"metric": "exact_match", "aggregation": "mean"}], "t") is None
+    assert "whole corpus" in metric_problem([{"metric": "chrf"}], "t")
+    assert "aggregates by 'median'" in metric_problem(
+        [{"metric": "exact_match", "aggregation": "median"}], "t"
+    )
+    assert "names no metric" in metric_problem([], "t")
+
+
+def test_the_shipped_generative_task_is_not_among_a_configs_tasks_all():
+    from harness.tasks.spec import all_slugs, task_files
+
+    assert "arithmetic" in task_files() and "arithmetic" not in all_slugs()
+    with pytest.raises(TaskError):
+        find_spec("arithmetic").draw_rows(SampleSettings(m=4, n=2000, seed=0), 0)
+
+
+def test_a_generative_models_answer_to_most_documents_is_its_collapse():
+    from harness.results import collapsed
+
+    rows = 10
+    unit = pd.DataFrame(
+        {
+            "condition": ["test"] * rows + ["extra"] * rows,
+            "row": list(range(rows)) * 2,
+            "gold": [str(i) for i in range(rows)] * 2,
+            "answer": ["7"] * 6 + [str(i) for i in range(6, rows)] + [str(i) for i in range(rows)],
+        }
+    )
+    assert collapsed(unit).startswith("test=") and "extra" not in collapsed(unit)
+    assert np.isfinite(float(collapsed(unit).split("=")[1]))
