@@ -22,6 +22,7 @@ from pathlib import Path
 
 from contamination import doc_scores
 from contamination.exposure import codec_test
+from harness import results
 from harness.core import models
 from harness.core.power import wilson
 from harness.core.settings import option, parse_script
@@ -73,7 +74,7 @@ def main() -> None:
     for path in adapters:
         subsample, cond = path.name.split("_", 1)
         task = path.parent.parent.name
-        unit = json.loads((path.parent.parent / "units" / f"{subsample}.json").read_text())
+        unit = json.loads(results.unit_paths(path.parent.parent, int(subsample))[0].read_text())
         cell = unit["settings"]
         method = cell.get("method", "prompt-tapt")
         if method not in a.methods:

@@ -48,14 +48,14 @@ def retest(root: Path, dry_run: bool) -> None:
     for tdir in sorted({p.parent.parent for p in root.rglob("units/*.json")}):
         units = nulls = 0
         settings = {}
-        for path in sorted((tdir / "units").glob("*.json")):
+        for path in results.unit_records(tdir):
             record = results.read_unit(path)
             if retest_unit(record):
                 settings[record["subsample"]] = record["settings"]
                 units += 1
                 if not dry_run:
                     results.write_json(path, record)
-        for path in sorted((tdir / "null").glob("*.json")) if (tdir / "null").is_dir() else []:
+        for path in results.null_records(tdir):
             s = settings.get(int(path.stem))
             null = results.read_json_object(path, str(path), "delete it to train the null model again")
             if s is None or CODEC not in null["scores"]:

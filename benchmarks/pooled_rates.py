@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from contamination.detectors import DETECTORS, error_rates
+from harness import results
 from harness.core import conditions
 
 COLUMNS = ("false_positive", "null")
@@ -27,7 +28,7 @@ def pooled(folders: list[Path]) -> pd.DataFrame:
     the same design draw the same documents, so their base is one model."""
     frames = []
     for folder in folders:
-        calibration = json.loads((folder / "calibration.json").read_text())
+        calibration = json.loads(results.calibration_path(folder).read_text())
         design = {k: calibration["settings"][k] for k in ("m", "n", "seed")}
         frames.append(pd.DataFrame(calibration["pvalues"]).assign(**design))
     rows = pd.concat(frames, ignore_index=True)
@@ -48,7 +49,7 @@ def main() -> None:
     parser.add_argument("folders", type=Path, nargs="+", help="folders holding a calibration.json")
     args = parser.parse_args()
     folders = [f.expanduser() for f in args.folders]
-    missing = [str(f) for f in folders if not (f / "calibration.json").is_file()]
+    missing = [str(f) for f in folders if not results.calibration_path(f).is_file()]
     if missing:
         sys.exit(
             f"pooled_rates: no calibration.json in {', '.join(missing)}; write one with `tapt-bench "

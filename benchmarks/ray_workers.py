@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 import torch
 
+from harness import results
 from harness.core.settings import Settings, option, parse_script
 from harness.grid import config, plan, run
 from harness.grid.base_model import loaded_base
@@ -46,7 +46,7 @@ def leg(
         seconds = time.perf_counter() - clock
     finally:
         ray.shutdown()
-    acc = pd.concat([pd.read_csv(p).assign(task=p.parent.name) for p in sorted(out.rglob("accuracies.csv"))])
+    acc = results.collect(out)
     return seconds, acc
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from harness import results
 from harness.core.settings import Settings, option, parse_script
 
 NEIGHBOURS = {
@@ -73,9 +74,7 @@ def leg(a: SharedBenchArgs, out: Path, threads: int, neighbour: str) -> tuple[fl
             other.wait()
     if done.returncode:
         raise SystemExit(f"the grid failed:\n{done.stderr[-3000:]}")
-    return seconds, pd.concat(
-        pd.read_csv(p).assign(task=p.parent.name) for p in sorted(out.rglob("accuracies.csv"))
-    )
+    return seconds, results.collect(out)
 
 
 def main() -> None:

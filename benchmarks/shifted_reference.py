@@ -25,6 +25,7 @@ import pandas as pd
 from contamination import doc_scores
 from contamination.exposure import exposure_test, two_sided
 from contamination.verdict import flags, inconclusive
+from harness import results
 from harness.core import conditions
 from harness.core.models import load_scoring_model, resolve
 from harness.core.power import ALPHA, wilson
@@ -157,7 +158,7 @@ def main() -> None:
                     suspect = subsample_docs(spec, grid.sample, k)[conditions.TEST]
                     mine = {"suspect": suspect, SAME: sets[SAME]}
                     mine_base |= scored(base, tokenizer, spec, {"suspect": mine["suspect"]}, args.batch_size)
-                model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}").eval()
+                model = PeftModel.from_pretrained(base, results.adapter_path(tdir, k, cond)).eval()
                 mine_scores = scored(model, tokenizer, spec, mine, args.batch_size)
                 base = model.unload()
                 n_suspect = len(mine["suspect"])

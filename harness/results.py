@@ -73,6 +73,31 @@ def manifest_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / f"manifest-shard{shard[0]}of{shard[1]}.json"
 
 
+def manifest_paths(mdir: Path) -> list[Path]:
+    """Every run manifest of a model folder (manifest_path), in order."""
+    return sorted(mdir.glob("manifest-shard*.json"))
+
+
+def model_manifests(root: str | Path) -> list[Path]:
+    """Every run manifest of every model folder under a results root."""
+    return sorted(Path(root).glob("m*/n*/*/manifest-shard*.json"))
+
+
+def adapter_path(tdir: Path, subsample: int, cond: str) -> Path:
+    """Where `run --keep-adapters` keeps a unit's adapter of one condition, beside its units."""
+    return tdir / "adapters" / f"{subsample}_{cond}"
+
+
+def report_path(root: str | Path) -> Path:
+    """`tapt-bench report`'s page of a results folder, by default."""
+    return Path(root) / "report.html"
+
+
+def calibration_path(root: str | Path) -> Path:
+    """`contamination calibrate`'s error rates, at the root of its grids."""
+    return Path(root) / CALIBRATION
+
+
 def lock_path(mdir: Path, shard: tuple[int, int]) -> Path:
     return mdir / f".lock-shard{shard[0]}of{shard[1]}"
 
@@ -157,9 +182,29 @@ def read_unit(path: Path) -> dict[str, Any]:
     return record
 
 
+def unit_records(tdir: Path) -> list[Path]:
+    """The unit records of a task dir (unit_paths), in order."""
+    return sorted((tdir / "units").glob("*.json"))
+
+
+def null_records(tdir: Path) -> list[Path]:
+    """calibrate's null models of a task dir (null_model_path), in order."""
+    return sorted((tdir / "null").glob("*.json"))
+
+
+def task_dirs(mdir: Path) -> list[Path]:
+    """The task folders of a model folder that hold units."""
+    return [tdir for tdir in sorted(mdir.iterdir()) if (tdir / "units").is_dir()]
+
+
+def any_unit(mdir: Path) -> Path | None:
+    """A unit record of a model folder (its first), None where it has none."""
+    return next(iter(sorted(mdir.glob("*/units/*.json"))), None)
+
+
 def finished(tdir: Path) -> dict[int, dict[str, Any]]:
     """The finished units of a task dir: subsample -> its record (accuracies, settings, timings)."""
-    records = (read_unit(p) for p in sorted((tdir / "units").glob("*.json")))
+    records = (read_unit(p) for p in unit_records(tdir))
     return {r["subsample"]: r for r in records}
 
 
@@ -360,7 +405,7 @@ def probabilities(root: str | Path) -> dict[str, pd.DataFrame]:
 def manifests(mdir: Path) -> list[dict[str, Any]]:
     """A model folder's run manifests (each run's config, code, versions and finished units)."""
     fix = "delete it; the next run into this folder writes it again"
-    return [read_json_object(p, str(p), fix) for p in sorted(mdir.glob("manifest-shard*.json"))]
+    return [read_json_object(p, str(p), fix) for p in manifest_paths(mdir)]
 
 
 def model_dirs(root: str | Path) -> dict[tuple[int, int, str], Path]:
@@ -418,7 +463,7 @@ def calibration(root: str | Path) -> dict | None:
     """The detectors' error rates of `contamination calibrate` in root or its parent (root being one
     mode's grid), None where there are none."""
     for folder in (Path(root), Path(root).parent):
-        path = folder / CALIBRATION
+        path = calibration_path(folder)
         if path.is_file():
             fix = "delete it, or rerun `tapt-bench contamination calibrate` to write it again"
             return read_json_object(path, f"{path} (the detectors' error rates)", fix)

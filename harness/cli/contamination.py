@@ -69,7 +69,7 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     from contamination.detectors import format_rates
     from harness.cli.run import grid_config
     from harness.grid.calibrate import CalibrateOptions, calibrate
-    from harness.results import CALIBRATION
+    from harness.results import calibration_path
 
     opts = from_namespace(CalibrateOptions, args)
     args.exposure = True  # every grid calibrate runs has the exposure test on (and so CoDeC may be asked for)
@@ -93,7 +93,7 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     print(format_rates(result["rates"]))
     if len({r["task"] for r in result["rates_by_task"]}) > 1:
         print("\nper task:\n" + format_rates(result["rates_by_task"]))
-    print(f"per task and condition: {Path(cfg.grid.out) / CALIBRATION}; {result['seconds']:.0f} s")
+    print(f"per task and condition: {calibration_path(cfg.grid.out)}; {result['seconds']:.0f} s")
 
 
 def cmd_contamination_show(args: argparse.Namespace) -> None:

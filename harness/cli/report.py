@@ -10,13 +10,14 @@ from harness.core.errors import UserError, read_json_object
 
 
 def cmd_report(args: argparse.Namespace) -> None:
+    from harness import results
     from harness.cli.run import load_statistics
     from harness.results import atomic_write, collect, file_problem
     from harness.stats import analysis, report
 
     load_statistics(args.statistics)
     root = Path(args.results).expanduser()
-    out = Path(args.out or root / "report.html").expanduser()
+    out = Path(args.out or results.report_path(root)).expanduser()
     problem = file_problem(out) if args.out else None
     if problem:
         raise UserError(f"--out: {problem}")

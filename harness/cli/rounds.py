@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from harness import results
 from harness.core.conditions import PRIMARY
 from harness.grid import resolve
 from harness.grid.config import GridConfig
@@ -19,7 +20,7 @@ from harness.stats.verdict import key
 def pooled(cfg: GridConfig) -> tuple[float, int]:
     """A method's pooled MDE (in points) and units so far; inf and 0 before it has any."""
     mdir = resolve.folder(cfg)
-    if not any(mdir.glob("*/units/*.json")):
+    if results.any_unit(mdir) is None:
         return float("inf"), 0
     (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == resolve.tag(cfg)]
     mde = config[f"detectable_{PRIMARY}"]  # NaN where the bias is uninformative: no MDE to stop at

@@ -10,7 +10,7 @@ tilts a one-sided test toward "not seen"; so each unit also gets a null model, a
 of the pool that is neither test nor extra, whose flags are the false positives of a model that saw
 neither side (the `null` column). Resumable: the grids skip finished units, the null models are kept
 in <task dir>/null/<k>.json, the exchangeability p-values in <out>/exchangeability.json; the table is
-written to <out>/calibration.json (results.CALIBRATION).
+written to <out>/calibration.json (results.calibration_path).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
         tdir = grid_run.task_dir(cfg, find_spec(slug, cfg.sample.include_path).slug)
         for k in units_of(cfg, tdir):
             for cond in (c for c in cfg.grid.conditions if c not in (conditions.BASE, conditions.STREAM)):
-                adapter = tdir / "adapters" / f"{k}_{cond}"
+                adapter = results.adapter_path(tdir, k, cond)
                 if not adapter.is_dir():
                     raise UserError(
                         f"{adapter}: no adapter for the exchangeability test (the grid that made unit {k} "
@@ -173,7 +173,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
             for cond in (c for c in cfg.grid.conditions if c != conditions.STREAM):  # one adapter a condition
                 model = base
                 if cond != conditions.BASE:
-                    model = PeftModel.from_pretrained(base, tdir / "adapters" / f"{k}_{cond}")
+                    model = PeftModel.from_pretrained(base, results.adapter_path(tdir, k, cond))
                 for fmt in FORMATS:
                     key = f"{mode}/{spec.slug}/{k}/{cond}/{fmt}/shards{opts.shards}/perms{opts.permutations}"
                     if key not in cache:
@@ -284,7 +284,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
         "notes": notes,
         "seconds": time.perf_counter() - started,
     }
-    results.write_json(Path(cfg.grid.out) / results.CALIBRATION, out)
+    results.write_json(results.calibration_path(cfg.grid.out), out)
     return out
 
 

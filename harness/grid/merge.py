@@ -70,7 +70,7 @@ def copy_manifests(sources: list[Path], dest: Path) -> None:
     """Each source's run manifests into dest's model folders (a name taken by another run's gets a
     number), so the merged report still shows each run's versions, code and start time."""
     for src in sources:
-        for path in sorted(Path(src).glob("m*/n*/*/manifest-shard*.json")):
+        for path in results.model_manifests(src):
             target = dest / path.relative_to(src)
             if path.resolve() == target.resolve():
                 continue

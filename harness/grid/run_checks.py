@@ -37,7 +37,10 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
     problem = results.folder_problem(cfg.grid.out)
     if problem:
         raise SettingsError.of("out", problem)
-    fixed = {f.name for f in cfg.fields() if f.metadata.get("record") == NEVER}
+    # what a unit never records cannot differ between its tasks (the model's folder, the plan, the
+    # run's shape), and neither can what decides the draw or the base (GridConfig.merged reads every
+    # section's RECORD)
+    fixed = {k for k, rule in cfg.merged("RECORD").items() if rule == NEVER}
     fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
     allowed = set(cfg.owners()) | method_keys(cfg)
     for slug, values in cfg.grid.task_overrides.items():

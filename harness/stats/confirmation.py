@@ -35,9 +35,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         why.append(
             f"its {len(configs)} runs read different configs (hashes {sorted({str(h) for _, h in configs})})"
         )
-    units = {
-        tdir.name: results.finished(tdir) for tdir in sorted(mdir.iterdir()) if (tdir / "units").is_dir()
-    }
+    units = {tdir.name: results.finished(tdir) for tdir in results.task_dirs(mdir)}
     why += missing_units(plan, units)
     records = [r for per_task in units.values() for r in per_task.values()]
     codes = [r.get("code") or {} for r in records]

@@ -23,8 +23,9 @@ from harness.stats.page import SORT, STYLE, details, esc, figure, points, table
 def provenance(mdir: Path) -> str:
     """The settings and versions of the runs that wrote this folder (its manifests; else its units)."""
     fix = "delete it; the next run of the grid writes it again"
-    manifests = [read_json_object(p, str(p), fix) for p in sorted(mdir.glob("manifest-shard*.json"))]
-    units = [results.read_unit(p) for p in sorted(mdir.glob("*/units/*.json"))[:1]]
+    manifests = [read_json_object(p, str(p), fix) for p in results.manifest_paths(mdir)]
+    first = results.any_unit(mdir)
+    units = [results.read_unit(first)] if first else []
     if manifests:
         m = manifests[0]
         versions = ", ".join(f"{k} {v}" for k, v in sorted(m.get("versions", {}).items()))

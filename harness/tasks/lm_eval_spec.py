@@ -54,11 +54,20 @@ def find_task(name: str, include_path: Sequence[str] = ()):
         if name in manager.all_groups or name in manager.all_tags:
             kind = "group" if name in manager.all_groups else "tag"
             raise TaskError(
-                f"task {name!r} is an lm-eval {kind}, not a task: the design scores one multiple-choice "
-                f"task at a time; name each of its subtasks instead (`lm_eval ls tasks` lists them)"
+                f"task {name!r} is an lm-eval {kind}, not a task: the design scores one task at a time; "
+                "name each of its subtasks instead (`lm_eval ls tasks` lists them)"
             )
         if name in manager.all_subtasks:
-            loaded = manager.load([name])
+            try:
+                loaded = manager.load([name])
+            except (ConnectionError, OSError) as err:  # its dataset is on the hub, and the hub is not here
+                raise TaskError(
+                    f"task {name!r}: lm-eval cannot load its dataset ({type(err).__name__}: {err}). It is "
+                    "lm-eval's own task, whose data lm-eval fetches from the Hugging Face hub: run with hub "
+                    "access (HF_HUB_OFFLINE unset), or write the task as a YAML over a local file "
+                    "(dataset_path: json, dataset_kwargs: {data_files: ...}) in a folder given with "
+                    "--include-path"
+                ) from None
             return loaded["tasks"][name] if "tasks" in loaded else loaded[name]
     return None
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import results
 from harness.core import adapters, conditions, models, weights
 from harness.core.errors import UserError
 from harness.core.sections import Sections
@@ -126,7 +127,7 @@ def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
         )  # which adapter scored it (None: no PEFT)
         rec |= methods.vote_agreement(adapted.record, u.docs[split])  # made-up labels against the gold ones
         if u.keep_adapters and hasattr(adapted.model, "save_pretrained"):
-            with output.staged(u.plan.folder / "adapters" / f"{u.k}_{cond}", overwrite=True) as tmp:
+            with output.staged(results.adapter_path(u.plan.folder, u.k, cond), overwrite=True) as tmp:
                 adapted.model.save_pretrained(tmp)
                 output.write_record(
                     tmp, {"kind": "adapter", "task": u.spec.slug, "subsample": u.k, **rec, **prompt}

@@ -28,6 +28,20 @@ RECIPE = recipe_table(
             "the choice sampled; free: the first choice named, as a whole word (free_answer: last, theirs)",
             "an answer is a task's choice; free: the first, as the study's free-text records ran",
         ),
+        (
+            "answer, generative",
+            "math: the last \\boxed{} of the completion, else its last number (qwen_math_parser.py:485-525), "
+            "then normalised (LaTeX, units, spaces)",
+            "extract math: the last \\boxed{}, else the last number, commas and a trailing point dropped; "
+            "extract task: the task's own first filter, as lm-eval reads the answer it scores",
+            "the parser's LaTeX normalisation is not reproduced: exact match reads the task's own answers",
+        ),
+        (
+            "stop, generative",
+            "the end of sequence (vLLM, aime.sh:68)",
+            "the task's stop strings and max_gen_toks (lm-eval's generation_kwargs)",
+            "a sample ends where lm-eval's generation of the same prompt ends",
+        ),
         ("tie", "the answer counted first (Counter.most_common, ttt_metrics.py:19-21)", "the same", ""),
         (
             "no answer",
