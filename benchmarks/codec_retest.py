@@ -45,6 +45,7 @@ def retest_unit(record: dict) -> bool:
 
 
 def retest(root: Path, dry_run: bool) -> None:
+    found = 0
     for tdir in sorted({p.parent.parent for p in root.rglob("units/*.json")}):
         units = nulls = 0
         settings = {}
@@ -65,7 +66,11 @@ def retest(root: Path, dry_run: bool) -> None:
             if not dry_run:
                 results.write_json(path, null)
         if units or nulls:
-            print(f"{tdir.relative_to(root)}: {units} units, {nulls} null models retested")
+            found += 1
+            word = "would be retested" if dry_run else "retested"
+            print(f"{tdir.relative_to(root)}: {units} units, {nulls} null models {word}")
+    if not found:
+        print(f"no unit under {root} recorded CoDeC (codec_context): nothing to retest")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from harness.core.errors import UserError
+from harness.results import file_problem
 from harness.stats import plots, summary
 
 
@@ -26,6 +27,9 @@ def main(argv: list[str] | None = None) -> None:
     if not dosed:
         sys.exit(f"dose_picture: {args.results} holds no model run at several doses (a config's `doses`)")
     out = Path(args.out).expanduser()
+    problem = file_problem(out)
+    if problem:
+        sys.exit(f"dose_picture: --out {out}: {problem}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(plots.png(plots.dose_response(dosed)))
     print(f"wrote {out}")

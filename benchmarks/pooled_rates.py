@@ -10,7 +10,6 @@ clusters them together (harness.core.power.clustered_wilson). Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pandas as pd
 from contamination.detectors import DETECTORS, error_rates
 from harness import results
 from harness.core import conditions
+from harness.core.errors import UserError, read_json_object
 
 COLUMNS = ("false_positive", "null")
 
@@ -28,7 +28,9 @@ def pooled(folders: list[Path]) -> pd.DataFrame:
     the same design draw the same documents, so their base is one model."""
     frames = []
     for folder in folders:
-        calibration = json.loads(results.calibration_path(folder).read_text())
+        path = results.calibration_path(folder)
+        fix = "write it again: `tapt-bench contamination calibrate --config NAME --out FOLDER --train false`"
+        calibration = read_json_object(path, f"{path} (the detectors' error rates)", fix)
         design = {k: calibration["settings"][k] for k in ("m", "n", "seed")}
         frames.append(pd.DataFrame(calibration["pvalues"]).assign(**design))
     rows = pd.concat(frames, ignore_index=True)
@@ -55,7 +57,10 @@ def main() -> None:
             f"pooled_rates: no calibration.json in {', '.join(missing)}; write one with `tapt-bench "
             "contamination calibrate --config NAME --out FOLDER --train false`"
         )
-    df = pooled(folders)
+    try:
+        df = pooled(folders)
+    except UserError as err:
+        sys.exit(f"pooled_rates: {err}")
     sees = {name: d.sees for name, d in DETECTORS.items()}
     print("detector | false positives (base once, extra; label detectors: test too) | null models")
     for r in error_rates(df[df["detector"].isin(sees)], sees, by=("detector",)):

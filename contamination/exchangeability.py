@@ -9,6 +9,7 @@ accurate where 1 - CDF would round to 0).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,4 +55,15 @@ def pvalue_from_log(log: dict[str, Any], source: str = "log") -> float:
     missing = [k for k in LOG_KEYS if k not in log]
     if missing:
         raise UserError(f"{source}: missing key(s) {missing}; a test log holds {list(LOG_KEYS)}")
-    return t_statistic(log["canonical_logprobs"], log["shuffled_logprobs"])[1]
+    canonical, shuffled = log["canonical_logprobs"], log["shuffled_logprobs"]
+    for key, values in (("canonical_logprobs", [canonical]), ("shuffled_logprobs", shuffled)):
+        flat = [x for row in values if isinstance(row, list) for x in row] if isinstance(values, list) else []
+        rows_ok = isinstance(values, list) and all(isinstance(row, list) and row for row in values)
+        numbers = rows_ok and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat)
+        if not numbers or not all(math.isfinite(x) for x in flat):
+            raise UserError(
+                f"{source}: {key} must hold finite numbers (log-probabilities); it holds "
+                f"{'a non-number' if not numbers else 'NaN or an infinity'}: the log is damaged, write it "
+                "again with `contamination exchangeability --out`"
+            )
+    return t_statistic(canonical, shuffled)[1]

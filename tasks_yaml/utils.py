@@ -66,12 +66,33 @@ def trained_for(peft, given: dict, task: str, slug: str) -> dict:
     the documents of that draw. A --metadata value that contradicts the record, or another task, is
     refused naming both."""
     path = Path(str(peft)).expanduser() / "tapt.json" if peft else None
+    for key in ("m", "n", "seed", "subsample"):
+        value = given.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise UserError(f"task {task}: --metadata {key} must be a whole number, got {value!r}")
+    if path is None or not path.is_file():
+        return {}  # an adapter tapt-bench did not write: --metadata (or its defaults) names the draw
     try:
-        record = json.loads(path.read_text()) if path and path.is_file() else {}
-    except (OSError, ValueError):
-        record = {}
-    if not isinstance(record, dict) or not record:
-        return {}
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(
+            f"task {task}: {path} is not a whole adapter record ({type(err).__name__}: {err}); it names the "
+            "documents the adapter was trained for: write it again (tapt-bench train), or delete it and name "
+            "the draw with --metadata"
+        ) from None
+    named = record.get("task", slug) if isinstance(record, dict) else record
+    if not isinstance(named, str):
+        raise UserError(
+            f"task {task}: {path} names no task slug (task: {named!r}); it was edited: write it again with "
+            "tapt-bench train"
+        )
+    missing = [k for k in TRAINED if record.get(k) is None and k not in given and k != "prompt_format"]
+    if missing:
+        example = ", ".join(f'"{k}": ...' for k in missing)
+        raise UserError(
+            f"task {task}: {path} does not name the adapter's {', '.join(missing)}, so the documents it was "
+            f"trained for are unknown: pass them with --metadata (e.g. {{{example}}})"
+        )
     if record.get("task") not in (None, slug):
         raise UserError(
             f"task {task}: the adapter {peft} was trained on task {record['task']!r} ({path}): score it "

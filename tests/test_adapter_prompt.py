@@ -15,7 +15,8 @@ def chat_adapter(folder, base):
     from peft import LoraConfig
 
     LoraConfig(base_model_name_or_path=str(base), task_type="CAUSAL_LM").save_pretrained(folder)
-    (folder / "tapt.json").write_text(json.dumps({"kind": "adapter", "prompt_format": "chat"}))
+    draw = {"task": "ag_news", "m": 4, "n": 6, "seed": 0, "subsample": 0}  # a whole record names its draw
+    (folder / "tapt.json").write_text(json.dumps({"kind": "adapter", "prompt_format": "chat", **draw}))
     return folder
 
 
@@ -105,7 +106,7 @@ def test_a_chat_adapter_the_grid_kept_scores_through_lm_eval_as_the_grid_scored_
     assert json.loads((adapter / "tapt.json").read_text())["prompt_format"] == "chat"
     probs = pd.read_parquet(tdir / "units" / "0.parquet")
     test = probs[probs["condition"] == "test"]
-    metadata = json.dumps({"data_dir": str(data_dir), "m": 4, "n": 6, "subsample": 0})
+    metadata = json.dumps({"data_dir": str(data_dir)})  # the kept adapter's tapt.json names its draw
     lm_eval = str(Path(sys.executable).parent / "lm_eval")
     done = subprocess.run(
         [lm_eval, "--model", "hf", "--model_args", f"peft={adapter}", "--tasks", "tapt_ag_news"]

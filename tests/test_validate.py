@@ -65,7 +65,7 @@ def test_a_good_task_passes(tmp_path, capsys):
             GOOD,
             {"text": ["a"] * 60, "label": [(i % 3) * 2 for i in range(60)]},
             [],
-            "missing [1, 3], out of range [4] (label gap)",
+            "labels [4] are not classes (0..2); classes [1] have no row",
         ),
         (
             GOOD,

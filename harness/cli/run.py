@@ -101,6 +101,8 @@ class RunOptions(Settings):
             i, count = (int(x) for x in self.shard.split("/"))
         except ValueError:
             raise SettingsError(f"--shard must look like i/N (e.g. 0/4), got {self.shard!r}") from None
+        if count < 1:
+            raise SettingsError(f"--shard {self.shard}: N must be at least 1 (i/N: the i-th of N slices)")
         if not 0 <= i < count:
             raise SettingsError(
                 f"--shard {self.shard}: i must be 0 to N - 1 (for N = {count}: "
@@ -136,6 +138,11 @@ def cmd_run(args: argparse.Namespace) -> None:
     opts = from_namespace(RunOptions, args)
     cfg = grid_config(opts.config, args)
     shard = opts.shard_pair()
+    if opts.until_mde and cfg.plan.confirmatory:
+        raise SettingsError(
+            "--until-mde stops a method once its MDE reaches a target, which reads its data; a confirmatory "
+            "plan runs every planned unit and is never stopped on them: drop --until-mde"
+        )
     if cfg.plan.confirmatory and cfg.grid.flow == "zero_shot":  # the plan's tasks, before any unit
         from harness.grid.screen import screened
 
@@ -154,9 +161,10 @@ def cmd_run(args: argparse.Namespace) -> None:
         else:
             for cell in cfg.run_configs():
                 run_one(cell)
-    if shard[1] == 1 and opts.summary:
-        for cell in cfg.run_configs():
-            print_summary(resolve.folder(cell))
+    if shard[1] == 1 and opts.summary:  # one summary of the run's models: its family as summarize reads it
+        folders = [resolve.folder(cell) for cell in cfg.run_configs()]
+        models = [(c.sample.m, c.sample.n, f.name) for c, f in zip(cfg.run_configs(), folders)]
+        print_summary(Path(cfg.grid.out), models=models)
 
 
 @contextlib.contextmanager
@@ -181,24 +189,32 @@ def executor(opts: RunOptions):
 
 
 def print_summary(
-    root: Path, seed: int = 0, target: float = TARGET, chosen: dict | None = None, tasks: list | None = None
+    root: Path,
+    seed: int = 0,
+    target: float = TARGET,
+    chosen: dict | None = None,
+    tasks: list | None = None,
+    models: list | None = None,
 ) -> None:
     """A results folder's summary as text: the tables, changed predictions, collapsed models, what each
-    method recorded of itself, and the exposure test."""
+    method recorded of itself, and the exposure test; `models` ((m, n, model) each): those alone, read
+    together (a run's own, whose family its plan names)."""
+    from harness.results import model_dir
+    from harness.stats.summary import format_tables, of_folder
+
+    summary = of_folder(root, seed, target, chosen=chosen, tasks=tasks, models=models)
+    print(format_tables(summary))
+    for folder in [model_dir(root, m, n, tag) for m, n, tag in models] if models else [root]:
+        print_details(folder, summary)
+
+
+def print_details(root: Path, summary: dict) -> None:
+    """A folder's changed predictions, collapsed models, what each method recorded and the exposure test."""
     from harness.results import exposure_tests
     from harness.stats.diagnostics import format_records, method_records
     from harness.stats.exposure_summary import exposure_shares, format_exposure
-    from harness.stats.summary import (
-        format_changes,
-        format_one_class,
-        format_tables,
-        of_folder,
-        one_class,
-        prediction_changes,
-    )
+    from harness.stats.summary import format_changes, format_one_class, one_class, prediction_changes
 
-    summary = of_folder(root, seed, target, chosen=chosen, tasks=tasks)
-    print(format_tables(summary))
     changes = prediction_changes(root)
     parts = [
         "" if changes.empty else format_changes(changes),

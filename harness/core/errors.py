@@ -48,8 +48,13 @@ class SettingsError(UserError):
 
 def read_json_object(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     """A JSON file that must hold an object: a UserError naming it (`what`) and `fix` where it does not."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what}: a folder, not a file; {fix}")
+    if not path.exists():
+        raise UserError(f"{what}: no such file; {fix}")
     try:
-        value = json.loads(Path(path).read_text())
+        value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserError(f"{what}: not valid JSON ({type(err).__name__}: {err}); {fix}") from err
     if not isinstance(value, dict):

@@ -112,6 +112,26 @@ def load_registering(targets: list[str], flag: str, count, what: str, fix: str) 
         _LOADED.add(target)
 
 
+def source_sha256(target: str) -> str | None:
+    """The sha256 of the file that defines a plug-in named `path/to/file.py:attr` or `package.module:attr`
+    (its module's own file; what that file imports is not covered); None for a built-in (the product
+    commit covers it) or where the file cannot be found."""
+    import hashlib
+
+    module = target.rpartition(":")[0] or target
+    if module.endswith(".py"):
+        path = Path(module)
+    else:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return None
+        path = Path(found.origin) if found and found.origin else None
+    if path is None or not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def where(fn) -> str:
     """The file (else the module) a plug-in's function is defined in, for its errors."""
     try:

@@ -151,6 +151,7 @@ class GridSettings(Settings):
         twice = sorted({t for t in self.tasks if self.tasks.count(t) > 1})
         if twice:
             raise SettingsError.of("tasks", f"names {', '.join(twice)} more than once: name each task once")
+        self.doses = {name: numbers_of(swept) for name, swept in self.doses.items()}
         for name, swept in self.doses.items():
             if (
                 not isinstance(swept, dict)
@@ -177,3 +178,21 @@ class GridSettings(Settings):
     def parts(self) -> dict[str, bool]:
         """Which optional parts of a unit this run has (their keys are recorded only when on)."""
         return {EXPOSURE: self.exposure, STREAM: conditions.STREAM in self.conditions}
+
+
+def numbers_of(swept):
+    """A dose's values with each number written as text read as the number (`2e-3` is 0.002: one dose,
+    one folder, whichever way it is spelt); other values as they are."""
+    if not isinstance(swept, dict):
+        return swept
+    return {k: [number(v) for v in vs] if isinstance(vs, list) else vs for k, vs in swept.items()}
+
+
+def number(value):
+    if not isinstance(value, str):
+        return value
+    try:
+        read = float(value)
+    except ValueError:
+        return value
+    return int(read) if value.strip().lstrip("+-").isdigit() else read

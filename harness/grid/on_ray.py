@@ -74,11 +74,11 @@ def executor(*, address: str | None, cpus_per_unit: float, gpus_per_unit: float 
     def execute(pending: list[UnitPlan], keep_adapters: bool) -> Iterator[UnitRecord]:
         if not pending:
             return
-        os.environ.setdefault(
-            "RAY_COLOR_PREFIX", "0"
-        )  # the forwarded worker lines go to the run log: no colours
         if not ray.is_initialized():
-            ray.init(address=address, log_to_driver=True)
+            # a worker's own output (the Trainer's step lines) stays in Ray's worker logs: forwarded, it
+            # reached the terminal after the run's log had closed; a failure comes back as its error
+            ray.init(address=address, log_to_driver=False)
+            log.info("Ray workers' own output: the worker logs of Ray's session (ray.init's temp folder)")
         if share["gpus"] is None and not ray.cluster_resources().get("GPU"):
             share["gpus"] = 0.0
         threads, todo = max(1, int(cpus_per_unit)), list(pending)

@@ -10,6 +10,7 @@ from pathlib import Path
 from contamination import codec
 from harness import results
 from harness.core.errors import SettingsError
+from harness.core.plugins import source_sha256
 from harness.core.sections import recorded as section_record
 from harness.core.settings import Settings, field_names, fingerprint
 from harness.grid import flow, study_layout
@@ -50,6 +51,9 @@ def method_settings(cfg: GridConfig, slug: str | None = None, method: Found = No
     except SettingsError as err:
         if slug and err.key in study_layout.task_keys(method.settings, cfg.grid.task_overrides.get(slug, {})):
             raise SettingsError.of("task_overrides", f"{slug}.{err.key}: {err.problem}") from None
+        dosed = {s for swept in cfg.grid.doses.values() for s in swept}
+        if err.key in dosed:  # a dose's value: the key the user wrote it under
+            raise SettingsError.of("doses", f"{method.name}: {err.key}: {err.problem}") from None
         raise SettingsError(f"method_settings {err}", "method_settings", str(err)) from None
 
 
@@ -94,7 +98,22 @@ def recorded(cfg: GridConfig, method: Found = None) -> dict:
     if cfg.grid.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
         out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
         out["codec_block"] = cfg.grid.codec_block  # documents that share a context
-    return study_layout.record(cfg.grid.flow, method.name, method_settings(cfg, method=method), out)
+    if cfg.grid.scores and cfg.grid.exposure:  # a plug-in score's code, as its settings are recorded
+        out["scores_code"] = {target: source_sha256(target) for target in cfg.grid.scores}
+    record = study_layout.record(cfg.grid.flow, method.name, method_settings(cfg, method=method), out)
+    code = plugin_code(method)
+    return record | ({"method_code": code} if code else {})
+
+
+def plugin_code(method: methods.Method) -> str | None:
+    """A plug-in method's file, by its sha256 (a built-in's code is the product commit's): a unit of an
+    edited plug-in is a unit of other settings, never pooled with the old one's."""
+    source = method.source
+    if source == "built in":
+        return None
+    if source.startswith("entry point"):  # 'entry point NAME (module:attr)'
+        source = source[source.index("(") + 1 : -1]
+    return source_sha256(source)
 
 
 def applying(cfg: GridConfig, overrides: dict, method: methods.Method) -> dict:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness import results
+from harness.core import study_plan
 from harness.core import threads as thread_count
 from harness.core.errors import SettingsError
 from harness.core.provenance import library_versions
@@ -47,8 +48,36 @@ def stale_records(planned: RunPlan) -> list[tuple[Path, int, dict]]:
     ]
 
 
+def check_plan_kept(planned: RunPlan) -> None:
+    """A confirmatory run resumes only its own plan: where a run of the folder read another config (a key
+    changed since its first round), refuse, naming each changed key; a manifest whose config no longer
+    matches its hash (edited by hand) is refused the same way."""
+    if not planned.config.plan.confirmatory:
+        return
+    now = {k: v for k, v in planned.config.keys().items() if k not in study_plan.WHERE}
+    for path in results.manifest_paths(planned.folder):
+        found = results.read_json_object(path, str(path), "delete it; the next run writes it again")
+        config = found.get("config") or {}
+        if study_plan.config_hash(config) != found.get("config_hash"):
+            raise SettingsError(
+                f"{path} was edited after its run wrote it (its config no longer matches its hash "
+                f"{found.get('config_hash')}): a confirmatory plan cannot be resumed from it; restore it"
+            )
+        if found.get("config_hash") != planned.config_hash:
+            changed = sorted(
+                k for k in set(now) | set(config) if k not in study_plan.WHERE and now.get(k) != config.get(k)
+            )
+            shown = "; ".join(f"{k}: {config.get(k)!r} then, {now.get(k)!r} now" for k in changed)
+            raise SettingsError(
+                f"{planned.folder} holds a confirmatory plan whose first runs read another config ({shown}); "
+                "a plan is fixed before it runs: restore those keys to resume it, or run the new config "
+                "into another --out as a new plan"
+            )
+
+
 def check_settings(planned: RunPlan, overwrite: bool) -> None:
     """Refuse to add units to results made with other settings; with `overwrite`, delete those units."""
+    check_plan_kept(planned)
     stale = stale_records(planned)
     if not stale:
         return
@@ -234,8 +263,10 @@ def stage_line(unit_seconds: list[dict[str, float]], wall: float) -> str:
         detail = ", ".join(f"{c} {s:.0f}" for c, s in by_cond.items() if c)
         parts.append(f"{stage} {sum(by_cond.values()):.0f}" + (f" ({detail})" if detail else ""))
     rest = wall - sum(sum(c.values()) for c in stages.values())
-    if rest >= 0:  # parallel units (workers, Ray) sum to more than the wall time: no remainder then
+    if rest >= 0:
         parts.append(f"other {rest:.0f} (loading the base, data, writing)")
+    else:  # parallel units (workers, Ray): their stages overlap in time
+        parts.append("units ran side by side, so their stages add up to more than the wall time")
     return f"seconds by stage over {len(unit_seconds)} unit(s), {wall:.0f} s in all: " + " · ".join(parts)
 
 

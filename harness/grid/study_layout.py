@@ -26,6 +26,7 @@ FORM = tuple(field_names(BaseForm))  # the base's form: top-level keys, for ever
 # (without bf16) out of the base's settings, and only those
 TRAINING_KEYS = tuple(k for k in field_names(LoraTrainingSettings) if k not in FORM)
 METHOD_KEYS = ("method", "method_settings", "conditions", "stream_chunks", "stream_mode", "stream_chunk_size")
+METHOD_KEYS += ("method_code",)  # a plug-in method's file (resolve.plugin_code)
 
 
 class SettingsNote(UserWarning):

@@ -264,6 +264,11 @@ class _After:
 
 
 def install() -> None:
+    import logging
+
+    # bitsandbytes says at import, on CPUs with AVX512-BF16, that an optional hub kernel for 4-bit CPU
+    # inference is missing (a speed, never a number): noise before lm_eval's and our scripts' own words
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
     if any(isinstance(f, _After) for f in sys.meta_path):
         return
     finder = _After()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import results
+from harness.core import study_plan
 
 CONFIRMED, EXPLORATORY = "confirmed", "exploratory"
 
@@ -21,7 +22,13 @@ CONFIRMED, EXPLORATORY = "confirmed", "exploratory"
 def confirmation(mdir: Path) -> dict[str, Any]:
     """{'status', 'why' (reasons it is not confirmed), 'plan' (the config's test), 'commit', 'config' (the
     config its run recorded, its plan among its keys; the summary reads its test from it)}."""
-    configs = [(m.get("config") or {}, m.get("config_hash")) for m in results.manifests(mdir)]
+    found = results.manifests(mdir)
+    configs = [(m.get("config") or {}, m.get("config_hash")) for m in found]
+    edited = [
+        path.name
+        for path, (config, recorded) in zip(results.manifest_paths(mdir), configs)
+        if config and recorded and study_plan.config_hash(config) != recorded
+    ]
     if not configs:
         why = "no run manifest here (results made elsewhere): no plan on record"
         return {"status": EXPLORATORY, "why": [why], "config": {}}
@@ -30,7 +37,11 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         why = "its config declares no plan (confirmatory: true), so its test was not fixed before it ran"
         return {"status": EXPLORATORY, "why": [why], "config": configs[0][0]}
     plan, planned_hash = plans[0]
-    why = []
+    why = [
+        f"{name} was edited after its run wrote it (its config no longer matches its hash): the plan it "
+        "states is not the one the run read"
+        for name in edited
+    ]
     if len({h for _, h in configs}) > 1:
         why.append(
             f"its {len(configs)} runs read different configs (hashes {sorted({str(h) for _, h in configs})})"

@@ -223,7 +223,8 @@ def dose_of(model: str) -> tuple[str, str, float] | None:
 
 def dose_response(configs: list[dict]):
     """Per dosed model: the pooled bias and leak (and the boost) against the dose, with their two-sided
-    95% intervals (an unbounded end drawn to the panel's edge); one panel a model."""
+    95% intervals; an unbounded end (too few units) is drawn to the panel's edge, dashed, with an arrow
+    there; one panel a model."""
     plt = pyplot()
     groups: dict[tuple, list] = {}
     for c in configs:
@@ -234,19 +235,41 @@ def dose_response(configs: list[dict]):
     for ax, ((model, setting, m, n), points) in zip(axes[0], sorted(groups.items())):
         points.sort(key=lambda p: p[0])
         x = np.array([p[0] for p in points])
-        for i, (effect, marker) in enumerate(zip(("bias", "leak", "boost"), "osD")):
-            rows = [c for _, c in points if key(effect, "mean") in c]
-            if len(rows) != len(points):
+        drawn = [e for e in ("bias", "leak", "boost") if all(key(e, "mean") in c for _, c in points)]
+        values = [100 * c[key(e, s)] for e in drawn for _, c in points for s in ("mean", "low", "high")]
+        finite = [v for v in values if np.isfinite(v)] or [0.0]
+        pad = max(1.0, 0.15 * (max(finite) - min(finite)))
+        bottom, top = min(finite) - pad, max(finite) + pad
+        for effect, marker in zip(("bias", "leak", "boost"), "osD"):
+            if effect not in drawn:
                 continue
+            i = ("bias", "leak", "boost").index(effect)
+            rows = [c for _, c in points]
             mean = np.array([100 * c[key(effect, "mean")] for c in rows])
             low = np.array([100 * c[key(effect, "low")] for c in rows])
             high = np.array([100 * c[key(effect, "high")] for c in rows])
-            low, high = np.where(np.isfinite(low), low, -100), np.where(np.isfinite(high), high, 100)
             shift = x * (1 + 0.06 * (i - 1))  # side by side at each dose, on the log axis
             label = conditions.label(effect, " - ")
-            ax.errorbar(
-                shift, mean, yerr=[mean - low, high - mean], fmt=marker + "-", ms=5, capsize=3, label=label
+            shown_low, shown_high = (
+                np.where(np.isfinite(low), low, bottom),
+                np.where(np.isfinite(high), high, top),
             )
+            bars = ax.errorbar(
+                shift,
+                mean,
+                yerr=[mean - shown_low, shown_high - mean],
+                fmt=marker + "-",
+                ms=5,
+                capsize=3,
+                label=label,
+            )
+            for end, edge, arrow in ((low, bottom, "v"), (high, top, "^")):
+                out = ~np.isfinite(end)
+                if out.any():  # unbounded: dashed to the edge, an arrow at it
+                    color = bars[0].get_color()
+                    ax.vlines(shift[out], mean[out], edge, colors=color, linestyles="dashed", lw=1)
+                    ax.plot(shift[out], np.full(out.sum(), edge), arrow, color=color, ms=7, clip_on=False)
+        ax.set_ylim(bottom, top)
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_xticks(x, [f"{v:g}" for v in x])

@@ -104,6 +104,9 @@ def dose_section(configs: list[dict]) -> str:
     for c in dosed:
         row = [(c["model"], c["model"])]
         for e in ("bias", "leak", "boost"):
+            if verdict.key(e, "mean") not in c:  # a run without the leak: no leak to show
+                row.append(("not run", None))
+                continue
             low, high = c[verdict.key(e, "low")], c[verdict.key(e, "high")]
             text = f"{verdict.pts(c[verdict.key(e, 'mean')])} {verdict.interval(low, high)}"
             row.append((text, c[verdict.key(e, "mean")]))

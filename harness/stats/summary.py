@@ -53,14 +53,18 @@ def of_folder(
     accuracies: pd.DataFrame | None = None,
     chosen: dict | None = None,
     tasks: list[str] | None = None,
+    models: list[tuple[int, int, str]] | None = None,
 ) -> dict[str, Any]:
     """The summary of a results folder: each (m, n, model) read with the plan its run recorded, and told
     whether it is confirmed (harness.stats.confirmation); `accuracies`: root's, where already collected;
     `chosen`: the test a user named for folders without a plan (plan_of); `tasks`: read these tasks
-    alone, a choice made after the data (post hoc: never confirmed)."""
+    alone, a choice made after the data (post hoc: never confirmed); `models`: these (m, n, model)
+    alone."""
     from harness.stats import confirmation
 
     df = results.collect(root) if accuracies is None else accuracies
+    if models:  # these (m, n, model) alone: a run's own, read as summarize reads their folder
+        df = df[[cell in set(models) for cell in zip(df["m"], df["n"], df["model"])]]
     if tasks:
         unknown = sorted(set(tasks) - set(df["task"]))
         if unknown:

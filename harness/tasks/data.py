@@ -202,11 +202,18 @@ def pool_problems(spec: TaskSpec, df: pd.DataFrame) -> list[str]:
             f"class-count mismatch: the data has {len(present)} distinct labels {present}, "
             f"the YAML names {k} classes {list(spec.classes)}"
         )
-    gaps = sorted(set(range(max(k, present[-1] + 1))) - set(present)) if present else []
+    gaps = [c for c in range(k) if c not in present]
     outside = [v for v in present if not 0 <= v < k]
     if gaps or outside:
+        said = [f"labels {outside} are not classes (0..{k - 1})"] if outside else []
+        said += (
+            [f"classes {gaps} have no row" if outside else f"classes {gaps} have no row (label gap)"]
+            if gaps
+            else []
+        )
         problems.append(
-            f"labels must be 0..{k - 1} with each present; missing {gaps}, out of range {outside} (label gap)"
+            f"labels must be 0..{k - 1}, one for each of the YAML's {k} classes {list(spec.classes)}: "
+            + "; ".join(said)
         )
     return problems
 
