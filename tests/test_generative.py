@@ -244,3 +244,38 @@ def test_a_generative_models_answer_to_most_documents_is_its_collapse():
     )
     assert collapsed(unit).startswith("test=") and "extra" not in collapsed(unit)
     assert np.isfinite(float(collapsed(unit).split("=")[1]))
+
+
+def test_the_screen_reads_a_generative_tasks_generated_answers_against_its_commonest_answer(
+    tmp_path, tiny_llama
+):
+    from harness.grid.config import load_config
+    from harness.grid.screen import screen_task
+
+    cfg = load_config(grid(tmp_path, tiny_llama, confirmatory=True))
+    found = screen_task(cfg, "arithmetic")
+    assert found.documents == 4 + 8 and 0 < found.chance < 0.5  # sums repeat, but no one answer is most
+    assert found.correct == 0 and not found.entered  # a random model answers no sum
+
+
+@pytest.mark.slow
+def test_the_embedded_model_answers_the_offline_generative_task_and_the_design_reads_it(tmp_path):
+    """SmolLM2-135M-Instruct on tapt_arithmetic: its base answers some sums (above 0), prompt TAPT and
+    the leak train, and the summary prints the boost, bias and leak."""
+    cfg = {
+        "tasks": ["arithmetic"],
+        "m": 4,
+        "n": 16,
+        "subsamples": 1,
+        "conditions": ["base", "extra", "test", "leak"],
+        "quantize": "none",
+        "eval_batch_size": 16,
+        "method_settings": {"prompt-tapt": {"lr": 0.002, "epochs": 1, "batch_size": 8}},
+    }
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg)
+    main(["run", "--config", str(path), "--threads", "1"])
+    tdir = tmp_path / "out" / "m4" / "n16" / "SmolLM2-135M-Instruct" / "arithmetic"
+    acc = pd.read_csv(tdir / "accuracies.csv")
+    assert acc["base"].iloc[0] > 0
+    record = json.loads((tdir / "units" / "0.json").read_text())
+    assert record["answers"]["base"]["share"] < 0.5  # not one answer to everything

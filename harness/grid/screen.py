@@ -6,7 +6,8 @@ a bias.
 
 The base scores every train and extra document of the task's planned subsamples once, each read with the
 plan's rule (`accuracy`); the task enters where a one-sided binomial test of those answers against
-chance (1 / the classes) gives p <= ALPHA. The result is written before the first unit (results.
+chance (1 / the classes; a generative task's: the share of its most common gold answer) gives
+p <= ALPHA. The result is written before the first unit (results.
 screen_path), so a resumed run reads the same screen, and the summary names the tasks left out."""
 
 from __future__ import annotations
@@ -52,7 +53,15 @@ class Screened:
 
 def answers(model, tokenizer, spec: Spec, docs: pd.DataFrame, rule: str, batch_size: int) -> np.ndarray:
     """Whether the base's choice is the gold one, per document, by `rule` (acc: the largest summed
-    log-likelihood; mean_token: the largest mean per token), as the zero-shot flow reads test."""
+    log-likelihood; mean_token: the largest mean per token), as the zero-shot flow reads test; a
+    generative task's: whether its greedy answer, read by the task's filter, is the gold one."""
+    if spec.generative:
+        from harness.core.generation import generate
+
+        how = spec.answering
+        texts = generate(model, tokenizer, list(docs["prompt"]), how.max_tokens, how.until, batch_size)
+        gold = [str(c[0]).strip() for c in docs["choices"]]
+        return np.array([a is not None and a == g for a, g in zip(how.extract(texts), gold)])
     pairs = [
         [loglik.encode_pair(tokenizer, p, spec.target_delimiter + c) for c in cs]
         for p, cs in zip(docs["prompt"], docs["choices"])
@@ -80,7 +89,10 @@ def screen_task(cfg: GridConfig, slug: str) -> Screened:
     docs = pd.concat(parts).drop_duplicates("row")
     base = loaded_base(cfg.model, cfg.form)
     correct = answers(base.model, base.tokenizer, spec, docs, cfg.grid.accuracy, cfg.grid.eval_batch_size)
-    chance = float(np.mean([1 / len(c) for c in docs["choices"]]))
+    if spec.generative:  # chance: always answering the most common gold answer
+        chance = float(docs["choices"].map(lambda c: str(c[0])).value_counts().iloc[0] / len(docs))
+    else:
+        chance = float(np.mean([1 / len(c) for c in docs["choices"]]))
     p = float(stats.binomtest(int(correct.sum()), len(correct), chance, alternative="greater").pvalue)
     return Screened(slug, len(correct), int(correct.sum()), chance, p, p <= ALPHA)
 
