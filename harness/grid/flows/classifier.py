@@ -37,6 +37,11 @@ def check(cfg: Sections) -> None:
 
 
 def check_task(spec) -> str | None:
+    if getattr(spec, "generative", False):
+        return (
+            "flow classifier trains a head that picks a class, and this task is generative (the model writes "
+            "its answer); run it with flow: zero_shot"
+        )
     if spec.classes is None:
         return (
             "flow classifier trains a head over fixed classes, and this task's choices differ "
