@@ -24,6 +24,7 @@ group `tapt_bench.detectors` naming a module that registers on import).
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ import pandas as pd
 from contamination.doc_scores import Score
 from contamination.exposure import BUILT_IN_COLUMNS, two_sample
 from harness.core import conditions
-from harness.core.plugins import called, load_attr, load_entry_points, real
+from harness.core.plugins import PluginError, Registry, called, real
 from harness.core.power import ALPHA, clustered_wilson, wilson
 
 TEXT, LABELS = "text", "labels"
@@ -47,6 +48,7 @@ class Detector:
 
     sees: str
     pvalue: Callable[[dict, str, list[str]], float | None]
+    name: str = ""  # its name in DETECTORS (register sets it)
 
 
 def saw(cond: str, what: str) -> bool:
@@ -111,7 +113,12 @@ def codec_pvalue(record: dict, cond: str, texts: list[str]) -> float | None:
     return None if test is None else test["p_test"]
 
 
-DETECTORS: dict[str, Detector] = {
+ENTRY_POINTS = "tapt_bench.detectors"
+# the detectors by name: the built-ins below, then the plug-ins (a plug-in score registers its own)
+DETECTORS: Registry[Detector] = Registry(
+    "detector", Detector, ENTRY_POINTS, "my_detectors.py", builtins=lambda: BUILT_IN, key=lambda d: d.name
+)
+BUILT_IN = {
     "exposure text": Detector(TEXT, recorded("text")),
     "exposure label": Detector(LABELS, recorded("label")),
     "exposure label (twin)": Detector(LABELS, recorded("label_twin")),
@@ -122,23 +129,26 @@ DETECTORS: dict[str, Detector] = {
     "zlib ratio": Detector(TEXT, uncalibrated(zlib_ratio)),
     "CoDeC": Detector(TEXT, codec_pvalue),
 }
-
-
-ENTRY_POINTS = "tapt_bench.detectors"
+BUILT_IN = {name: dataclasses.replace(d, name=name) for name, d in BUILT_IN.items()}
 UNIT = ("task", "subsample")  # the p-values of one unit's models: they share its documents
 _SCORES: dict[str, Score] = {}  # plug-in scores by the target that named them, each loaded once
 
 
+def own_name(value: Score, target: str) -> None:
+    if value.name in BUILT_IN_COLUMNS:
+        raise PluginError(f"{target!r}: its name {value.name!r} is a built-in score's; choose another")
+
+
+# the plug-in per-document scores (the built-ins are doc_scores' own columns)
+SCORES: Registry[Score] = Registry("score", Score, "tapt_bench.scores", "my_score.py:SCORE", check=own_name)
+
+
 def load_score(target: str) -> Score:
-    """A plug-in per-document score named `path/to/file.py:attr` or `module:attr`, with its detector
-    registered under the score's name. Raises ValueError with what to fix."""
+    """A plug-in per-document score named `path/to/file.py:attr` or `module:attr` (SCORES.find), with its
+    detector registered under the score's name. Raises a PluginError (a ValueError) with what to fix."""
     if target in _SCORES:
         return _SCORES[target]
-    value = load_attr(target, "my_score.py:SCORE")
-    if not isinstance(value, Score):
-        raise ValueError(f"{target!r} is a {type(value).__name__}, not a contamination.doc_scores.Score")
-    if value.name in BUILT_IN_COLUMNS:
-        raise ValueError(f"{target!r}: its name {value.name!r} is a built-in score's; choose another")
+    value = SCORES.find(target)
     register(value.name, value.detector or Detector(value.sees, recorded_score(value.name)))
     _SCORES[target] = value
     return value
@@ -147,16 +157,17 @@ def load_score(target: str) -> Score:
 def register(name: str, detector: Detector) -> Detector:
     """Add a detector under `name` (refused if the name is taken by another); returns it."""
     if not isinstance(detector, Detector) or detector.sees not in (TEXT, LABELS):
-        raise TypeError(f"detector {name!r} must be a Detector whose sees is {TEXT!r} or {LABELS!r}")
-    if DETECTORS.get(name, detector) is not detector:
-        raise ValueError(f"a detector named {name!r} is registered already; choose another name")
-    DETECTORS[name] = detector
-    return detector
+        raise PluginError(f"detector {name!r} must be a Detector whose sees is {TEXT!r} or {LABELS!r}")
+    named = detector if detector.name == name else dataclasses.replace(detector, name=name)
+    found = DETECTORS.get(name)
+    if found is not None and found == named:  # the same file loaded again (a second --detectors): kept
+        return found
+    return DETECTORS.register(named)
 
 
 def load_installed() -> list[str]:
     """The installed detector plug-ins (entry points of `tapt_bench.detectors`), imported; their names."""
-    return load_entry_points(ENTRY_POINTS)
+    return list(DETECTORS)
 
 
 def unit_pvalues(record: dict, texts: list[str]) -> list[dict]:

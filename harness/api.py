@@ -4,6 +4,7 @@ module that internal renames do not move (as lm-eval's plug-ins import from `lm_
     from harness.api import Adapted, Inputs, Method, Settings, answered, option
     from harness.api import TEXT, Detector, register          # a detector: register("name", Detector(...))
     from harness.api import Statistic, register_statistic     # a summary statistic
+    from harness.api import Flow, UnitPlan, record_of          # a flow: FLOW = Flow(...)
 """
 
 from contamination.detectors import DETECTORS, LABELS, TEXT, Detector, register
@@ -11,6 +12,9 @@ from contamination.doc_scores import Score, ScoreInputs
 from harness.core.errors import SettingsError, UserError
 from harness.core.recipe import recipe_table
 from harness.core.settings import Settings, option
+from harness.grid.flow import Flow
+from harness.grid.unit_plan import UnitPlan
+from harness.grid.unit_record import UnitRecord, record_of
 from harness.stats.statistics import Statistic
 from harness.stats.statistics import register as register_statistic
 from harness.tasks.protocol import Spec, answered
@@ -24,6 +28,7 @@ __all__ = [
     "VOTES",
     "Adapted",
     "Detector",
+    "Flow",
     "Inputs",
     "Method",
     "Settings",
@@ -32,10 +37,13 @@ __all__ = [
     "ScoreInputs",
     "Spec",
     "Statistic",
+    "UnitPlan",
+    "UnitRecord",
     "UserError",
     "answered",
     "option",
     "recipe_table",
+    "record_of",
     "register",
     "register_statistic",
 ]

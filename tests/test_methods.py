@@ -202,8 +202,8 @@ def test_an_installed_entry_point_is_a_method(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     "method, message",
     [
-        ("nope", "key 'method' must be a built-in or installed method .*got 'nope'"),
-        ("{file}:NOT_A_METHOD", "key 'method' .*NOT_A_METHOD' is a int, not a tapt.methods.Method"),
+        ("nope", "key 'method' no method 'nope': the methods are prompt-tapt, .*path/to/file.py:METHOD"),
+        ("{file}:NOT_A_METHOD", "key 'method' .*NOT_A_METHOD' is a int, not a tapt.methods.contract.Method"),
         ("{file}:MISSING", "key 'method' .*cannot be imported \\(AttributeError"),
         (
             "raw-text",

@@ -18,13 +18,13 @@ def cmd_methods_list(args: argparse.Namespace) -> None:
 
 
 def cmd_methods_show(args: argparse.Namespace) -> None:
-    from harness.grid.flow import NAMES, default_method
+    from harness.grid.flow import FLOWS, default_method
     from tapt import methods
 
     m = methods.find(args.name)
     where = (
         f" (method_settings: {{{m.name}: {{...}}}}, or, as the flow's default method, the config's own keys)"
-        if any(f in NAMES and default_method(f) == m.name for f in m.flows)
+        if any(f in FLOWS and default_method(f) == m.name for f in m.flows)
         else f" (method_settings: {{{m.name}: {{...}}}})"
     )
     ran = "" if m.source == "built in" else " (naming it ran its top-level code, as importing a plugin does)"

@@ -274,12 +274,11 @@ STATISTICS_HELP = (
 
 def load_statistics(targets: list[str]) -> None:
     """The installed statistic plug-ins, then each file or module named (each registers as it loads)."""
-    from harness.core.plugins import load_registering
-    from harness.stats import statistics
+    from harness.stats.statistics import STATISTICS
 
-    statistics.load_installed()
     fix = "call harness.api.register_statistic(Statistic(...)) in it (docs/contributing.md)"
-    load_registering(targets, "--statistics", lambda: len(statistics.STATISTICS), "statistic", fix)
+    for target in targets:
+        STATISTICS.load(target, "--statistics", fix)
 
 
 def register(sub) -> None:

@@ -9,8 +9,12 @@ import importlib.util
 import inspect
 import math
 import numbers
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def cannot_import(target: str, module: str, err: Exception) -> str:
@@ -178,3 +182,105 @@ def real(kind: str, name: str, fn, value, low: float | None = None, high: float 
         f"{kind} {name!r} ({where(fn)}) returned {value!r} ({type(value).__name__}); it must return a finite "
         f"number{bounds}: fix that file"
     )
+
+
+class Registry(Mapping[str, T]):
+    """One kind of plug-in (a method, a flow, a detector, a statistic, a score), registered and found one
+    way, with its errors in the same words for every kind. It reads as a mapping of name -> item: the
+    built-ins (`builtins()`), those registered, and those of the installed entry points of the kind's
+    group (each module registers what it defines as it loads, on the first read).
+    - `register(item)` adds one under its name (refused where the name is taken by another, or the item
+      is not of the kind's type);
+    - `find(name)` gives the item of that name (`named(name)`, where given, finds a built-in without
+      loading the others), else an installed entry point's by its name, else the one
+      `package.module:attr` or `path/to/file.py:attr` names (loaded once per process and passed through
+      `check`, which may refuse it or say where it came from);
+    - `load(target)` imports a file or module that registers items as it loads (how statistics and
+      detectors are added from the command line).
+    Written by hand: Python's entry points find installed plug-ins, not files or built-ins."""
+
+    def __init__(
+        self,
+        kind: str,
+        of: type,
+        group: str,
+        example: str,
+        builtins: Callable[[], dict[str, T]] = dict,
+        key: Callable[[Any], str] = lambda item: item.name,
+        check: Callable[[Any, str], Any] | None = None,
+        named: Callable[[str], T | None] = lambda name: None,
+    ) -> None:
+        self.kind, self.of, self.group, self.example = kind, of, group, example
+        self.builtins, self.key, self.check, self.named = builtins, key, check, named
+        self._items: dict[str, T] = {}
+        self._installed = False
+
+    def register(self, item: T) -> T:
+        if not isinstance(item, self.of):
+            raise PluginError(f"{self.kind} {item!r} is a {type(item).__name__}, not a {self.type_name}")
+        name = self.key(item)
+        taken = self._items.get(name) or self.builtins().get(name)
+        if taken is not None and taken is not item:
+            raise PluginError(f"a {self.kind} named {name!r} is registered already; choose another name")
+        self._items[name] = item
+        return item
+
+    @property
+    def type_name(self) -> str:
+        return f"{self.of.__module__}.{self.of.__qualname__}"
+
+    def pop(self, name: str, default=None):
+        """Take a registered item out (a test's plug-in, say)."""
+        return self._items.pop(name, default)
+
+    def installed(self) -> dict[str, str]:
+        """The kind's installed entry points: name -> `module:attr`."""
+        from importlib.metadata import entry_points
+
+        return {e.name: e.value for e in entry_points(group=self.group)}
+
+    def _all(self) -> dict[str, T]:
+        if not self._installed:
+            self._installed = True
+            load_entry_points(self.group)  # each module registers what it defines as it loads
+        return self.builtins() | self._items
+
+    def __getitem__(self, name: str) -> T:
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(list(self._all()))
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def find(self, name: str) -> T:
+        found = self._items.get(name) or self.named(name)
+        if found is not None:
+            return found
+        every = self._all()
+        if name in every:
+            return every[name]
+        target = self.installed().get(name, name)
+        if ":" not in target:
+            raise PluginError(
+                f"no {self.kind} {name!r}: the {self.kind}s are {', '.join(every)}, or your own as "
+                f"`package.module:attr` or `{self.example}`"
+            )
+        try:
+            value = load_attr(target, self.example)
+        except ValueError as err:
+            raise PluginError(str(err)) from None
+        if not isinstance(value, self.of):
+            raise PluginError(f"{target!r} is a {type(value).__name__}, not a {self.type_name}")
+        if self.check is not None:
+            value = self.check(value, target) or value
+        return value
+
+    def load(self, target: str, flag: str, fix: str) -> None:
+        """Import a file or module that registers this kind's items as it loads (load_registering)."""
+        load_registering([target], flag, lambda: len(self._items), self.kind, fix)
+
+
+class PluginError(ValueError):
+    """A plug-in that cannot be found, loaded or registered: says which and what to fix."""

@@ -230,11 +230,9 @@ def why_none(cfg: GridConfig, opts) -> str:
 
 def load_detectors(targets: list[str]) -> None:
     """The installed detector plug-ins, then each file or module named (each registers as it loads)."""
-    from harness.core.plugins import load_registering
-
-    detectors.load_installed()
     fix = "call contamination.detectors.register(name, Detector(sees, pvalue)) in it (docs/contamination.md)"
-    load_registering(targets, "detectors", lambda: len(detectors.DETECTORS), "detector", fix)
+    for target in targets:
+        detectors.DETECTORS.load(target, "detectors", fix)
 
 
 def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None = None) -> dict:

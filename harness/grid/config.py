@@ -3,6 +3,7 @@ with every key checked before anything is written."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import yaml
@@ -10,13 +11,12 @@ import yaml
 from contamination.exposure_run import ExposureSettings
 from harness.core import models, yaml_files
 from harness.core.errors import SettingsError, UserError
-from harness.core.models import SMOLLM2, BaseForm, ModelSettings
+from harness.core.models import SMOLLM2, ModelSettings
 from harness.core.sections import Sections
 from harness.core.settings import against, field_names, flag, from_mapping
 from harness.core.study_plan import StudyPlan
 from harness.grid import flow, study_layout
 from harness.grid.grid_settings import GridSettings
-from harness.scoring.classifier import ClassifierSettings
 from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.subsample import SampleSettings
@@ -24,24 +24,19 @@ from tapt import methods
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
 
-SECTIONS = {
-    "grid": GridSettings,
-    "sample": SampleSettings,
-    "model": ModelSettings,
-    "form": BaseForm,  # every method's: a method's own settings are in method_settings
-    "head": ClassifierSettings,
-    "statistic": ExposureSettings,
-    "plan": StudyPlan,
+SHARED = {"grid": GridSettings, "sample": SampleSettings, "model": ModelSettings}
+TITLES = {"grid": "the grid", "sample": "the subsample", "model": "the base model"}
+# each built-in flow's own sections (harness/grid/flow.py: a flow declares them), then the exposure test's
+# and the plan's, which every flow reads
+OWN = {
+    name: spec
+    for f in sorted(flow.builtin().values(), key=lambda f: f.name, reverse=True)
+    for name, spec in f.sections.items()
 }
-TITLES = {
-    "grid": "the grid",
-    "sample": "the subsample",
-    "model": "the base model",
-    "form": "the base's form, for every method",
-    "head": "the classifier head",
-    "statistic": "the exposure test",
-    "plan": "the study's plan, fixed before it runs",
-}
+SECTIONS = SHARED | {name: cls for name, (cls, _) in OWN.items()}
+SECTIONS |= {"statistic": ExposureSettings, "plan": StudyPlan}
+TITLES |= {name: title for name, (_, title) in OWN.items()}
+TITLES |= {"statistic": "the exposure test", "plan": "the study's plan, fixed before it runs"}
 
 
 class GridConfig(Sections):
@@ -61,7 +56,8 @@ class GridConfig(Sections):
     def check(self) -> None:
         """The keys' values against each other, with no I/O: a config is a value. What needs the disk or a
         plug-in (the out folder, each method, each cell) is checked once for a run, by `check_run`."""
-        flow.get(self.grid.flow).check(self)
+        served = flow.get(self.grid.flow)
+        served.check(self)
         if self.grid.model_tag is not None and not methods.NAME.fullmatch(self.grid.model_tag):
             problem = (
                 f"{self.grid.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no "
@@ -147,6 +143,30 @@ def config_path(name: str | Path) -> Path:
     return path
 
 
+@functools.cache
+def with_sections(name: str, extra: tuple) -> type[GridConfig]:
+    """GridConfig with a plug-in flow's own sections (name, class, title) beside the shared ones."""
+    sections = GridConfig.SECTIONS | {key: cls for key, cls, _ in extra}
+    titles = GridConfig.TITLES | {key: title for key, _, title in extra}
+    return type(f"GridConfig[{name}]", (GridConfig,), {"SECTIONS": sections, "TITLES": titles})
+
+
+def config_class(raw: object, overrides: dict | None = None) -> type[GridConfig]:
+    """The config class of a config's flow: GridConfig, composed with the sections a plug-in flow
+    brings (a built-in flow's are GridConfig's own)."""
+    name = (overrides or {}).get("flow") or (raw.get("flow") if isinstance(raw, dict) else None)
+    if not isinstance(name, str) or name in flow.builtin():
+        return GridConfig
+    try:
+        found = flow.get(name)
+    except SettingsError:
+        return GridConfig  # the config's check names the flow
+    extra = tuple(
+        (k, cls, title) for k, (cls, title) in found.sections.items() if k not in GridConfig.SECTIONS
+    )
+    return with_sections(found.name, extra) if extra else GridConfig
+
+
 def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
     """Read and check a grid config (a file, or a shipped config's name) with `overrides` (from flags)
     on top: known keys, types, the base, known tasks, pools large enough for m + 2n. What needs the run
@@ -165,11 +185,12 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         shipped = ", ".join(p.stem for p in sorted(CONFIGS_DIR.glob("*.yaml")))
         raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err
     overrides = overrides or {}
+    cls = config_class(raw, overrides)
     if isinstance(raw, dict):
-        raw = study_layout.read_old_keys(raw, set(field_names(GridConfig)), str(path))
+        raw = study_layout.read_old_keys(raw, set(field_names(cls)), str(path))
         raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
     try:
-        cfg = from_mapping(GridConfig, raw, str(path))  # its older keys were read above
+        cfg = from_mapping(cls, raw, str(path))  # its older keys were read above
         cells = cfg.run_configs()
     except SettingsError as err:
         raise as_set(err, path, overrides) from None
@@ -210,9 +231,10 @@ def as_set(err: SettingsError, path: Path, overrides: dict) -> SettingsError:
 
 def read(raw: dict, source: str) -> GridConfig:
     """A config from its keys, the older spelling of a method's settings read as the new (with a note)."""
+    cls = config_class(raw)
     if isinstance(raw, dict):
-        raw = study_layout.read_old_keys(raw, set(field_names(GridConfig)), source)
-    return from_mapping(GridConfig, raw, source)
+        raw = study_layout.read_old_keys(raw, set(field_names(cls)), source)
+    return from_mapping(cls, raw, source)
 
 
 def narrowed(raw: dict, overrides: dict) -> dict:

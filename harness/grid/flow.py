@@ -1,51 +1,89 @@
-"""The seam between the grid and its flows: `Flow`, what the grid asks of a flow, and the flows by name.
-Each flow is one file of harness/grid/flows/: the zero-shot flow (prompt adapters, scored zero-shot
-through lm-eval) and the classifier flow (a classification head fine-tuned on the adapted base).
+"""The seam between the grid and its flows: `Flow`, what the grid asks of a flow, and the flows by name
+(FLOWS). A flow is one file: harness/grid/flows/ holds the built-ins (the zero-shot flow: prompt adapters,
+scored zero-shot through lm-eval; the classifier flow: a classification head fine-tuned on the adapted
+base), each module with a module-level `FLOW`; a flow from outside the package is named
+`package.module:attr` or `path/to/file.py:attr`, or installed as an entry point of `tapt_bench.flows`.
 
-A flow's file is imported when the flow is first named (a lazy mapping, as lm-eval finds its models), so
-that the config's checks can ask a flow without importing what its units run."""
+A flow declares the config sections it brings beside the shared ones (`sections`, with their settings
+classes: harness.grid.config composes them), checks a config, a task and a base, computes a unit, and
+says what a worker keeps loaded between units. A built-in flow's file is imported when the flow is first
+named (harness.core.plugins.Registry), so that the config's checks can ask a flow without importing the
+other."""
 
 from __future__ import annotations
 
 import importlib
-import typing
+import importlib.util
+import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
 
 import pandas as pd
 
 from harness.core.errors import SettingsError
+from harness.core.plugins import PluginError, Registry
 from harness.core.sections import Sections
-from harness.grid.grid_settings import FlowName, GridSettings
+from harness.core.settings import Settings
+from harness.grid.grid_settings import GridSettings
 from harness.grid.unit_plan import UnitPlan
 from harness.grid.unit_record import Step, UnitRecord
 from harness.tasks.protocol import Spec
 
-NAMES: tuple[str, ...] = typing.get_args(FlowName)  # each a file of harness/grid/flows/; a method names those
-# it serves (Method.flows)
+PACKAGE = "harness.grid.flows"
+ENTRY_POINTS = "tapt_bench.flows"
 
 
 @dataclass(frozen=True)
 class Flow:
     """What the grid asks of a flow.
 
-    sections: the config sections it reads beyond the shared ones (recorded only in its units);
+    sections: the config sections it brings beside the shared ones, name -> (settings class, title):
+      recorded only in its units, carried by its units' plans (UnitPlan.section);
     default_method: the method it runs when a config names none (its results folder has no `+method`);
     check(config): a grid config's values against the flow, no I/O, raising SettingsError;
     check_task(spec) and check_base(path): why the task or the base cannot serve it, or None;
     compute(plan, keep_adapters): one unit's record, nothing written but kept adapters;
     null_model(plan, base_scored): the method adapted on a third draw (None: the flow has none);
-    keeps_base: whether a worker loads the base once and keeps it for all its units."""
+    preload(plan): what a worker loads once and keeps for all its units (None: nothing);
+    reads: the shared sections beyond grid, sample, model and statistic its units read (the base's form).
+    A unit's plan carries the sections of `reads` and `sections`, and no other flow's."""
 
     name: str
-    sections: tuple[str, ...]
     default_method: str
     check: Callable[[Sections], None]
     check_task: Callable[[Spec], str | None]
     check_base: Callable[[str], str | None]
     compute: Callable[[UnitPlan, bool], UnitRecord]
-    null_model: Callable[[UnitPlan, pd.DataFrame], Step] | None
-    keeps_base: bool
+    null_model: Callable[[UnitPlan, pd.DataFrame], Step] | None = None
+    preload: Callable[[UnitPlan], object] | None = None
+    sections: dict[str, tuple[type[Settings], str]] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+
+
+@cache
+def builtin() -> dict[str, Flow]:
+    """Every module of harness/grid/flows/ with a module-level `FLOW`."""
+    package = importlib.import_module(PACKAGE)
+    found = {}
+    for module in pkgutil.iter_modules(package.__path__):
+        value = getattr(importlib.import_module(f"{PACKAGE}.{module.name}"), "FLOW", None)
+        if isinstance(value, Flow):
+            found[value.name] = value
+    return found
+
+
+def named(name: str) -> Flow | None:
+    """The built-in flow in the module of its name, imported alone; None where there is none."""
+    if not name.isidentifier() or importlib.util.find_spec(f"{PACKAGE}.{name}") is None:
+        return None
+    value = getattr(importlib.import_module(f"{PACKAGE}.{name}"), "FLOW", None)
+    return value if isinstance(value, Flow) and value.name == name else None
+
+
+FLOWS: Registry[Flow] = Registry(
+    "flow", Flow, ENTRY_POINTS, "path/to/my_flow.py:FLOW", builtins=lambda: builtin(), named=named
+)
 
 
 def check_exposure_parts(grid: GridSettings, runs_them: bool) -> None:
@@ -65,10 +103,15 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
 
 
 def get(name: str) -> Flow:
-    """The flow called `name` (its file imported on first use)."""
-    if name not in NAMES:
-        raise KeyError(f"no flow {name!r}: the flows are {', '.join(NAMES)}")
-    return importlib.import_module(f"harness.grid.flows.{name}").FLOW
+    """The flow called `name`: a built-in, an installed entry point, or a plug-in's file or module
+    (registered under its own name as well, so that its sections are known)."""
+    try:
+        found = FLOWS.find(name)
+    except PluginError as err:
+        raise SettingsError.of("flow", str(err)) from None
+    if FLOWS.get(found.name) is not found:
+        FLOWS.register(found)
+    return found
 
 
 def default_method(name: str) -> str:
@@ -79,7 +122,7 @@ def default_method(name: str) -> str:
 def section_readers() -> dict[str, tuple[str, ...]]:
     """Each flow-owned section -> the flows that read it (a section no flow owns is read by every flow)."""
     out: dict[str, tuple[str, ...]] = {}
-    for flow in map(get, NAMES):
+    for flow in FLOWS.values():
         for section in flow.sections:
             out[section] = (*out.get(section, ()), flow.name)
     return out

@@ -12,8 +12,6 @@ from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from harness.scoring.zero_shot import Rule
 
-FlowName = Literal["zero_shot", "classifier"]  # each a file of harness/grid/flows/ (harness/grid/flow.py)
-
 EXPOSURE, STREAM = "exposure", conditions.STREAM  # the parts of a run that can be off (sections.recorded)
 
 
@@ -41,10 +39,10 @@ class GridSettings(Settings):
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
     PARTS |= {"stream_mode": STREAM, "stream_chunk_size": STREAM}
 
-    flow: FlowName = option(
+    flow: str = option(
         "zero_shot",
         "zero_shot: prompt adapters scored zero-shot; classifier: TAPT on raw texts, then a head "
-        "fine-tuned on train",
+        "fine-tuned on train; or your own flow, as path/to/my_flow.py:FLOW or an installed entry point",
     )
     task_overrides: dict[str, dict] = option(
         STUDY_TASK_OVERRIDES, "per-task settings {slug: {key: value}} (default: the study's long-text tasks)"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.core import study_plan
 from harness.core.settings import Settings, fingerprint
-from harness.grid import resolve, run_checks, study_layout
+from harness.grid import flow, resolve, run_checks, study_layout
 from harness.grid.config import GridConfig
 from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.tasks.lm_eval_spec import folder_name
@@ -49,9 +49,8 @@ class RunPlan:
             grid=task.grid,
             sample=task.sample,
             model=task.model,
-            form=task.form,
-            head=task.head,
             statistic=task.statistic,
+            sections=flow_sections(task),
             folder=self.task_dir(key.slug),
             tag=self.tag,
             recorded=self.recorded,
@@ -68,6 +67,14 @@ class RunPlan:
             for slug in dict.fromkeys(k.slug for k in keys)
         }
         return tuple(self.unit(key, specs[key.slug]) for key in keys)
+
+
+def flow_sections(cfg: GridConfig) -> dict[str, dict]:
+    """The values of the config's sections its flow reads beyond the shared ones: its `reads` and its
+    own (a plug-in's class travels by name: UnitPlan.section builds it where the unit runs)."""
+    served = flow.get(cfg.grid.flow)
+    own = cfg.sections()
+    return {name: dataclasses.asdict(own[name]) for name in (*served.reads, *served.sections)}
 
 
 def shard_keys(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[UnitKey]:

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from harness.core import threads as thread_count
 from harness.core.errors import UserError
 from harness.grid import flow
-from harness.grid.base_model import LOADED, loaded_base
+from harness.grid.base_model import LOADED
 from harness.grid.unit_plan import UnitPlan
 from harness.grid.unit_record import UnitRecord
 from harness.grid.worker_messages import Done, Failed, Job, Memory, measure
@@ -118,12 +118,13 @@ def serve(index: int, jobs, done, parent: int) -> None:
 
 
 def base_first(plan: UnitPlan) -> None:
-    """Load the zero-shot base before this worker's first unit, then forget the peak its loading passed
-    through (transformers holds a layer's full-precision weights while it quantises them): a unit's peak
-    is what the unit needs beside the loaded base."""
-    if not flow.get(plan.grid.flow).keeps_base or LOADED.base is not None:
+    """Load what the unit's flow keeps loaded (its `preload`: the zero-shot base) before this worker's
+    first unit, then forget the peak its loading passed through (transformers holds a layer's
+    full-precision weights while it quantises them): a unit's peak is what the unit needs beside it."""
+    preload = flow.get(plan.grid.flow).preload
+    if preload is None or LOADED.base is not None:
         return
-    loaded_base(plan.model, plan.form)
+    preload(plan)
     free_gpu_memory()
     import torch
 

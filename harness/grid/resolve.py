@@ -88,8 +88,9 @@ def recorded(cfg: GridConfig, method: Found = None) -> dict:
     """The settings that can change a unit's numbers, by the one rule of `sections.recorded` over the
     sections its flow uses; recorded with every unit."""
     out, readers, method = {}, flow.section_readers(), method or cfg.adaptation()
+    served = flow.get(cfg.grid.flow).name  # a plug-in flow is named by its file in the config
     for name, section in cfg.sections().items():
-        if cfg.grid.flow in readers.get(name, (cfg.grid.flow,)):
+        if served in readers.get(name, (served,)):
             out |= section_record(section, cfg.grid.parts())
     if "task_overrides" in out and applying(cfg, out["task_overrides"], method) == applying(
         cfg, STUDY_TASK_OVERRIDES, method
@@ -118,8 +119,8 @@ def plugin_code(method: methods.Method) -> str | None:
 
 def applying(cfg: GridConfig, overrides: dict, method: methods.Method) -> dict:
     """The per-task keys this run reads (a zero_shot run reads no classifier key), per task."""
-    readers = flow.section_readers()
-    used = {k for k, name in cfg.owners().items() if cfg.grid.flow in readers.get(name, (cfg.grid.flow,))}
+    readers, served = flow.section_readers(), flow.get(cfg.grid.flow).name
+    used = {k for k, name in cfg.owners().items() if served in readers.get(name, (served,))}
     used |= set(field_names(method.settings))
     kept = {slug: {k: v for k, v in values.items() if k in used} for slug, values in overrides.items()}
     return {slug: values for slug, values in kept.items() if values}

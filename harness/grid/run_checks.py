@@ -14,7 +14,8 @@ from harness.core.errors import SettingsError, UserError
 from harness.core.settings import NEVER, field_names
 from harness.grid import resolve
 from harness.grid.config import GridConfig, as_set, config_path, load_config
-from harness.grid.flow import NAMES, default_method
+from harness.grid.flow import FLOWS, default_method
+from harness.grid.flow import get as get_flow
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from tapt import methods
 
@@ -65,11 +66,11 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
         if (method.name, config.dose()) in seen:
             problem = f"names {method.name} twice ({cfg.grid.methods}); name each method once"
             raise SettingsError.of(key, problem)
-        unknown = [f for f in method.flows if f not in NAMES]
+        unknown = [f for f in method.flows if f not in FLOWS]
         if unknown:
-            problem = f"{method.name} ({method.source}) names flows {unknown}; the flows are {list(NAMES)}"
+            problem = f"{method.name} ({method.source}) names flows {unknown}; the flows are {list(FLOWS)}"
             raise SettingsError.of(key, problem)
-        if cfg.grid.flow not in method.flows:
+        if get_flow(cfg.grid.flow).name not in method.flows:  # a plug-in flow is named by its file
             problem = f"{method.name} serves the flow(s) {list(method.flows)}, and flow is {cfg.grid.flow!r}"
             raise SettingsError.of(key, problem)
         for slug in [None, *cfg.grid.task_overrides]:  # checks them, and each task's values of its keys
@@ -134,7 +135,7 @@ def check_task_override(cfg: GridConfig, slug: str) -> None:
 def method_keys(cfg: GridConfig) -> set[str]:
     """The keys a task may override beyond the grid's: the settings of the run's methods and of each
     flow's default method (the study's per-task keys name raw-text TAPT's)."""
-    names = [default_method(name) for name in NAMES] + cfg.grid.methods + [cfg.grid.method or ""]
+    names = [default_method(name) for name in FLOWS] + cfg.grid.methods + [cfg.grid.method or ""]
     return {k for name in names if name for k in field_names(methods.find(name).settings)}
 
 

@@ -17,7 +17,7 @@ from harness.core.errors import SettingsError
 from harness.core.models import BaseForm
 from harness.core.sections import recorded
 from harness.core.settings import Settings, field_names
-from harness.grid.flow import NAMES, default_method
+from harness.grid.flow import builtin, default_method
 from tapt import methods
 from tapt.adapter import LoraTrainingSettings
 
@@ -71,10 +71,10 @@ def read_old_keys(raw: dict, known: set[str], source: str) -> dict:
     `epochs: 2`): moved under `method_settings` where the config runs that method, dropped where it does
     not (they never applied), with a note either way; a key set both ways is refused."""
     flow = raw.get("flow", "zero_shot")
-    if flow not in NAMES:
-        return raw  # the flow's own check names it
+    if flow not in builtin():
+        return raw  # a plug-in flow takes no older keys; an unknown one is named by the flow's own check
     default = methods.find(default_method(flow))
-    defaults = {methods.find(default_method(f)) for f in NAMES}
+    defaults = {methods.find(default_method(f)) for f in builtin()}
     flat = [k for k in raw if k not in known and any(k in field_names(m.settings) for m in defaults)]
     try:
         runs = default.name in {methods.find(n).name for n in run_methods(raw)}

@@ -16,10 +16,11 @@ from contamination.exposure_run import ExposureSettings
 from harness.core.models import BaseForm, ModelSettings
 from harness.core.settings import Settings
 from harness.grid.grid_settings import GridSettings
-from harness.scoring.classifier import ClassifierSettings
 from harness.tasks.protocol import Spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt import methods
+
+SHARED_SECTIONS = {"form": BaseForm}  # a shared section a flow may read (Flow.reads), by name
 
 
 class UnitKey(NamedTuple):
@@ -42,15 +43,28 @@ class UnitPlan:
     grid: GridSettings
     sample: SampleSettings
     model: ModelSettings
-    form: BaseForm
-    head: ClassifierSettings
     statistic: ExposureSettings
+    sections: dict[str, dict]  # the flow's own sections' values (its `reads` and `sections`), by name
     folder: Path  # the task's results folder, <out>/m<m>/n<n>/<tag>/<task>
     tag: str  # the model folder's name
     recorded: dict  # the settings every unit of the run records (harness/grid/resolve.py recorded)
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     code: dict  # the product code's commit and the config's hash (harness/core/study_plan.py)
+
+    def section(self, name: str) -> Settings:
+        """One of the flow's own sections (the zero-shot flow's `form`, the classifier's `head`), an
+        instance of the class the flow declares for it (found by the flow's name where the unit runs, as
+        the method is: a plug-in's class travels by name)."""
+        from harness.grid import flow
+
+        if name not in self.sections:
+            raise KeyError(
+                f"the unit's flow {self.grid.flow!r} has no section {name!r} ({list(self.sections)})"
+            )
+        served = flow.get(self.grid.flow)
+        cls = served.sections[name][0] if name in served.sections else SHARED_SECTIONS[name]
+        return cls(**self.sections[name])
 
     def adaptation(self) -> methods.Method:
         """The unit's method, found by its name where the unit runs."""

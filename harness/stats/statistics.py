@@ -12,7 +12,7 @@ from scipy import stats
 
 from harness.core import conditions
 from harness.core.errors import UserError
-from harness.core.plugins import called, load_entry_points, real, where
+from harness.core.plugins import PluginError, Registry, called, real, where
 from harness.core.power import ALPHA, POWER, detectable
 from harness.stats import sign_flip
 
@@ -111,25 +111,25 @@ class Statistic:
         return array.astype(float)
 
 
-STATISTICS: list[Statistic] = []
 ENTRY_POINTS = "tapt_bench.statistics"  # installed modules that register statistics as they load
+# the summary's statistics by key, in the table's order: the built-ins below, then the plug-ins
+STATISTICS: Registry[Statistic] = Registry(
+    "statistic", Statistic, ENTRY_POINTS, "my_statistics.py", key=lambda s: s.key
+)
 
 
 def load_installed() -> None:
     """The installed statistic plug-ins (entry points of `tapt_bench.statistics`), imported."""
-    load_entry_points(ENTRY_POINTS)
+    len(STATISTICS)  # reading the registry loads them
 
 
 def register(statistic: Statistic) -> Statistic:
     """Add a statistic to the summary (refused where its key is taken or its kind unknown)."""
-    if statistic.kind not in KINDS:
-        raise ValueError(f"statistic {statistic.key!r}: kind must be one of {KINDS}, got {statistic.kind!r}")
-    if any(s.key == statistic.key for s in STATISTICS):
-        raise ValueError(f"a statistic keyed {statistic.key!r} is registered already")
-    if (statistic.compute is None) == (statistic.across is None):
-        raise ValueError(f"statistic {statistic.key!r}: give it either compute or across")
-    STATISTICS.append(statistic)
-    return statistic
+    if isinstance(statistic, Statistic) and statistic.kind not in KINDS:
+        raise PluginError(f"statistic {statistic.key!r}: kind must be one of {KINDS}, got {statistic.kind!r}")
+    if isinstance(statistic, Statistic) and (statistic.compute is None) == (statistic.across is None):
+        raise PluginError(f"statistic {statistic.key!r}: give it either compute or across")
+    return STATISTICS.register(statistic)
 
 
 def tested(e: str) -> bool:

@@ -115,7 +115,7 @@ def summarize(
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
             row |= not_adapted_counts(t) | measure(t, effects, seed, pooled=False, sides=plan["sides"])
             per_task.append(row | (collapse_counts(t) | flip_counts(t) if primary in effects else {}))
-        for st in STATISTICS:  # the statistics read across tasks (a multiple-testing correction)
+        for st in STATISTICS.values():  # the statistics read across tasks (a multiple-testing correction)
             for e in [e for e in effects if st.across and st.effects(e)]:
                 values = st.adjusted(e, np.array([t[st.of.format(e=e)] for t in per_task], float))
                 for t, v in zip(per_task, values):
@@ -264,7 +264,7 @@ def measure(
     for e in effects:
         keep, control, treatment = paired(rows, e)
         alternative = "greater" if sides == "one" and e == conditions.PRIMARY else "two-sided"
-        for st in STATISTICS:
+        for st in STATISTICS.values():
             if st.compute and st.effects(e) and (not pooled or st.pooled(e)):
                 value = st.value(e, treatment, control, seed, alternative) if keep.any() else st.empty
                 out[st.name(e)] = value
@@ -321,7 +321,10 @@ def effect_columns(effects: list[str]) -> list[tuple[str, str, str, str]]:
     """The per-task table's columns after the task, (effect, header, key, kind), from STATISTICS: per
     effect, each statistic that effect carries, in the table's order."""
     return [
-        (e, st.header.format(e=e), st.name(e), st.kind) for e in effects for st in STATISTICS if st.effects(e)
+        (e, st.header.format(e=e), st.name(e), st.kind)
+        for e in effects
+        for st in STATISTICS.values()
+        if st.effects(e)
     ]
 
 

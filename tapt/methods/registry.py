@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from harness.core.errors import SettingsError
-from harness.core.plugins import load_attr
+from harness.core.plugins import PluginError, Registry
 from harness.core.settings import Settings
 from tapt.methods.contract import NAME, Method
 
@@ -50,37 +50,38 @@ def named_module(name: str) -> Method | None:
     return value if isinstance(value, Method) and value.name == name else None
 
 
-def find(name: str) -> Method:
-    """A method by built-in name, installed entry-point name, `package.module:attr` or `file.py:attr`."""
-    alone = named_module(name)
-    if alone is not None:
-        return alone
-    if name in builtin():
-        return builtin()[name]
-    target = installed().get(name, name)
-    if ":" not in target:
-        known = ", ".join([*builtin(), *installed()])
-        problem = (
-            f"must be a built-in or installed method ({known}), `package.module:attr` or "
-            f"`path/to/file.py:attr`, got {name!r}"
-        )
-        raise SettingsError.of("method", problem)
-    try:
-        value = load_attr(target, "path/to/file.py:METHOD")
-    except ValueError as err:
-        raise SettingsError.of("method", str(err)) from None
-    module, _, attr = target.rpartition(":")
-    if not isinstance(value, Method):
-        problem = f"{target!r} is a {type(value).__name__}, not a tapt.methods.Method"
-        raise SettingsError.of("method", problem)
+def sourced(value: Method, target: str) -> Method:
+    """A method from outside the package, checked, with where it came from as its `source`."""
     check_method(value, target)
-    if name in installed():
-        source = f"entry point {name} ({target})"
+    module, _, attr = target.rpartition(":")
+    names = [n for n, t in installed().items() if t == target]
+    if names:
+        source = f"entry point {names[0]} ({target})"
     elif module.endswith(".py"):
         source = f"{Path(module).resolve()}:{attr}"
     else:
         source = target
     return dataclasses.replace(value, source=source)
+
+
+METHODS: Registry[Method] = Registry(
+    "method",
+    Method,
+    ENTRY_POINTS,
+    "path/to/file.py:METHOD",
+    builtins=lambda: builtin(),
+    check=sourced,
+    named=lambda name: named_module(name),
+)
+
+
+def find(name: str) -> Method:
+    """A method by built-in name, installed entry-point name, `package.module:attr` or `file.py:attr`
+    (METHODS.find), its errors on the config's `method` key."""
+    try:
+        return METHODS.find(name)
+    except PluginError as err:
+        raise SettingsError.of("method", str(err)) from None
 
 
 def check_method(value: Method, target: str) -> None:

@@ -1,1 +1,1 @@
-"""The grid's flows, one file each, each a `harness.grid.flow.Flow` named in `flow.NAMES`."""
+"""The grid's built-in flows, one file each, each module with a module-level `FLOW` (harness/grid/flow.py)."""

@@ -81,7 +81,7 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
                 docs["train"],
                 docs["test"],
                 len(spec.classes),
-                plan.head,
+                plan.section("head"),
                 plan.grid.eval_batch_size,
                 seed,
             )
@@ -94,12 +94,11 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
 
 FLOW = Flow(
     name="classifier",
-    sections=("head",),  # the classification head's training
+    sections={"head": (classifier.ClassifierSettings, "the classifier head")},  # the head's training
     default_method=raw_text.METHOD.name,
     check=check,
     check_task=check_task,
     check_base=lambda base: None,  # an encoder or a decoder: either takes a head
     compute=compute,
     null_model=None,
-    keeps_base=False,
 )

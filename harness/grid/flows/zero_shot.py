@@ -13,9 +13,10 @@ import pandas as pd
 from harness import results
 from harness.core import adapters, conditions, models, weights
 from harness.core.errors import UserError
+from harness.core.models import BaseForm
 from harness.core.sections import Sections
 from harness.grid import stream
-from harness.grid.base_model import LOADED
+from harness.grid.base_model import LOADED, loaded_base
 from harness.grid.flow import Flow, check_exposure_parts
 from harness.grid.flows.zero_shot_unit import ZeroShot, found_base, kept_base, score, timed, unit_inputs
 from harness.grid.unit_plan import UnitPlan
@@ -218,14 +219,20 @@ def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
     return Step(scored, training=record, skipped=not_adapted(record, scored, base.scored), seconds=seconds)
 
 
+def preload(plan: UnitPlan) -> None:
+    """A worker loads the base once, in its form, and keeps it for all its units."""
+    loaded_base(plan.model, plan.section("form"))
+
+
 FLOW = Flow(
     name="zero_shot",
-    sections=("form",),  # the base's form (4-bit, bf16): a classifier loads no 4-bit base
+    # the base's form (4-bit, bf16): a classifier loads no 4-bit base
+    sections={"form": (BaseForm, "the base's form, for every method")},
     default_method=prompt_tapt.METHOD.name,
     check=check,
     check_task=lambda spec: None,
     check_base=check_base,
     compute=compute,
     null_model=null_model,
-    keeps_base=True,
+    preload=preload,
 )

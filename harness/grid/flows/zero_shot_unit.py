@@ -66,7 +66,7 @@ def unit_inputs(plan: UnitPlan, docs: dict, keep_adapters: bool) -> ZeroShot:
     metadata = {**dataclasses.asdict(plan.sample), "subsample": plan.key.k, "split": conditions.TEST}
     task = scoring.lm_eval_task(plan.spec, metadata, plan.sample.include_path, docs[conditions.TEST])
     method = plan.adaptation()
-    base = loaded_base(plan.model, plan.form)
+    base = loaded_base(plan.model, plan.section("form"))
     return ZeroShot(plan, docs, method, plan.settings(method), base, task, keep_adapters)
 
 

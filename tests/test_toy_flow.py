@@ -1,0 +1,78 @@
+"""A flow is one file: a toy flow with a section of its own, named by its file in a config, runs a unit
+through the worker pool, and its section's key is read from the config and recorded in the unit."""
+
+import json
+
+import pandas as pd
+
+from harness.cli.main import main
+from tests.helpers import write_grid_config
+
+TOY = '''
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness.api import Adapted, Flow, Method, Settings, UnitPlan, option, record_of
+
+# the method a toy unit names (it adapts nothing: the toy flow scores without it)
+METHOD = Method("toy-method", ("toy",), Settings, lambda x: Adapted(x.model), "adapts nothing")
+
+
+@dataclass(kw_only=True)
+class ToySettings(Settings):
+    """The toy flow's own section."""
+
+    tilt: int = option(0, "the class every test document is given, plus the subsample")
+
+
+def compute(plan: UnitPlan, keep_adapters: bool = False):
+    docs = plan.docs()
+    k = len(plan.spec.classes)
+    pick = (plan.section("toy").tilt + plan.key.k) % k
+    test = docs["test"]
+    scored = {
+        cond: pd.DataFrame(
+            {"row": test["row"], "label": test["label"], "probs": [list(np.eye(k)[pick])] * len(test),
+             "correct": test["label"] == pick}
+        )
+        for cond in plan.grid.conditions
+    }
+    return record_of(plan, docs, scored, {}, {}, {}, {})
+
+
+FLOW = Flow(
+    name="toy",
+    default_method=f"{__file__}:METHOD",
+    check=lambda cfg: None,
+    check_task=lambda spec: None,
+    check_base=lambda base: None,
+    compute=compute,
+    sections={"toy": (ToySettings, "the toy flow")},
+)
+'''
+
+
+def test_a_flow_from_one_file_with_a_section_of_its_own_runs_a_unit_through_the_pool(
+    tmp_path, tiny_llama, data_dir
+):
+    (tmp_path / "toy_flow.py").write_text(TOY)
+    cfg = {
+        "base": str(tiny_llama),
+        "flow": f"{tmp_path / 'toy_flow.py'}:FLOW",
+        "tilt": 2,  # the toy flow's own key, in its own section
+        "tasks": ["ag_news"],
+        "m": 4,
+        "n": 6,
+        "subsamples": 2,
+        "data_dir": str(data_dir),
+    }
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg)
+    main(["run", "--config", str(path), "--workers", "2", "--no-summary"])
+    (tdir,) = (tmp_path / "out").rglob("ag_news")
+    for k in (0, 1):
+        unit = json.loads((tdir / "units" / f"{k}.json").read_text())
+        assert unit["settings"]["tilt"] == 2  # its section recorded with the unit
+        probs = pd.read_parquet(tdir / "units" / f"{k}.parquet")
+        assert {int(max(range(4), key=p.__getitem__)) for p in probs["probs"]} == {(2 + k) % 4}
