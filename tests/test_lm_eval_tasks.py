@@ -367,3 +367,21 @@ def test_the_installed_hook_adds_the_tapt_tasks_to_every_task_manager_once():
     assert "tapt_ag_news" in found.all_tasks and "tapt_all" in found.all_groups
     again = TaskManager(include_path=str(TASKS_DIR), include_defaults=False)  # named too: scanned once
     assert again.all_tasks == found.all_tasks
+
+
+def test_every_lm_eval_function_the_install_wraps_still_takes_the_parameters_it_reads():
+    """The install wraps four of lm-eval's own functions (each for a hook lm-eval lacks, said beside it):
+    where lm-eval renames or reorders the parameters a wrapper reads, this fails before a user does."""
+    import importlib
+    import inspect
+
+    from harness.scoring.lm_eval_registration import PATCHED
+
+    for (module, qualname), (params, why) in PATCHED.items():
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        names = tuple(inspect.signature(inspect.unwrap(found)).parameters)
+        assert names[: len(params)] == params, (qualname, names)
+        assert why
+    assert len(PATCHED) == 4

@@ -206,30 +206,56 @@ def one_line(message: str):
     return UserError(f"lm_eval --model_args {message}")
 
 
-def metadata_errors(utils) -> None:
-    """lm_eval's --metadata (and --model_args) parser raises a bare ValueError on text that is not JSON:
-    make it argparse's own one-line usage error. (A private module of lm-eval: left alone where absent.)"""
-    action = getattr(utils, "MergeDictAction", None)
-    call = vars(action).get("__call__") if action is not None else None
-    if call is None or getattr(call, "tapt_bench", False):
+def metadata_errors() -> None:
+    """lm_eval's --metadata (and --model_args) parser raises a bare ValueError on text that is not JSON,
+    from its argparse action: print it as argparse's own one-line usage error, by a process hook of
+    Python's (sys.excepthook), not by changing lm-eval's private action."""
+    previous = sys.excepthook
+    if getattr(previous, "tapt_bench_metadata", False):
         return
 
-    @functools.wraps(call)
-    def one_line_error(self, parser, namespace, values, option_string=None):
-        try:
-            return call(self, parser, namespace, values, option_string)
-        except ValueError as err:
-            parser.error(f"argument {option_string or self.dest}: {err}")
+    def hook(kind, err, tb):
+        frames, walk = [], tb
+        while walk is not None:
+            frames.append(walk.tb_frame)
+            walk = walk.tb_next
+        cli = [f for f in frames if f.f_code.co_filename.replace("\\", "/").endswith("lm_eval/_cli/utils.py")]
+        if issubclass(kind, ValueError) and cli and frames[-1] is cli[-1]:
+            flag = cli[-1].f_locals.get("option_string") or "--metadata"
+            sys.stderr.write(f"lm_eval: error: argument {flag}: {err}\n")
+            raise SystemExit(2)
+        previous(kind, err, tb)
 
-    one_line_error.tapt_bench = True
-    action.__call__ = one_line_error
+    hook.tapt_bench_metadata = True
+    sys.excepthook = hook
+
+
+# Each of lm-eval's own functions the install wraps, the parameters it reads (a test fails where lm-eval
+# changes them), and the public API it stands in for: lm-eval 0.4 has none of these hooks.
+PATCHED = {
+    ("lm_eval.tasks.manager", "TaskManager.__init__"): (
+        ("self", "verbosity", "include_path"),
+        "a task-folder entry point: the tapt_* tasks found without --include_path",
+    ),
+    ("lm_eval.tasks.manager", "TaskManager.match_tasks"): (
+        ("self", "task_list"),
+        "a hook on unknown task names: a tapt_* name lm-eval does not know, with the nearest and why",
+    ),
+    ("lm_eval.models.huggingface", "HFLM.__init__"): (
+        ("self", "pretrained"),
+        "peft= alone: the adapter's base read from its config (lm-eval asks for pretrained=)",
+    ),
+    ("lm_eval.models.huggingface", "HFLM.get_model_info"): (
+        ("self",),
+        "a model-info hook: a local adapter's SHA-256 in the results (lm-eval asks the hub for one)",
+    ),
+}
 
 
 AFTER = {  # lm-eval's module -> what to add once it has run
     "lm_eval.models": register,
     "lm_eval.tasks.manager": add_task_folder,
     "lm_eval.models.huggingface": pretrained_from_adapter,
-    "lm_eval._cli.utils": metadata_errors,
 }
 
 
@@ -265,7 +291,10 @@ class _After:
 
 def install() -> None:
     import logging
+    import os
 
+    if os.path.basename(sys.argv[0] if sys.argv else "") in ("lm_eval", "lm-eval"):
+        metadata_errors()
     # bitsandbytes says at import, on CPUs with AVX512-BF16, that an optional hub kernel for 4-bit CPU
     # inference is missing (a speed, never a number): noise before lm_eval's and our scripts' own words
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
