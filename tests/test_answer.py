@@ -116,9 +116,12 @@ def planned(root, commits: list[str], dirty=False, subsamples=6) -> object:
     mdir = root / "m8" / f"n{N}" / "toy"
     config = {"confirmatory": True, "tasks": ["a"], "subsamples": subsamples, "sides": "two"}
     config |= {"alpha": 0.05, "family": "config", "equivalence_bound": 5.0, "seed": 7}
-    results.write_json(results.manifest_path(mdir, (0, 1)), {"config": config, "config_hash": "h"})
+    from harness.core.study_plan import config_hash
+
+    hashed = config_hash(config)  # the hash a run records of its config
+    results.write_json(results.manifest_path(mdir, (0, 1)), {"config": config, "config_hash": hashed})
     for k, commit in enumerate(commits):
-        unit(mdir / "a", k, accs(k, 0.0), code={"commit": commit, "dirty": dirty, "config_hash": "h"})
+        unit(mdir / "a", k, accs(k, 0.0), code={"commit": commit, "dirty": dirty, "config_hash": hashed})
     results.rebuild(mdir / "a")
     return mdir
 

@@ -307,7 +307,8 @@ def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
 
 
 def test_a_model_that_gives_every_document_one_class_is_named_collapsed(tmp_path):
-    from harness.stats.summary import format_one_class, one_class
+    from harness.stats.summary import one_class
+    from harness.stats.summary_text import format_one_class
 
     d = tmp_path / "m10" / "n10" / "toy" / "a"
     # 2 subsamples x 3 docs: extra answers class 1 throughout in subsample 0 only, test in both
@@ -328,7 +329,7 @@ def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypat
     leak against base, tested) gets its mean, p-values and columns with no other change."""
     from harness.core import conditions
     from harness.stats import report
-    from harness.stats.summary import format_tables
+    from harness.stats.summary_text import format_tables
 
     monkeypatch.setattr(conditions, "EFFECTS", {**conditions.EFFECTS, "total": ("base", "leak")})
     monkeypatch.setattr(conditions, "TESTED", (*conditions.TESTED, "total"))

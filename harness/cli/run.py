@@ -200,7 +200,8 @@ def print_summary(
     method recorded of itself, and the exposure test; `models` ((m, n, model) each): those alone, read
     together (a run's own, whose family its plan names)."""
     from harness.results import model_dir
-    from harness.stats.summary import format_tables, of_folder
+    from harness.stats.summary import of_folder
+    from harness.stats.summary_text import format_tables
 
     summary = of_folder(root, seed, target, chosen=chosen, tasks=tasks, models=models)
     print(format_tables(summary))
@@ -213,7 +214,8 @@ def print_details(root: Path, summary: dict) -> None:
     from harness.results import exposure_tests
     from harness.stats.diagnostics import format_records, method_records
     from harness.stats.exposure_summary import exposure_shares, format_exposure
-    from harness.stats.summary import format_changes, format_one_class, one_class, prediction_changes
+    from harness.stats.summary import one_class, prediction_changes
+    from harness.stats.summary_text import format_changes, format_one_class
 
     changes = prediction_changes(root)
     parts = [
@@ -305,6 +307,10 @@ def register(sub) -> None:
     p.add_argument("sources", nargs="+", help="the results folders of the shards")
     p.add_argument("--out", required=True, help="the results folder to write the merged units to")
 
+    register_summarize(sub)
+
+
+def register_summarize(sub) -> None:
     p = command(
         sub,
         "summarize",

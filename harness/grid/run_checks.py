@@ -38,9 +38,23 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
     problem = results.folder_problem(cfg.grid.out)
     if problem:
         raise SettingsError.of("out", problem)
-    # what a unit never records cannot differ between its tasks (the model's folder, the plan, the
-    # run's shape), and neither can what decides the draw or the base (GridConfig.merged reads every
-    # section's RECORD)
+    check_task_overrides(cfg)
+    cells = cfg.run_configs()  # per cell, per method
+    used = check_methods(cfg, cells[: len(cells) // max(len(cfg.grid.cells), 1)])  # the first cell's
+    unused = sorted(set(cfg.grid.method_settings) - used)
+    if unused:
+        problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
+        raise SettingsError.of("method_settings", problem)
+    cfg.loaded_scores()  # each one importable, a Score, its settings a mapping
+    for cell in cells:  # checks the form of each cell
+        check_cell(cfg, cell.sample.n)
+    return cells
+
+
+def check_task_overrides(cfg: GridConfig) -> None:
+    """Each task's overrides: keys a task may set, and valid values. What a unit never records cannot
+    differ between its tasks (the model's folder, the plan, the run's shape), and neither can what
+    decides the draw or the base (GridConfig.merged reads every section's RECORD)."""
     fixed = {k for k, rule in cfg.merged("RECORD").items() if rule == NEVER}
     fixed |= {"flow", "task_overrides", "m", "n", "seed", "base"}
     allowed = set(cfg.owners()) | method_keys(cfg)
@@ -58,10 +72,14 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
             )
             raise SettingsError.of("task_overrides", problem)
         check_task_override(cfg, slug)
+
+
+def check_methods(cfg: GridConfig, configs: list[GridConfig]) -> set[str]:
+    """Each method and dose of one cell's configs: named once, serving the run's flow, its settings
+    valid (per task too), able to carry an adapter where the stream carries one; the methods' names."""
     key = "methods" if cfg.grid.methods else "method"
-    cells = cfg.run_configs()  # per cell, per method
     used, seen = set(), set()
-    for config in cells[: len(cells) // max(len(cfg.grid.cells), 1)]:  # the first cell's methods and doses
+    for config in configs:
         method = config.adaptation()
         if (method.name, config.dose()) in seen:
             problem = f"names {method.name} twice ({cfg.grid.methods}); name each method once"
@@ -75,11 +93,8 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
             raise SettingsError.of(key, problem)
         for slug in [None, *cfg.grid.task_overrides]:  # checks them, and each task's values of its keys
             resolve.method_settings(config, slug, method)
-        if (
-            conditions.STREAM in cfg.grid.conditions
-            and cfg.grid.stream_mode == "carry"
-            and not method.carries
-        ):
+        carry = conditions.STREAM in cfg.grid.conditions and cfg.grid.stream_mode == "carry"
+        if carry and not method.carries:
             problem = (
                 f"is carry, and {method.name} cannot carry an adapter on from chunk to chunk (its "
                 "Method has carries False): set stream_mode: restart"
@@ -87,27 +102,24 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
             raise SettingsError.of("stream_mode", problem)
         used.add(method.name)
         seen.add((method.name, config.dose()))
-    unused = sorted(set(cfg.grid.method_settings) - used)
-    if unused:
-        problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
-        raise SettingsError.of("method_settings", problem)
-    cfg.loaded_scores()  # each one importable, a Score, its settings a mapping
-    for cell in cells:  # checks the form of each cell
-        n = cell.sample.n
-        if cfg.grid.codec_context > n - 1:
-            problem = (
-                f"is {cfg.grid.codec_context}, and a document of a cell with n {n} has {n - 1} "
-                f"others in its split to stand before it; set at most {n - 1} (the authors use 1)"
-            )
-            raise SettingsError.of("codec_context", problem)
-        if conditions.STREAM in cfg.grid.conditions:
-            check_stream(cfg, cell.sample.n)
-        if cfg.grid.exposure:
-            try:
-                check_sizes(cell.sample.n, cell.sample.n)
-            except UserError as err:
-                raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
-    return cells
+    return used
+
+
+def check_cell(cfg: GridConfig, n: int) -> None:
+    """A cell of test size n: room for CoDeC's context, the stream's chunks and the exposure test."""
+    if cfg.grid.codec_context > n - 1:
+        problem = (
+            f"is {cfg.grid.codec_context}, and a document of a cell with n {n} has {n - 1} "
+            f"others in its split to stand before it; set at most {n - 1} (the authors use 1)"
+        )
+        raise SettingsError.of("codec_context", problem)
+    if conditions.STREAM in cfg.grid.conditions:
+        check_stream(cfg, n)
+    if cfg.grid.exposure:
+        try:
+            check_sizes(n, n)
+        except UserError as err:
+            raise SettingsError(f"exposure: {err}", "exposure", str(err)) from None
 
 
 def check_task_override(cfg: GridConfig, slug: str) -> None:

@@ -15,7 +15,8 @@ import pandas as pd
 from harness import results
 from harness.core import conditions
 from harness.core.errors import read_json_object
-from harness.stats import confirmation, diagnostics, exposure_summary, plots, summary, verdict
+from harness.core.power import ALPHA
+from harness.stats import confirmation, diagnostics, exposure_summary, plots, summary, summary_text, verdict
 from harness.stats.analysis import tasks_excluding_zero
 from harness.stats.page import SORT, STYLE, details, esc, figure, points, table
 
@@ -45,7 +46,7 @@ def provenance(mdir: Path) -> str:
 
 def summary_section(config: dict, tasks: list[dict]) -> str:
     effects = [e for e in conditions.EFFECTS if verdict.key(e, "mean") in config]
-    cols = summary.effect_columns(effects)
+    cols = summary_text.effect_columns(effects)
     # the primary effect's columns go unnamed, as the study's table had them: p, p_BH; others' are named
     headers = ["task"] + [h if h == e or e == conditions.PRIMARY else f"{h} ({e})" for e, h, _, kind in cols]
     rows = []
@@ -58,17 +59,15 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
                 row.append(points(t[key], signed=False))
             else:  # bold where its BH-adjusted p-value is significant
                 row.append(
-                    points(
-                        t[key], e in conditions.TESTED and t[verdict.key(e, "p_adjusted")] <= summary.ALPHA
-                    )
+                    points(t[key], e in conditions.TESTED and t[verdict.key(e, "p_adjusted")] <= ALPHA)
                 )
         rows.append(row)
     primary = conditions.PRIMARY
     means = ", ".join(
-        f"{esc(conditions.label(e, ' - '))} <b>{esc(summary.pts(config[verdict.key(e, 'mean')]))}</b> pts"
+        f"{esc(conditions.label(e, ' - '))} <b>{esc(verdict.pts(config[verdict.key(e, 'mean')]))}</b> pts"
         for e in effects
     )
-    notes = summary.not_adapted_lines(tasks, indent="") + verdict.uninformative_lines(tasks, indent="")
+    notes = summary_text.not_adapted_lines(tasks, indent="") + verdict.uninformative_lines(tasks, indent="")
     skipped = "".join(f"<br>{esc(line)}" for line in notes)
     head = (
         f"<p>{esc(config['tasks'])} tasks, {esc(config['rows'])} subsample rows. "
@@ -82,8 +81,8 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
     )
     caption = (
         "Per task, in accuracy points: means over subsamples with two-sided 95% intervals, two-sided paired "
-        f"permutation p-values with Benjamini-Hochberg adjustment over tasks; bold: p_BH <= {summary.ALPHA}. "
-        "Ordered by bias; click a header to sort. " + summary.DETECTABLE_METHOD
+        f"permutation p-values with Benjamini-Hochberg adjustment over tasks; bold: p_BH <= {ALPHA}. "
+        "Ordered by bias; click a header to sort. " + summary_text.DETECTABLE_METHOD
     )
     fig = figure(
         plots.png(plots.task_effects(sorted(tasks, key=lambda t: t[f"{conditions.PRIMARY}_mean"]))),
@@ -144,7 +143,7 @@ def changes_section(mdir: Path) -> str:
         "model that changes no prediction cannot change an accuracy.",
     )
     collapsed = summary.one_class(mdir)
-    if not summary.any_collapsed(collapsed):
+    if not summary_text.any_collapsed(collapsed):
         return out
     shown = [c for c in conditions.ALL if c in collapsed.columns]
     rows = [
@@ -204,7 +203,7 @@ def exposure_section(mdir: Path, tasks: list[dict]) -> str:
         rows.append(row)
     caption = (
         "Exposure test: the share of units whose model the two-sample test (test vs extra documents, "
-        f"each model against base, one-sided permutation p <= {summary.ALPHA}) finds to have seen the test "
+        f"each model against base, one-sided permutation p <= {ALPHA}) finds to have seen the test "
         "split's text and its labels (for test and leak: the twin label statistic, each model's margins on "
         "the text it read against the extra model's), beside the task's bias and leak."
     )
@@ -234,7 +233,7 @@ def calibration_section(root: Path) -> str:
         for r in cal["rates"]
     ]
     caption = (
-        f"Each detector's flag rate (p <= {summary.ALPHA}, 95% Wilson interval) on models of known exposure: "
+        f"Each detector's flag rate (p <= {ALPHA}, 95% Wilson interval) on models of known exposure: "
         "false positives on the models that did not see what it claims to see (the test split's text, or its "
         "labels), power on those that did. A 'not seen' from a detector means only as much as its power."
     )
