@@ -62,15 +62,24 @@ def test_a_statistic_from_one_file_appears_in_summarize_its_json_and_the_report(
 
     median = register_statistic(
         Statistic(
-            "{e}_median", "median", "points", lambda e: e == "bias", lambda t, c, s: float(np.median(t - c))
+            "{e}_median",
+            "median",
+            "points",
+            lambda e: e == "bias",
+            lambda t, c, s: float(np.median(t - c)),
+            pooled=lambda e: e == "bias",  # over every unit too: the pooled line and its JSON
         )
     )
     try:
         main(["summarize", str(tiny_grid)])
         table = capsys.readouterr().out
         assert "median" in table.splitlines()[3]  # a column of the per-task table, after the bias's MDE
+        pooled = next(line for line in table.splitlines() if "pooled over" in line)
+        assert ", median " in pooled and " pts" in pooled.split(", median ")[1]
         main(["summarize", str(tiny_grid), "--json"])
-        tasks = json.loads(capsys.readouterr().out)["tasks"]
+        found = json.loads(capsys.readouterr().out)
+        tasks = found["tasks"]
+        assert "bias_median" in found["configs"][0]
         acc = pd.read_csv(next(tiny_grid.rglob("ag_news/accuracies.csv")))
         ag = next(t for t in tasks if t["task"] == "ag_news")
         assert ag["bias_median"] == pytest.approx(float(np.median(acc["test"] - acc["extra"])))

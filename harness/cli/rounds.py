@@ -23,7 +23,7 @@ def pooled(cfg: GridConfig) -> tuple[float, int]:
     if results.any_unit(mdir) is None:
         return float("inf"), 0
     (config,) = [c for c in summarize(collect(mdir))["configs"] if c["model"] == resolve.tag(cfg)]
-    mde = config[f"detectable_{PRIMARY}"]  # NaN where the bias is uninformative: no MDE to stop at
+    mde = config[key(PRIMARY, "detectable")]  # NaN where the bias is uninformative: no MDE to stop at
     return (100 * mde if not math.isnan(mde) else float("inf")), config[key(PRIMARY, "units")]
 
 

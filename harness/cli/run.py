@@ -149,9 +149,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         cfg = screened(cfg)
     with executor(opts) as execute:
 
-        def run_one(cell, upto: int | None = None) -> None:  # planned here: load_run checked the whole run
+        def run_one(one, upto: int | None = None) -> None:  # planned here: load_run checked the whole run
             run.run(
-                plan.run_plan(cell), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads, upto
+                plan.run_plan(one), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads, upto
             )
 
         if opts.until_mde or (cfg.plan.confirmatory and shard[1] == 1):  # a plan: rounds, never stopped early
@@ -159,10 +159,10 @@ def cmd_run(args: argparse.Namespace) -> None:
 
             run_rounds(cfg, None if cfg.plan.confirmatory else opts.until_mde, run_one)
         else:
-            for cell in cfg.run_configs():
-                run_one(cell)
+            for one in cfg.run_configs():  # one cell and one method (and dose) each
+                run_one(one)
     if shard[1] == 1 and opts.summary:  # one summary of the run's models: its family as summarize reads it
-        folders = [resolve.folder(cell) for cell in cfg.run_configs()]
+        folders = [resolve.folder(one) for one in cfg.run_configs()]
         models = [(c.sample.m, c.sample.n, f.name) for c, f in zip(cfg.run_configs(), folders)]
         print_summary(Path(cfg.grid.out), models=models)
 

@@ -34,9 +34,9 @@ OWN = {
     for name, spec in f.sections.items()
 }
 SECTIONS = SHARED | {name: cls for name, (cls, _) in OWN.items()}
-SECTIONS |= {"statistic": ExposureSettings, "plan": StudyPlan}
+SECTIONS |= {"exposure_test": ExposureSettings, "plan": StudyPlan}
 TITLES |= {name: title for name, (_, title) in OWN.items()}
-TITLES |= {"statistic": "the exposure test", "plan": "the study's plan, fixed before it runs"}
+TITLES |= {"exposure_test": "the exposure test", "plan": "the study's plan, fixed before it runs"}
 
 
 class GridConfig(Sections):

@@ -49,7 +49,7 @@ class RunPlan:
             grid=task.grid,
             sample=task.sample,
             model=task.model,
-            statistic=task.statistic,
+            exposure_test=task.exposure_test,
             sections=flow_sections(task),
             folder=self.task_dir(key.slug),
             tag=self.tag,

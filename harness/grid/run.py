@@ -41,10 +41,10 @@ def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[UnitKey]:
 def stale_records(planned: RunPlan) -> list[tuple[Path, int, dict]]:
     """Finished units of the run's tasks (any shard) whose recorded settings differ from the plan's."""
     return [
-        (planned.task_dir(slug), k, unit.get("settings", {}))
+        (planned.task_dir(slug), k, done.get("settings", {}))
         for slug in planned.config.slugs
-        for k, unit in results.finished(planned.task_dir(slug)).items()
-        if unit.get("settings") != planned.recorded
+        for k, done in results.finished(planned.task_dir(slug)).items()
+        if done.get("settings") != planned.recorded
     ]
 
 
@@ -152,11 +152,11 @@ def output_to(path: Path):
             terminal.close()
 
 
-def write_unit(planned: RunPlan, unit: UnitRecord) -> Path:
+def write_unit(planned: RunPlan, record: UnitRecord) -> Path:
     """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables;
     only where the task's finished units still hold this run's settings (another shard's run, say, with
     other settings wrote none since this one started)."""
-    slug, k = unit.key
+    slug, k = record.key
     tdir = planned.task_dir(slug)
     mixed = sorted(i for i, u in results.finished(tdir).items() if u.get("settings") != planned.recorded)
     if mixed:
@@ -164,7 +164,7 @@ def write_unit(planned: RunPlan, unit: UnitRecord) -> Path:
             f"{tdir}: unit(s) {mixed} were written with other settings while this run ran (another run "
             f"into this --out); {slug} subsample {k} is not written. Run each config into its own --out"
         )
-    results.write_unit(tdir, k, unit.accs, unit.probs, unit.record)
+    results.write_unit(tdir, k, record.accs, record.probs, record.record)
     results.rebuild(tdir)
     return tdir
 
@@ -228,14 +228,14 @@ def locked_run(
                 file=terminal,
             ) as bar,
         ):
-            for unit in execute(pending, keep_adapters):
-                touched.append(write_unit(planned, unit))
-                accs = " ".join(f"{c} {unit.accs[c]:.3f}" for c in cfg.grid.conditions)
+            for record in execute(pending, keep_adapters):
+                touched.append(write_unit(planned, record))
+                accs = " ".join(f"{c} {record.accs[c]:.3f}" for c in cfg.grid.conditions)
                 log.info(
-                    "%s subsample %d: %s (%.0f s)", *unit.key, accs, sum(unit.record["seconds"].values())
+                    "%s subsample %d: %s (%.0f s)", *record.key, accs, sum(record.record["seconds"].values())
                 )
-                finished.append(list(unit.key))
-                stages.append(unit.record["seconds"])
+                finished.append(list(record.key))
+                stages.append(record.record["seconds"])
                 write_manifest(planned, shard, started, finished)
                 bar.update()
     finally:

@@ -43,7 +43,7 @@ class UnitPlan:
     grid: GridSettings
     sample: SampleSettings
     model: ModelSettings
-    statistic: ExposureSettings
+    exposure_test: ExposureSettings
     sections: dict[str, dict]  # the flow's own sections' values (its `reads` and `sections`), by name
     folder: Path  # the task's results folder, <out>/m<m>/n<n>/<tag>/<task>
     tag: str  # the model folder's name

@@ -14,6 +14,7 @@ from harness import results
 from harness.core import conditions
 from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.scoring import zero_shot
+from harness.tasks.protocol import unlabeled
 from tapt import methods
 
 
@@ -44,10 +45,7 @@ def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
     column is absent otherwise, so that a method cannot read it). A generative task's gold answer is
     its one choice: there `answer` and `choices` go too."""
     split, answers = conditions.TAPT[cond]
-    if answers:
-        return docs[split]
-    gold = ["label", "answer", "choices"] if "answer" in docs[split] else ["label"]
-    return docs[split].drop(columns=gold)
+    return docs[split] if answers else unlabeled(docs[split])
 
 
 def not_adapted(record: dict, scored: pd.DataFrame, base: pd.DataFrame) -> str | None:
@@ -144,7 +142,7 @@ def record_of(
         record["answers"] = {cond: answer_shares(df) for cond, df in scored.items()}
     if exposed:
         record["exposure"] = condition_tests(
-            exposed, conditions.BASE, plan.statistic.text_score, plan.sample.seed
+            exposed, conditions.BASE, plan.exposure_test.text_score, plan.sample.seed
         )
     if base_from:
         record["base_from"] = base_from

@@ -32,11 +32,11 @@ def confirmation(mdir: Path) -> dict[str, Any]:
     if not configs:
         why = "no run manifest here (results made elsewhere): no plan on record"
         return {"status": EXPLORATORY, "why": [why], "config": {}}
-    plans = [(c, h) for c, h in configs if c.get("confirmatory")]
-    if not plans:
+    declared = [(c, h) for c, h in configs if c.get("confirmatory")]
+    if not declared:
         why = "its config declares no plan (confirmatory: true), so its test was not fixed before it ran"
         return {"status": EXPLORATORY, "why": [why], "config": configs[0][0]}
-    plan, planned_hash = plans[0]
+    plan, planned_hash = declared[0]  # the config that declares the plan, and its hash
     why = [
         f"{name} was edited after its run wrote it (its config no longer matches its hash): the plan it "
         "states is not the one the run read"

@@ -65,7 +65,7 @@ def planned_test(rows: pd.DataFrame, plan: dict, seed: int) -> dict[str, Any]:
         key(e, "alpha"): plan["alpha"],
         key(e, "family"): plan["family"],
         key(e, "family_of"): plan["family_of"],
-        "_bound": plan["equivalence_bound"],
+        key(e, "bound_pts"): plan["equivalence_bound"],
     }
 
 
@@ -81,26 +81,35 @@ def families(configs: list[dict]) -> list[list[dict]]:
     return list(groups.values())
 
 
-def corrected(configs: list[dict]) -> None:
-    """Each config's `bias_p_family`: its planned p-value, Benjamini-Hochberg-corrected over its family
-    (families), and the family's size."""
-    e = conditions.PRIMARY
+def cell_of(config: dict) -> tuple[int, int, str]:
+    return config["m"], config["n"], config["model"]
+
+
+def corrected(configs: list[dict]) -> dict[tuple, dict]:
+    """Per (m, n, model): `bias_p_family`, its planned p-value Benjamini-Hochberg-corrected over its
+    family (families), and the family's size."""
+    e, out = conditions.PRIMARY, {}
     for family in families(configs):
         adjusted = bh(np.array([c[key(e, "p_test")] for c in family], float))
         for c, p in zip(family, adjusted):
-            c[key(e, "p_family")], c[key(e, "family_size")] = float(p), len(family)
+            out[cell_of(c)] = {key(e, "p_family"): float(p), key(e, "family_size"): len(family)}
+    return out
 
 
-def simultaneous(configs: list[dict], biases: dict, seed: int) -> None:
-    """For a family of several configs, each one's interval at 1 - (1 - 0.95) / F (Bonferroni over
-    the F configs): together they hold every config's true bias with 95% probability, so a sentence
-    about all the doses or methods at once reads these (`bias_joint_low`, `bias_joint_high`)."""
-    e = conditions.PRIMARY
+def simultaneous(configs: list[dict], biases: dict, seed: int) -> dict[tuple, dict]:
+    """Per (m, n, model) of a family of several: its interval at 1 - (1 - 0.95) / F (Bonferroni over the
+    F configs): together they hold every config's true bias with 95% probability, so a sentence about
+    all the doses or methods at once reads these (`bias_joint_low`, `bias_joint_high`)."""
+    e, out = conditions.PRIMARY, {}
     for family in families(configs):
         if len(family) < 2:
             continue
         confidence = 1 - 0.05 / len(family)
         for c in family:
-            d = biases[(c["m"], c["n"], c["model"])]
-            c[key(e, "joint_low")], c[key(e, "joint_high")] = flip_interval(d, seed, confidence)
-            c[key(e, "joint_confidence")] = confidence
+            low, high = flip_interval(biases[cell_of(c)], seed, confidence)
+            out[cell_of(c)] = {
+                key(e, "joint_low"): low,
+                key(e, "joint_high"): high,
+                key(e, "joint_confidence"): confidence,
+            }
+    return out

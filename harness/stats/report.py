@@ -50,7 +50,7 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
     # the primary effect's columns go unnamed, as the study's table had them: p, p_BH; others' are named
     headers = ["task"] + [h if h == e or e == conditions.PRIMARY else f"{h} ({e})" for e, h, _, kind in cols]
     rows = []
-    for t in sorted(tasks, key=lambda t: -t[f"{conditions.PRIMARY}_mean"]):
+    for t in sorted(tasks, key=lambda t: -t[verdict.key(conditions.PRIMARY, "mean")]):
         row = [(t["task"], t["task"])]
         for e, _, key, kind in cols:
             if kind == "p":
@@ -84,8 +84,9 @@ def summary_section(config: dict, tasks: list[dict]) -> str:
         f"permutation p-values with Benjamini-Hochberg adjustment over tasks; bold: p_BH <= {ALPHA}. "
         "Ordered by bias; click a header to sort. " + summary_text.DETECTABLE_METHOD
     )
+    bias_mean = verdict.key(conditions.PRIMARY, "mean")
     fig = figure(
-        plots.png(plots.task_effects(sorted(tasks, key=lambda t: t[f"{conditions.PRIMARY}_mean"]))),
+        plots.png(plots.task_effects(sorted(tasks, key=lambda t: t[bias_mean]))),
         "Per task: the mean boost, bias and (where run) planted leak over subsamples, in accuracy points. "
         "A bias near 0 beside a clearly positive leak is the study's message: seen unlabeled, not inflated.",
     )

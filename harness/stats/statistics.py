@@ -165,3 +165,24 @@ register(
         empty=float("inf"),
     )
 )
+BUILT_IN = tuple(STATISTICS)  # the keys above: a plug-in's statistic is any other (the pooled line adds it)
+
+
+def plug_in_values(config: dict, effect: str) -> list[str]:
+    """`header value` of each plug-in statistic pooled for `effect` that `config` holds, as the pooled
+    line shows it beside the built-ins (points, a p-value, or an MDE)."""
+    shown = []
+    for st in STATISTICS.values():
+        name = st.name(effect)
+        if st.key in BUILT_IN or not st.pooled(effect) or name not in config:
+            continue
+        value = config[name]
+        text = (
+            f"{value:.4f}"
+            if st.kind == "p"
+            else f"{100 * value:+.2f} pts"
+            if st.kind == "points"
+            else f"{100 * value:.2f} pts"
+        )
+        shown.append(f"{st.header.format(e=effect)} {text}")
+    return shown

@@ -12,7 +12,7 @@ from harness import results
 from harness.core import conditions
 from harness.core.errors import UserError
 from harness.core.power import TARGET
-from harness.stats.families import corrected, paired, plan_of, planned_test, simultaneous
+from harness.stats.families import cell_of, corrected, paired, plan_of, planned_test, simultaneous
 from harness.stats.statistics import (  # noqa: F401
     STATISTICS,
     detectable_effect,
@@ -98,11 +98,7 @@ def summarize(
             row = {"m": int(m), "n": int(n), "model": model, "task": task, "rows": len(t)}
             row |= not_adapted_counts(t) | measure(t, effects, seed, pooled=False, sides=plan["sides"])
             per_task.append(row | (collapse_counts(t) | flip_counts(t) if primary in effects else {}))
-        for st in STATISTICS.values():  # the statistics read across tasks (a multiple-testing correction)
-            for e in [e for e in effects if st.across and st.effects(e)]:
-                values = st.adjusted(e, np.array([t[st.of.format(e=e)] for t in per_task], float))
-                for t, v in zip(per_task, values):
-                    t[st.name(e)] = float(v)
+        per_task = [t | a for t, a in zip(per_task, across_tasks(per_task, effects))]
         if primary in effects:  # a task's bias read from collapsed models, or blind to its leak: no MDE
             per_task = [mark(t) for t in per_task]
         tasks += per_task
@@ -118,17 +114,26 @@ def summarize(
         config |= {"tasks": len(per_task), "rows": len(group)}
         if primary in effects:
             config |= {
-                f"tasks_positive_{primary}": sum(t[f"{primary}_mean"] > 0 for t in per_task),
-                f"tasks_negative_{primary}": sum(t[f"{primary}_mean"] < 0 for t in per_task),
-                f"detectable_{primary}_median": median_mde(per_task),
+                key(primary, "tasks_positive"): sum(t[key(primary, "mean")] > 0 for t in per_task),
+                key(primary, "tasks_negative"): sum(t[key(primary, "mean")] < 0 for t in per_task),
+                key(primary, "detectable_median"): median_mde(per_task),
             }
         configs.append(config)
-    corrected(configs)
-    simultaneous(configs, biases, seed)
-    for config in configs:
-        if key(primary, "p_family") in config:
-            config |= pooled_verdict(config, config.pop("_bound"), config[key(primary, "alpha")])
+    added = [corrected(configs), simultaneous(configs, biases, seed)]  # each (m, n, model)'s own keys
+    configs = [c | {k: v for a in added for k, v in a.get(cell_of(c), {}).items()} for c in configs]
+    configs = [c | pooled_verdict(c) if key(primary, "p_family") in c else c for c in configs]
     return {"configs": configs, "tasks": tasks}
+
+
+def across_tasks(per_task: list[dict], effects: list[str]) -> list[dict]:
+    """Per task, the values of the statistics read across tasks (a multiple-testing correction)."""
+    out = [{} for _ in per_task]
+    for st in STATISTICS.values():
+        for e in [e for e in effects if st.across and st.effects(e)]:
+            values = st.adjusted(e, np.array([t[st.of.format(e=e)] for t in per_task], float))
+            for row, v in zip(out, values):
+                row[st.name(e)] = float(v)
+    return out
 
 
 def leak_per_task(per_task: list[dict]) -> dict[str, Any]:
@@ -180,7 +185,7 @@ def measure(
 
 def median_mde(per_task: list[dict]) -> float:
     """The median MDE of the informative tasks (an uninformative task has none); NaN where none is."""
-    mdes = [t[f"detectable_{conditions.PRIMARY}"] for t in per_task]
+    mdes = [t[key(conditions.PRIMARY, "detectable")] for t in per_task]
     mdes = [x for x in mdes if not np.isnan(x)]
     return float(np.median(mdes)) if mdes else float("nan")
 

@@ -118,7 +118,7 @@ def task_table(config: dict, tasks: list[dict], effects: list[str]) -> list[str]
 def mde_line(config: dict, tasks: list[dict]) -> str:
     """What the tasks' MDEs say: the median, or why there is none."""
     primary = conditions.PRIMARY
-    median = config.get(f"detectable_{primary}_median", float("inf"))
+    median = config.get(key(primary, "detectable_median"), float("inf"))
     if np.isnan(median):
         return f"  no task's {primary} is informative: no MDE"
     if np.isfinite(median):

@@ -26,6 +26,7 @@ import pandas as pd
 from harness import results
 from harness.core import conditions
 from harness.core.power import ALPHA, units_for
+from harness.stats.statistics import plug_in_values
 
 # the fewest subsamples whose two-sided sign-flip test can reject at ALPHA: its smallest p is 2^(1-K)
 MIN_SUBSAMPLES = int(np.ceil(np.log2(1 / ALPHA))) + 1
@@ -36,8 +37,15 @@ INFLATED, DEFLATED, INCONCLUSIVE = "inflated", "deflated", "inconclusive"
 BOUNDED = "not inflated beyond"
 
 
+PREFIXED = ("detectable", "tasks_positive", "tasks_negative")  # keys the first summaries named effect-last
+
+
 def key(e: str, name: str) -> str:
-    """A summary key of effect `e` (`bias_units`, `bias_one_class`): one place builds them."""
+    """A summary key of effect `e` (`bias_units`, `bias_one_class`; `detectable_bias`, its MDE, and
+    `detectable_bias_median`): one place builds them."""
+    if name.startswith(PREFIXED):
+        prefix = next(p for p in PREFIXED if name.startswith(p))
+        return f"{prefix}_{e}{name[len(prefix) :]}"
     return f"{e}_{name}"
 
 
@@ -103,22 +111,24 @@ def mark(row: dict[str, Any]) -> dict[str, Any]:
     if why is None:
         return row
     e = conditions.PRIMARY
-    return row | {key(e, UNINFORMATIVE): why, f"detectable_{e}": float("nan")}
+    return row | {key(e, UNINFORMATIVE): why, key(e, "detectable"): float("nan")}
 
 
-def pooled_verdict(config: dict[str, Any], bound: float, alpha: float = ALPHA) -> dict[str, Any]:
+def pooled_verdict(config: dict[str, Any]) -> dict[str, Any]:
     """The pooled bias's word (see the module's note), read from the family's corrected p-value
-    (`bias_p_family`) and the two-sided interval; `bound` in points."""
+    (`bias_p_family`), the test's level (`bias_alpha`), the two-sided interval and the bound in points
+    (`bias_bound_pts`)."""
     e = conditions.PRIMARY
     p, mean, high = config[key(e, "p_family")], config[key(e, "mean")], config[key(e, "high")]
-    verdict = {key(e, "bound_pts"): bound, key(e, "alpha"): alpha}
+    bound, alpha = config[key(e, "bound_pts")], config[key(e, "alpha")]
+    verdict = {}
     if np.isfinite(p) and p <= alpha and mean != 0:
         return verdict | {key(e, "verdict"): INFLATED if mean > 0 else DEFLATED}
     if key(e, UNINFORMATIVE) in config:
         return verdict | {key(e, "verdict"): UNINFORMATIVE}
     if np.isfinite(high) and 100 * high < bound:
         return verdict | {key(e, "verdict"): BOUNDED}
-    mde = config[f"detectable_{e}"]
+    mde = config[key(e, "detectable")]
     if np.isfinite(mde) and mde > 0:
         verdict[key(e, "units_needed")] = units_for(mde, config[key(e, "units")], bound / 100)
     return verdict | {key(e, "verdict"): INCONCLUSIVE}
@@ -145,13 +155,14 @@ def mde_text(mde: float) -> str:
 def pooled_line(config: dict[str, Any]) -> str:
     """The pooled bias test in one sentence, its verdict last (the summary and the report both print it)."""
     e = conditions.PRIMARY
-    units, mde, bound = config[key(e, "units")], config[f"detectable_{e}"], config[key(e, "bound_pts")]
+    units, mde, bound = config[key(e, "units")], config[key(e, "detectable")], config[key(e, "bound_pts")]
     sides = "one-sided" if config.get(key(e, "sides")) == "one" else "two-sided"
     head = (
         f"pooled over the {units} units of every task: {e} {pts(config[key(e, 'mean')])} pts "
         f"{interval(config[key(e, 'low')], config[key(e, 'high')])} (95%, two-sided), p {sides} "
         f"{config[key(e, 'p_test')]:.4f}, BH over {config[key(e, 'family_size')]} "
         f"{config[key(e, 'p_family')]:.4f}, MDE {mde_text(mde)}"
+        + "".join(f", {shown}" for shown in plug_in_values(config, e))
     )
     fewest, most = config[key(e, "units_per_task")]
     if fewest != most:  # the pooled mean weighs each task by its units

@@ -80,6 +80,13 @@ class SplitSettings(SampleSettings):
         return spec, spec.subsample_docs(self, self.subsample)[self.split]
 
 
+def unlabeled(docs: pd.DataFrame) -> pd.DataFrame:
+    """Documents without their gold answers, as every condition but the leak adapts on them: no `label`;
+    a generative task's gold answer is its one choice, so there `answer` and `choices` go too."""
+    gold = ["label", "answer", "choices"] if "answer" in docs else ["label"]
+    return docs.drop(columns=[c for c in gold if c in docs])
+
+
 def find_spec(task: str, include_path: Sequence[str] = ()) -> Spec:
     """A tapt_* task by slug, name or YAML path; else any lm-eval multiple-choice task by name."""
     try:

@@ -30,7 +30,7 @@ VOTES = "votes"  # a record's labels that a method made up for itself, {row: cho
 class Inputs:
     """What a method adapts on: the base and the documents of one split for one condition."""
 
-    model: Any  # zero_shot: the loaded causal LM (adapt it in place, e.g. with PEFT); classifier: its dir
+    model: Any  # the loaded causal LM (adapt it in place, e.g. with PEFT); None in the classifier flow
     tokenizer: Any
     spec: Spec  # the task: prompts, choices and the answer delimiter
     docs: pd.DataFrame  # text, prompt, choices, row; `label` only for the leak condition
@@ -41,6 +41,9 @@ class Inputs:
     # method returned for the chunk before (the base for the first); train its adapter on, with a fresh
     # optimiser, as TLM's authors run their online setting. Only a method with `carries` gets one.
     online: bool = False
+    # the classifier flow: the backbone's folder, which the method loads and saves an adapted copy of
+    # (`model` is then None)
+    model_dir: str | None = None
 
     @property
     def labeled(self) -> bool:
@@ -63,10 +66,11 @@ class Adapted:
     """An adapted model (scored as the condition's model) and what made it. `restore` returns the
     base for the next condition; by default a PEFT model's `unload()` (the adapter detached)."""
 
-    model: Any  # zero_shot: a causal LM; classifier: the dir of the adapted backbone
+    model: Any = None  # the adapted causal LM; None in the classifier flow
     record: dict = field(default_factory=dict)  # JSON-able: steps, losses, what was selected, learned_from
     restore: Callable[[], Any] | None = None
     use_cache: Any = None  # the base's config.use_cache before adapt (Method.run sets it)
+    model_dir: str | None = None  # the classifier flow: the folder of the adapted backbone
 
     def base(self) -> Any:
         base = self.restore() if self.restore is not None else self.model
@@ -105,7 +109,7 @@ class Method:
         method says it learned (its record's `moved`; `base_print`: the base's fingerprint, if known;
         `condition` names the condition in its errors)."""
         use_cache = getattr(getattr(inputs.model, "config", None), "use_cache", None)
-        given_dir = isinstance(inputs.model, (str, Path))
+        given_dir = inputs.model_dir is not None
         if not given_dir and base_print is None:
             base_print = weights.fingerprint(inputs.model)
         try:
@@ -133,8 +137,11 @@ class Method:
             raise UserError(
                 f"{who} returned {type(out).__name__}; adapt must return tapt.methods.Adapted(model, record)"
             )
-        if given_dir and not (isinstance(out.model, (str, Path)) and Path(out.model).is_dir()):
-            raise UserError(f"{who} returned Adapted({out.model!r}); the classifier flow needs a model dir")
+        if given_dir and not (isinstance(out.model_dir, (str, Path)) and Path(out.model_dir).is_dir()):
+            raise UserError(
+                f"{who} returned Adapted(model_dir={out.model_dir!r}); the classifier flow needs the folder "
+                "of the adapted backbone"
+            )
         lm = all(hasattr(out.model, a) for a in ("named_parameters", "config", "device", "generate"))
         if not given_dir and not lm:
             raise UserError(

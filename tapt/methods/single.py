@@ -13,6 +13,7 @@ from harness.core import models, weights
 from harness.core.errors import UserError
 from harness.core.models import BaseForm
 from harness.core.settings import Settings, pick
+from harness.tasks.protocol import unlabeled
 from tapt import methods, output
 from tapt.corpus import TaptInput
 from tapt.methods import Inputs, Method, nothing_learned, prompt_tapt, raw_text
@@ -52,7 +53,7 @@ def adapt_and_save(args: TrainArgs, method: Method, settings: Settings) -> tuple
             "--method raw-text (the classifier flow's)"
         )
     if not args.leak:
-        docs = docs.drop(columns="label")  # the method never sees the gold labels it is not given
+        docs = unlabeled(docs)  # the method never sees the gold answers it is not given
     with output.staged(Path(args.out), args.overwrite) as tmp, tempfile.TemporaryDirectory() as work:
         model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora, args.bf16)
         tokenizer = models.tokenizer(args.base)

@@ -65,10 +65,17 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
             # adapted on the split's texts, never train's; labels only for the leak
             if cond != conditions.BASE:
                 inputs = methods.Inputs(
-                    backbone, None, spec, split_docs(docs, cond), method_settings, seed, Path(work)
+                    None,
+                    None,
+                    spec,
+                    split_docs(docs, cond),
+                    method_settings,
+                    seed,
+                    Path(work),
+                    model_dir=backbone,
                 )
                 adapted = method.run(inputs)
-                training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model
+                training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model_dir
             if plan.grid.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
                 masked = not models.is_decoder(backbone)
                 lm, tok = models.load_scoring_model(backbone, masked=masked)

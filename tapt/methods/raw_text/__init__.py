@@ -10,8 +10,8 @@ from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings, pretra
 
 
 def adapt(x: Inputs) -> Adapted:
-    record = pretrain(x.model, raw_texts(x.docs, x.labeled), x.settings, x.seed, x.workdir)
-    return Adapted(str(x.workdir), {**record, "learned_from": len(x.docs)}, restore=lambda: x.model)
+    record = pretrain(x.model_dir, raw_texts(x.docs, x.labeled), x.settings, x.seed, x.workdir)
+    return Adapted(record={**record, "learned_from": len(x.docs)}, model_dir=str(x.workdir))
 
 
 DEFAULTS = TextSettings()
