@@ -109,7 +109,7 @@ def main() -> None:
             "subsamples": 1,
             "conditions": conds,
             "quantize": "none",
-            "data_dir": args.data_dir,
+            "data_dir": str(Path(args.data_dir).resolve()),  # a config reads a relative folder from its own
             "method_settings": {"prompt-tapt": {"lr": 0.01, "batch_size": 4, "epochs": 1}},
             "out": str(Path(tmp) / "out"),
         }

@@ -131,7 +131,7 @@ def test_a_statistic_file_is_read_by_summarize_and_report_and_one_that_registers
     try:
         main(["summarize", SHIPPED, "--json", "--statistics", str(stat)])
     finally:
-        STATISTICS.pop("{e}_twice_gap")  # registered for this process: other tests' summaries stay the built-ins'
+        STATISTICS.pop("{e}_twice_gap")  # other tests read the built-ins alone
     summary = json.loads(capsys.readouterr().out)
     row = summary["tasks"][0]
     assert row["bias_twice_gap"] == pytest.approx(2 * row["bias_mean"])

@@ -143,7 +143,6 @@ def test_the_readme_users_method_runs_through_run_summarize_and_report(
         (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: norm-tuning-plugin\nVersion: 0.1\n")
         (dist / "entry_points.txt").write_text(f"[tapt_bench.methods]\nnorm-tuning = {name}\n")
         monkeypatch.syspath_prepend(str(tmp_path / "site"))
-        methods.installed.cache_clear()
         name = "norm-tuning"
     out = tmp_path / "out"
     config = tiny_grid_config(
@@ -155,10 +154,7 @@ def test_the_readme_users_method_runs_through_run_summarize_and_report(
         method=name,
         method_settings={"norm-tuning": {"steps": 2}},
     )
-    try:
-        main(["run", "--config", str(config)])
-    finally:
-        methods.installed.cache_clear()
+    main(["run", "--config", str(config)])
     acc, _ = grid_tables(out, "m4/n6/tiny+norm-tuning/ag_news")
     assert len(acc) == 2 and {"base", "extra", "test", "leak"} <= set(acc.columns)
     record = json.loads((out / "m4/n6/tiny+norm-tuning/ag_news/units/0.json").read_text())
@@ -186,17 +182,12 @@ def test_an_installed_entry_point_is_a_method(tmp_path, monkeypatch, capsys):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-methods\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[tapt_bench.methods]\nmine = my_methods:MINE\n")
-    monkeypatch.syspath_prepend(str(package))
-    methods.installed.cache_clear()
-    try:
-        main(["methods", "list"])
-        assert any(
-            line.split()[:3] == ["mine", "zero_shot", "entry"]
-            for line in capsys.readouterr().out.splitlines()
-        )
-        assert methods.find("mine").adapt is methods.find("prompt-tapt").adapt
-    finally:
-        methods.installed.cache_clear()
+    monkeypatch.syspath_prepend(str(package))  # the entry points are read at each lookup: nothing cached
+    main(["methods", "list"])
+    assert any(
+        line.split()[:3] == ["mine", "zero_shot", "entry"] for line in capsys.readouterr().out.splitlines()
+    )
+    assert methods.find("mine").adapt is methods.find("prompt-tapt").adapt
 
 
 @pytest.mark.parametrize(

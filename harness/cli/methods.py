@@ -11,7 +11,7 @@ from harness.core.settings import key_table
 def cmd_methods_list(args: argparse.Namespace) -> None:
     from tapt import methods
 
-    found = {**methods.builtin(), **{name: methods.find(name) for name in methods.installed()}}
+    found = {**methods.builtin(), **{name: methods.find(name) for name in methods.METHODS.installed()}}
     width = max(map(len, found))
     for name, m in found.items():
         print(f"{name:{width}}  {','.join(m.flows):20} {m.source:24} {m.about}")

@@ -31,4 +31,4 @@ from tapt.methods.contract import (  # noqa: F401  (the contract, as methods and
     numeric,
     vote_agreement,
 )
-from tapt.methods.registry import ENTRY_POINTS, builtin, check_method, find, installed  # noqa: F401
+from tapt.methods.registry import ENTRY_POINTS, METHODS, builtin, check_method, find  # noqa: F401

@@ -32,14 +32,6 @@ def builtin() -> dict[str, Method]:
     return {m.name: m for m in sorted(found, key=lambda m: (m.order, m.name))}
 
 
-@cache
-def installed() -> dict[str, str]:
-    """Entry points of the group `tapt_bench.methods`: name -> `module:attr`."""
-    from importlib.metadata import entry_points
-
-    return {e.name: e.value for e in entry_points(group=ENTRY_POINTS)}
-
-
 def named_module(name: str) -> Method | None:
     """The built-in in the module named as the method (`prompt-tapt`: prompt_tapt), imported alone, so that
     naming one method (a parser's default, say) does not import every other; None where there is none."""
@@ -54,7 +46,7 @@ def sourced(value: Method, target: str) -> Method:
     """A method from outside the package, checked, with where it came from as its `source`."""
     check_method(value, target)
     module, _, attr = target.rpartition(":")
-    names = [n for n, t in installed().items() if t == target]
+    names = [n for n, t in METHODS.installed().items() if t == target]
     if names:
         source = f"entry point {names[0]} ({target})"
     elif module.endswith(".py"):
