@@ -201,59 +201,19 @@ def steps(a: GpuCheckArgs, small: Path, big: Path | None) -> list[Step]:
         ),
         Step(
             "contamination calibrate --no-train",
-            [
-                "harness.cli",
-                "contamination",
-                "calibrate",
-                "--config",
-                str(each),
-                "--no-train",
-                "--modes",
-                "padding",
-            ],
+            ["harness.cli", *"contamination calibrate --config".split(), str(each), "--no-train"]
+            + ["--modes", "padding"],
         ),
         Step(
             "train (prompt TAPT on test)",
-            [
-                "harness.cli",
-                "train",
-                "--task",
-                a.task,
-                "--split",
-                "test",
-                "--n",
-                n,
-                "--m",
-                "4",
-                "--base",
-                str(small),
-                "--quantize",
-                "none",
-                "--epochs",
-                "2",
-                "--lr",
-                "0.002",
-                *flags,
-                "--out",
-                str(adapter),
-                "--overwrite",
-            ],
+            ["harness.cli", "train", "--task", a.task, "--split", "test", "--n", n, "--m", "4"]
+            + ["--base", str(small), *"--quantize none --epochs 2 --lr 0.002".split(), *flags]
+            + ["--out", str(adapter), "--overwrite"],
         ),
         Step(
             "lm_eval --model hf --model_args peft=ADAPTER",
-            [
-                "lm_eval",
-                "--model",
-                "hf",
-                "--model_args",
-                f"peft={adapter}",
-                "--tasks",
-                f"tapt_{a.task}",
-                "--metadata",
-                metadata,
-                "--device",
-                str(models.device()),
-            ],
+            ["lm_eval", "--model", "hf", "--model_args", f"peft={adapter}", "--tasks", f"tapt_{a.task}"]
+            + ["--metadata", metadata, "--device", str(models.device())],
         ),
     ]
     if big is not None:
