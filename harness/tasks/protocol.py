@@ -69,7 +69,7 @@ class SplitSettings(SampleSettings):
 
     task: str = option(
         help="task slug (ag_news), task name (tapt_ag_news), a task YAML path, or any lm-eval "
-        "multiple-choice task (arc_easy, or one in --include-path)"
+        "multiple-choice or per-document generative task (arc_easy, gsm8k, or one in --include-path)"
     )
     split: Literal["train", "extra", "test"] = option("test", "which split of the subsample")
     subsample: int = option(0, "index of the seeded subsample")
@@ -88,7 +88,7 @@ def unlabeled(docs: pd.DataFrame) -> pd.DataFrame:
 
 
 def find_spec(task: str, include_path: Sequence[str] = ()) -> Spec:
-    """A tapt_* task by slug, name or YAML path; else any lm-eval multiple-choice task by name."""
+    """A tapt_* task by slug, name or YAML path; else any lm-eval multiple-choice or generative task."""
     try:
         return load_spec(task, include_path)
     except UnknownTaskError as err:
