@@ -66,9 +66,9 @@ def user_task(folder: Path, metric: str = "exact_match", aggregation: str = "mea
     (folder / f"{name}.yaml").write_text(text)
 
 
-def grid(tmp_path, tiny_llama, **extra) -> Path:
+def grid(tmp_path, base, **extra) -> Path:
     cfg = {
-        "base": str(tiny_llama),
+        "base": str(base),
         "model_tag": "tiny",
         "tasks": ["arithmetic"],
         "m": 4,
@@ -262,17 +262,9 @@ def test_the_screen_reads_a_generative_tasks_generated_answers_against_its_commo
 def test_the_embedded_model_answers_the_offline_generative_task_and_the_design_reads_it(tmp_path):
     """SmolLM2-135M-Instruct on tapt_arithmetic: its base answers some sums (above 0), prompt TAPT and
     the leak train, and the summary prints the boost, bias and leak."""
-    cfg = {
-        "tasks": ["arithmetic"],
-        "m": 4,
-        "n": 16,
-        "subsamples": 1,
-        "conditions": ["base", "extra", "test", "leak"],
-        "quantize": "none",
-        "eval_batch_size": 16,
-        "method_settings": {"prompt-tapt": {"lr": 0.002, "epochs": 1, "batch_size": 8}},
-    }
-    path = write_grid_config(tmp_path, tmp_path / "out", cfg)
+    smol = "SmolLM2-135M-Instruct"
+    settings = {"prompt-tapt": {"lr": 0.002, "epochs": 1, "batch_size": 8}}
+    path = grid(tmp_path, smol, model_tag=smol, n=16, eval_batch_size=16, method_settings=settings)
     main(["run", "--config", str(path), "--threads", "1"])
     tdir = tmp_path / "out" / "m4" / "n16" / "SmolLM2-135M-Instruct" / "arithmetic"
     acc = pd.read_csv(tdir / "accuracies.csv")

@@ -1,6 +1,7 @@
 """This round's bad inputs, each one line naming the file, key or flag and the fix, before anything is
 written: task overrides, keys written twice, detector files, output paths, method settings' shapes."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,22 @@ def test_methods_show_aligns_every_setting_under_the_longest_key(capsys):
     lines = capsys.readouterr().out.split("settings (")[1].split("\n\n")[0].splitlines()[1:]
     starts = {len(line) - len(line[2:].split(maxsplit=2)[2]) for line in lines}
     assert len(lines) >= 10 and len(starts) == 1
+
+
+def test_a_reports_own_fault_is_not_blamed_on_a_file_no_one_wrote(tmp_path, monkeypatch):
+    """A value of the wrong form is blamed on calibration.json only where one was read; else the report's
+    own error stands (before: every KeyError named a calibration.json that did not exist)."""
+    from harness.stats import report
+
+    def broken(*args, **kwargs):
+        raise KeyError("leak_low")
+
+    monkeypatch.setattr(report, "build", broken)
+    root = tmp_path / "copy"
+    shutil.copytree(SHIPPED, root)
+    (root / "calibration.json").unlink(missing_ok=True)  # the shipped study's error rates
+    with pytest.raises(KeyError, match="leak_low"):
+        main(["report", str(root)])
+    (root / "calibration.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"report: a value of the wrong form in .*copy/calibration.json"):
+        main(["report", str(root)])

@@ -38,9 +38,10 @@ def cmd_report(args: argparse.Namespace) -> None:
     except UserError:  # a file the report reads, named with its fix
         raise
     except (TypeError, ValueError, KeyError, IndexError) as err:  # a number where text was expected...
-        inputs = " or ".join(
-            filter(None, [args.analysis and f"--analysis {args.analysis}", "calibration.json"])
-        )
+        calibrated = [str(p) for p in map(results.calibration_path, (root, root.parent)) if p.is_file()]
+        inputs = " or ".join(filter(None, [args.analysis and f"--analysis {args.analysis}", *calibrated]))
+        if not inputs:  # nothing a user wrote by hand was read: the fault is the report's own
+            raise
         raise UserError(
             f"report: a value of the wrong form in {inputs} ({type(err).__name__}: {err}); write them "
             "again with the command that makes them (`tapt-bench analyze`, `contamination calibrate`)"
