@@ -85,6 +85,15 @@ def test_a_bad_dose_is_blamed_on_doses(tmp_path):
     assert "method_settings" not in str(err.value)
 
 
+def test_a_dose_of_a_method_the_run_does_not_run_is_refused(tmp_path):
+    """No method named: the flow's default (prompt TAPT) runs, and a dose of self-training would be
+    ignored without a word (before: it was)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("tasks: [ag_news]\ndoses:\n  self-training: {lr: [0.01]}\n")
+    with pytest.raises(SettingsError, match=r"key 'doses' self-training is not among the run's methods"):
+        load_run(path, {"data_dir": "tests/data"})
+
+
 def test_until_mde_on_a_plan_is_refused(tmp_path, tiny_llama, data_dir):
     path = one_unit(tmp_path, tiny_llama, data_dir, confirmatory=True)
     with pytest.raises(SystemExit, match="--until-mde stops a method once its MDE reaches a target"):

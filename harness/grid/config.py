@@ -97,8 +97,12 @@ class GridConfig(Sections):
         or this one."""
         if not self.grid.methods and not self.grid.doses:
             return [self]
-        out = []
-        for name in self.grid.methods or [self.grid.method or flow.default_method(self.grid.flow)]:
+        out, named = [], self.grid.methods or [self.grid.method or flow.default_method(self.grid.flow)]
+        stray = set(self.grid.doses) - set(named) - {methods.find(name).name for name in named}
+        if stray:  # the flow's default method runs where the config names none: known only here
+            problem = f"{sorted(stray)[0]} is not among the run's methods {named}: name it there"
+            raise SettingsError.of("doses", problem)
+        for name in named:
             key = methods.find(name).name
             own = {k: v for k, v in self.grid.method_settings.items() if k == key}
             dkey = name if name in self.grid.doses else key
