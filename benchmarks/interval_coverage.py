@@ -11,8 +11,8 @@ the truth where low <= truth <= high, its edges included (within 1e-9: the inter
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness import results  # noqa: E402
+from harness.core.settings import Settings, option, parse_script  # noqa: E402
 from harness.stats.sign_flip import SignFlip  # noqa: E402
 
 TRUTH, EDGE = 0.02, 1e-9
@@ -78,18 +79,24 @@ def shapes(reference: Path | None) -> dict:
     return found
 
 
+@dataclass(kw_only=True)
+class CoverageArgs(Settings):
+    SMOKE = {"studies": 20, "k": [7]}
+    MINIMUM = {"studies": 1}
+
+    studies: int = option(1000, "simulated studies per K and shape")
+    k: list[int] = option([7, 21, 120], "units a study (each at least 2)")
+    reference: str = option(str(ROOT.parent / "shared" / "reference"), "the study's release: its BERT units")
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--studies", type=int, default=1000, help="simulated studies per K and shape")
-    p.add_argument("--k", type=int, nargs="+", default=[7, 21, 120], help="units a study")
-    p.add_argument("--reference", type=Path, default=ROOT.parent / "shared" / "reference")
-    args = p.parse_args(argv)
-    if args.studies < 1 or min(args.k) < 2:
-        p.error("--studies must be at least 1 and every --k at least 2")
+    args = parse_script(CoverageArgs, __doc__, argv)
+    if min(args.k) < 2:
+        sys.exit(f"error: --k must be at least 2 units a study, got {args.k}")
     print(f"truth +{100 * TRUTH:.0f} pts; 95% two-sided intervals; {args.studies} studies a row")
     print(f"{'K':>4}  {'shape':52} {'coverage':>8} {'below':>6} {'above':>6}")
     for k in args.k:
-        for name, draw in shapes(args.reference).items():
+        for name, draw in shapes(Path(args.reference)).items():
             held, below, above = coverage(draw, k, args.studies)
             print(f"{k:4d}  {name:52} {held:8.1%} {below:6d} {above:6d}")
 

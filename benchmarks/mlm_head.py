@@ -11,13 +11,15 @@ the encoder moved (||delta|| / ||weights||, the head left out).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from harness.core.settings import Settings, option, parse_script  # noqa: E402
 
 
 def encoder_delta(before, after):
@@ -73,15 +75,19 @@ def tapt(base: str, texts: list[str], seed: int):
     return (record["losses"], *encoder_delta(before, after))
 
 
+@dataclass(kw_only=True)
+class HeadArgs(Settings):
+    SMOKE = {"tasks": ["ag_news"], "warm": 2}
+    MINIMUM = {"warm": 1}
+
+    data_dir: str = option(help="folder of <task>/data.parquet (../shared/data)")
+    tasks: list[str] = option(["ag_news", "rotten_tomatoes", "trec", "emotion", "enron_spam"], "tasks")
+    seed: int = option(7, "the subsample's seed (never the plan's)")
+    warm: int = option(100, "steps the reference head is fitted alone")
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", required=True)
-    p.add_argument(
-        "--tasks", nargs="+", default=["ag_news", "rotten_tomatoes", "trec", "emotion", "enron_spam"]
-    )
-    p.add_argument("--seed", type=int, default=7, help="the subsample's seed (never the plan's)")
-    p.add_argument("--warm", type=int, default=100, help="steps the reference head is fitted alone")
-    args = p.parse_args(argv)
+    args = parse_script(HeadArgs, __doc__, argv)
 
     from harness.core import models
     from harness.tasks.protocol import find_spec, subsample_docs

@@ -6,14 +6,14 @@ The sentence compares the two pooled means by Welch's interval of their differen
 study's, scipy): "differ" where it excludes 0; "agree within B points" where it lies inside +-B;
 else "cannot tell". The study is read twice: on the tasks both have, and on all of its 25.
 
-    python benchmarks/table1_compare.py results/table1_minilm --model minilm \
-        [--reference ../shared/reference] [--bound 3] [--markdown]
+    python benchmarks/table1_compare.py --results results/table1_minilm --model minilm \
+        [--reference ../shared/reference] [--bound 3]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness import results  # noqa: E402
+from harness.core.settings import Settings, option, parse_script  # noqa: E402
 from harness.stats.statistics import flip_interval  # noqa: E402
 
 # the release's folder names that differ from the task slugs (../shared/reference/README.md)
@@ -92,21 +93,27 @@ def cell_table(ours: pd.DataFrame, study: pd.DataFrame, bound: float) -> list[st
     return lines
 
 
+@dataclass(kw_only=True)
+class CompareArgs(Settings):
+    ABOVE = {"bound": 0.0}
+
+    results: str = option(help="the replication's results folder")
+    model: str = option("minilm", "its model folder's name")
+    reference: str = option(str(ROOT.parent / "shared" / "reference"), "the study's release")
+    bound: float = option(3.0, "points: within it, two means agree")
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("results", type=Path, help="the replication's results folder")
-    p.add_argument("--model", default="minilm", help="its model folder's name")
-    p.add_argument("--reference", type=Path, default=ROOT.parent / "shared" / "reference")
-    p.add_argument("--bound", type=float, default=3.0, help="points: within it, two means agree")
-    args = p.parse_args(argv)
-    if not (args.reference / "accuracies" / "bert_gpt2").is_dir():
-        p.error(f"{args.reference}: no accuracies/bert_gpt2 there; name the study's release with --reference")
+    args = parse_script(CompareArgs, __doc__, argv)
+    reference = Path(args.reference)
+    if not (reference / "accuracies" / "bert_gpt2").is_dir():
+        sys.exit(f"error: --reference {reference}: no accuracies/bert_gpt2 there; name the study's release")
     ours = results.collect(args.results)
     ours = ours[ours["model"] == args.model]
     if ours.empty:
-        p.error(f"{args.results}: no units of model {args.model!r}")
+        sys.exit(f"error: --results {args.results}: no units of model {args.model!r} (name it with --model)")
     for (m, n), cell in ours.groupby(["m", "n"]):
-        study = released(args.reference, int(m), int(n))
+        study = released(reference, int(m), int(n))
         print(
             f"### m {m} / n {n}: ours {len(cell)} units over {cell['task'].nunique()} tasks; "
             f"the study's BERT {len(study)} over {study['task'].nunique()}\n"

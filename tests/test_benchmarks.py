@@ -3,6 +3,7 @@ cannot break one silently. The figures they print mean nothing at this size; onl
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,9 @@ def test_every_benchmark_script_is_covered_here():
         "contamination_speed.py",
         "dose_picture.py",
         "gpu_check.py",
+        "interval_coverage.py",
+        "mlm_head.py",
+        "table1_compare.py",
         "grid_throughput.py",
         "grpo_step.py",
         "pooled_rates.py",
@@ -62,6 +66,8 @@ def test_every_benchmark_script_is_covered_here():
         ("ttrl_answers.py", ["--base", "{llama}"], "rotten_tomatoes "),
         ("tlm_moves.py", ["--base", "{llama}"], "rotten_tomatoes "),
         ("grpo_step.py", ["--base", "{llama}"], "  8 grouped "),
+        ("interval_coverage.py", ["--reference", "{reference}"], "the study's BERT units at m 50 / n 50"),
+        ("mlm_head.py", [], "ag_news              fitted"),
     ],
 )
 def test_a_benchmark_runs_at_its_smoke_size(
@@ -69,7 +75,7 @@ def test_a_benchmark_runs_at_its_smoke_size(
 ):
     paths = {"llama": tiny_llama, "bert": tiny_bert, "reference": reference_dir, "tmp": tmp_path}
     argv = [a.format(**paths) for a in argv]
-    data = [] if name == "bayes_speed.py" else ["--data-dir", str(real_data_dir)]
+    data = [] if name in ("bayes_speed.py", "interval_coverage.py") else ["--data-dir", str(real_data_dir)]
     assert printed in script(name, "--smoke", *data, *argv)
 
 
@@ -234,3 +240,15 @@ def test_the_dose_picture_is_drawn_from_a_dosed_run_and_refused_without_one(tmp_
         text=True,
     )
     assert done.returncode == 1 and "holds no model run at several doses" in done.stderr
+
+
+def test_table1_compare_sets_a_replications_cell_beside_the_studys_released_one(tmp_path, reference_dir):
+    """Two of the study's own BERT tasks at m 50 / n 50, read as a replication's: each agrees with
+    itself, and the study's side is read on the tasks in common and on all 25."""
+    released = reference_dir / "accuracies" / "bert_gpt2" / "m50" / "n50" / "bert"
+    for task in ("ag_news", "trec"):
+        shutil.copytree(released / task, tmp_path / "m50" / "n50" / "minilm" / task)
+    said = script("table1_compare.py", "--results", str(tmp_path), "--reference", str(reference_dir))
+    assert "ours 200 units over 2 tasks; the study's BERT 2500 over 25" in said
+    assert "bias, against the study's tasks in common: agree within 3 points: ours - study +0.00" in said
+    assert "**pooled, the study's 25** | -, 2500" in said
