@@ -198,7 +198,7 @@ def test_the_lm_eval_command_prints_a_bad_metadata_setting_alone(data_dir):
 
     for metadata, message in (
         ({"data_dir": str(data_dir), "split": "dev"}, "--metadata 'split' must be one of"),
-        ({"data_dir": str(data_dir), "n": "8"}, "--metadata 'n' must be an integer, got '8'"),
+        ({"data_dir": str(data_dir), "n": "8"}, "--metadata n must be a whole number, got '8'"),
     ):
         argv = [*f"-m lm_eval --model dummy --tasks tapt_trec --include_path {TASKS_DIR}".split()]
         done = subprocess.run(
