@@ -143,3 +143,33 @@ def test_the_readmes_confirmatory_table_is_the_shipped_records():
         assert int(number(units)) == got["bias_units"], tag
         assert number(leak) == pytest.approx(100 * got["leak_mean"], abs=0.051), tag
         assert number(boost) == pytest.approx(100 * got["boost_mean"], abs=0.051), tag
+
+
+GENERATIVE = ROOT / "benchmarks" / "methods_generative"
+
+
+def test_the_readmes_generative_table_is_the_shipped_records():
+    """The README's two rows on tapt_arithmetic: each verdict, bias, unit count, leak and boost is the
+    summary of the shipped records, and both models read as confirmed."""
+    from harness.stats.confirmation import confirmation
+    from harness.stats.summary import of_folder
+
+    configs = {c["model"]: c for c in of_folder(GENERATIVE)["configs"]}
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### On a generative task", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    tags = {"prompt TAPT, lr 2e-3": MODEL, "test-time RL": f"{MODEL}+test-time-rl"}
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in tags:
+            rows[tags[cells[0]]] = cells
+    assert set(rows) == set(configs) == set(tags.values())
+    for tag, cells in rows.items():
+        got = configs[tag]
+        _, verdict, bias, units, leak, boost = cells[:6]
+        assert verdict.startswith(got["bias_verdict"].split(" (")[0]) and verdict.endswith("confirmed"), tag
+        assert number(bias) == pytest.approx(100 * got["bias_mean"], abs=0.051), tag
+        assert int(number(units)) == got["bias_units"], tag
+        assert number(leak) == pytest.approx(100 * got["leak_mean"], abs=0.051), tag
+        assert number(boost) == pytest.approx(100 * got["boost_mean"], abs=0.051), tag
+        assert confirmation(GENERATIVE / "m8" / "n32" / tag)["status"] == "confirmed", tag
