@@ -182,12 +182,32 @@ def test_an_installed_entry_point_is_a_method(tmp_path, monkeypatch, capsys):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-methods\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[tapt_bench.methods]\nmine = my_methods:MINE\n")
-    monkeypatch.syspath_prepend(str(package))  # the entry points are read at each lookup: nothing cached
+    monkeypatch.syspath_prepend(str(package))  # the entry points are read at each new name's lookup
     main(["methods", "list"])
     assert any(
         line.split()[:3] == ["mine", "zero_shot", "entry"] for line in capsys.readouterr().out.splitlines()
     )
     assert methods.find("mine").adapt is methods.find("prompt-tapt").adapt
+
+
+def test_a_file_method_is_loaded_and_checked_once_and_a_relative_name_is_the_file_of_its_folder(
+    tmp_path, monkeypatch, capsys
+):
+    """A grid finds its method many times a unit: the same name gives the same checked method (its file
+    run once), and `my.py:M` names the file of the folder it is named from."""
+    for folder, description in (("a", "first"), ("b", "second")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "my.py").write_text(
+            "from tapt.methods import Method\nfrom tapt.methods.prompt_tapt import METHOD as P\n"
+            "print('loading my.py')\n"
+            f"M = Method('mine-{folder}', ('zero_shot',), P.settings, P.adapt, '{description}')\n"
+        )
+    monkeypatch.chdir(tmp_path / "a")
+    first = methods.find("my.py:M")
+    assert methods.find("my.py:M") is first and methods.find(f"{tmp_path / 'a' / 'my.py'}:M") is first
+    monkeypatch.chdir(tmp_path / "b")
+    assert methods.find("my.py:M").about == "second" and first.about == "first"
+    assert capsys.readouterr().out.count("loading my.py") == 2  # each file ran once
 
 
 @pytest.mark.parametrize(

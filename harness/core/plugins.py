@@ -184,6 +184,13 @@ def real(kind: str, name: str, fn, value, low: float | None = None, high: float 
     )
 
 
+def resolved(name: str) -> str:
+    """A plug-in's name as one key: `file.py:attr` with the file's absolute path (a relative path names
+    another file from another folder); any other name as it is."""
+    module, colon, attr = name.rpartition(":")
+    return f"{Path(module).resolve()}:{attr}" if colon and module.endswith(".py") else name
+
+
 class Registry(Mapping[str, T]):
     """One kind of plug-in (a method, a flow, a detector, a statistic, a score), registered and found one
     way, with its errors in the same words for every kind. It reads as a mapping of name -> item: the
@@ -193,8 +200,8 @@ class Registry(Mapping[str, T]):
       is not of the kind's type);
     - `find(name)` gives the item of that name (`named(name)`, where given, finds a built-in without
       loading the others), else an installed entry point's by its name, else the one
-      `package.module:attr` or `path/to/file.py:attr` names (loaded once per process and passed through
-      `check`, which may refuse it or say where it came from);
+      `package.module:attr` or `path/to/file.py:attr` names (loaded and passed through `check`, which may
+      refuse it or say where it came from, once per process: the same name finds the same item after);
     - `load(target)` imports a file or module that registers items as it loads (how statistics and
       detectors are added from the command line).
     Written by hand: Python's entry points find installed plug-ins, not files or built-ins."""
@@ -213,6 +220,7 @@ class Registry(Mapping[str, T]):
         self.kind, self.of, self.group, self.example = kind, of, group, example
         self.builtins, self.key, self.check, self.named = builtins, key, check, named
         self._items: dict[str, T] = {}
+        self._found: dict[str, T] = {}  # an entry point's name or a target -> its checked item
         self._installed = False
 
     def register(self, item: T) -> T:
@@ -261,6 +269,9 @@ class Registry(Mapping[str, T]):
         every = self._all()
         if name in every:
             return every[name]
+        key = resolved(name)
+        if key in self._found:
+            return self._found[key]
         target = self.installed().get(name, name)
         if ":" not in target:
             raise PluginError(
@@ -275,6 +286,7 @@ class Registry(Mapping[str, T]):
             raise PluginError(f"{target!r} is a {type(value).__name__}, not a {self.type_name}")
         if self.check is not None:
             value = self.check(value, target) or value
+        self._found[key] = value
         return value
 
     def load(self, target: str, flag: str, fix: str) -> None:
