@@ -210,8 +210,12 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
     ):
         load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "b", tasks=["climate_fever"], n=1000))
     bad = config(tmp_path, tiny_llama, data_dir, tmp_path / "c", subsample=3)
-    with pytest.raises(SettingsError, match=f"^{re.escape(str(bad))}: unknown key\\(s\\) \\['subsample'\\]"):
-        load_run(bad)  # the file named once
+    with pytest.raises(
+        SettingsError,
+        match=f"^{re.escape(str(bad))}: unknown key\\(s\\) \\['subsample'\\] "
+        "\\('subsample': did you mean 'subsamples'\\?\\)",
+    ):
+        load_run(bad)  # the file named once, the key spelled close to it named
     with pytest.raises(SystemExit, match="--shard must look like i/N"):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
     with pytest.raises(

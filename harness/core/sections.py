@@ -19,7 +19,7 @@ import functools
 from typing import Any, ClassVar
 
 from harness.core.errors import SettingsError
-from harness.core.settings import NEVER, WHEN_SET, Settings, merged
+from harness.core.settings import NEVER, WHEN_SET, Settings, did_you_mean, merged
 
 
 def default_of(field: dataclasses.Field) -> Any:
@@ -58,7 +58,9 @@ class Sections:
         owners = self.owners()
         unknown = sorted(set(keys) - set(owners))
         if unknown:
-            raise SettingsError(f"unknown key(s) {unknown}; allowed: {sorted(owners)}")
+            raise SettingsError(
+                f"unknown key(s) {unknown}{did_you_mean(unknown, owners)}; allowed: {sorted(owners)}"
+            )
         for name, cls in self.SECTIONS.items():
             own = {k: v for k, v in keys.items() if owners[k] == name}
             object.__setattr__(self, name, cls(**own))

@@ -11,6 +11,7 @@ a config file or Python, before anything is written.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import math
@@ -196,6 +197,13 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+def did_you_mean(unknown, known) -> str:
+    """' (did you mean ...?)' for each unknown key spelled close to a known one; '' where none is."""
+    near = {k: difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.75) for k in unknown}
+    hints = [f"{k!r}: did you mean {n[0]!r}?" for k, n in near.items() if n]
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
 def from_mapping(cls: type[S], raw: Any, source: str, hidden: tuple[str, ...] = ()) -> S:
     """Build `cls` from a config mapping (a parsed YAML file), naming `source` and the key in errors;
     `hidden`: keys set elsewhere, left out of the keys an unknown one's error lists."""
@@ -205,7 +213,8 @@ def from_mapping(cls: type[S], raw: Any, source: str, hidden: tuple[str, ...] = 
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise SettingsError(
-            f"{source}: unknown key(s) {unknown}; allowed: {sorted(set(known) - set(hidden))}"
+            f"{source}: unknown key(s) {unknown}{did_you_mean(unknown, known)}; "
+            f"allowed: {sorted(set(known) - set(hidden))}"
         )
     missing = [
         f.name

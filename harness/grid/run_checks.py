@@ -4,14 +4,13 @@ task overrides, each method and each cell (a config does no I/O; these load plug
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from pathlib import Path
 
 from contamination.exposure import check_sizes
 from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError, UserError
-from harness.core.settings import NEVER, field_names
+from harness.core.settings import NEVER, did_you_mean, field_names
 from harness.grid import resolve
 from harness.grid.config import GridConfig, as_set, config_path, load_config
 from harness.grid.flow import FLOWS, default_method
@@ -63,11 +62,8 @@ def check_task_overrides(cfg: GridConfig) -> None:
         bad = sorted(keys - allowed | keys & fixed)
         if bad:
             settable = sorted(allowed - fixed)
-            near = {k: difflib.get_close_matches(k, settable, n=1, cutoff=0.75) for k in bad}
-            hints = [f"{k!r}: did you mean {n[0]!r}?" for k, n in near.items() if n]
             problem = (
-                f"{slug}: {bad} cannot be set per task"
-                + (f" ({'; '.join(hints)})" if hints else "")
+                f"{slug}: {bad} cannot be set per task{did_you_mean(bad, settable)}"
                 + f"; per-task keys are the training settings this run reads ({', '.join(settable[:8])}, ...)"
             )
             raise SettingsError.of("task_overrides", problem)
