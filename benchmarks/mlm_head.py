@@ -38,7 +38,7 @@ def warmed_head(base: str, texts: list[str], steps: int, seed: int, out: Path) -
     import torch
     from transformers import AutoModelForMaskedLM, set_seed
 
-    from harness.core import models, training
+    from harness.core import models
     from tapt.methods.raw_text.pretrain import collator
 
     set_seed(seed)
@@ -46,7 +46,7 @@ def warmed_head(base: str, texts: list[str], steps: int, seed: int, out: Path) -
     model = AutoModelForMaskedLM.from_pretrained(base, dtype=torch.float32)
     for name, p in model.named_parameters():
         p.requires_grad = name.startswith("cls.") and "decoder.weight" not in name
-    ids = tokenizer(texts, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
+    ids = tokenizer(texts, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
     collate = collator(tokenizer, decoder=False)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     model.train()

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.core import loglik
 from harness.core.power import RESAMPLES
 from harness.core.recipe import recipe_table
 
@@ -46,6 +45,8 @@ BLOCK_COLUMN = "codec_block"  # a score table's column of each document's block,
 
 def shared_suffix(sequences: Sequence[Sequence[int]]) -> int:
     """Tokens at the end of every sequence that are the same in all (kept below the shortest)."""
+    from harness.core import loglik  # torch: imported where a model scores, not where the test reads
+
     return loglik.shared_prefix([list(reversed(s)) for s in sequences])
 
 
@@ -137,6 +138,8 @@ def drops(
     log-probabilities from the exposure pass, index t - 1 for token t) minus the same tokens' mean with k
     documents of its group before it. Where `block` > 1, a block's documents share their context, so the
     context (and the instruction every prompt starts with) is read once per block, from its KV cache."""
+    from harness.core import loglik
+
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
     sep = tokenizer(SEPARATOR, add_special_tokens=False)["input_ids"]
     bos = getattr(tokenizer, "bos_token_id", None)

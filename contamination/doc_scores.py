@@ -33,7 +33,7 @@ import torch
 from scipy.special import logsumexp
 
 from contamination import codec
-from harness.core import loglik, training
+from harness.core import loglik, models
 from harness.core.errors import UserError
 from harness.core.plugins import called
 from harness.tasks.protocol import Spec
@@ -198,7 +198,7 @@ def raw_scores(
     if not masked:
         choices = [[RAW_LABEL_DELIMITER + c for c in cs] for cs in docs["choices"]]
         texts = list(docs["text"])  # as raw-text TAPT saw them: their first MAX_LENGTH tokens
-        return causal_scores(model, tokenizer, docs, texts, choices, batch_size, training.MAX_LENGTH)
+        return causal_scores(model, tokenizer, docs, texts, choices, batch_size, models.MAX_LENGTH)
     return masked_scores(model, tokenizer, docs, seed)
 
 
@@ -221,14 +221,14 @@ def masked_scores(model, tokenizer, docs: pd.DataFrame, seed: int) -> pd.DataFra
     mask_id, sep = tokenizer.mask_token_id, tokenizer.sep_token_id
     text, mink, ll = [], [], []
     for doc in docs.itertuples():
-        ids = tokenizer(doc.text, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
+        ids = tokenizer(doc.text, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
         inner = list(range(1, len(ids) - 1)) or [0]
         rng = np.random.default_rng([seed, int(doc.row)])
         chosen = sorted(rng.choice(inner, size=max(1, round(MLM_FRACTION * len(inner))), replace=False))
         lp, mean, std = masked_log_probs(model, ids, chosen, mask_id)
         text.append(float(lp.mean()))
         mink.append(mink_plus_plus(lp, mean, std))
-        body = ids[:-1][: training.MAX_LENGTH - 16]
+        body = ids[:-1][: models.MAX_LENGTH - 16]
         per_class = []
         for name in doc.choices:
             cls_ids = tokenizer(RAW_LABEL_DELIMITER + name, add_special_tokens=False)["input_ids"]

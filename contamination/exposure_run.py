@@ -11,7 +11,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from contamination import doc_scores
 from contamination.exposure import check_sizes, exposure_test
 from harness.core import models
 from harness.core.errors import UserError
@@ -163,6 +162,8 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
 
 
 def scores_of(path: str, peft: str | None, spec: Spec, docs: pd.DataFrame, args: ExposureArgs):
+    from contamination import doc_scores  # torch: imported where a model scores, not where settings parse
+
     masked = args.format == "raw" and not models.is_decoder(path)
     model, tokenizer = models.load_scoring_model(path, peft, masked=masked)
     if args.format == "prompt":

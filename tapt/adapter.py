@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
-from harness.core import training
+from harness.core import models
 from harness.core.models import BaseForm, Precision
 from harness.core.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
 from harness.tasks.protocol import Spec, gold_continuations
 from tapt.corpus import TaptInput, prompt_sequences
+
+if TYPE_CHECKING:
+    from harness.core import training
 
 LORA = {
     "r": 16,
@@ -37,12 +40,12 @@ class LoraTrainingSettings(Precision):
     epochs: float = option(1.0, "training epochs")
     batch_size: int = option(8, "training batch size")
     max_length: int | None = option(
-        None, f"tokens per sequence (default: {training.MAX_LENGTH} padding, {PACKED_MAX_LENGTH} packing)"
+        None, f"tokens per sequence (default: {models.MAX_LENGTH} padding, {PACKED_MAX_LENGTH} packing)"
     )
     lr: float = option(2e-4, "learning rate")
 
     def sequence_length(self) -> int:
-        return self.max_length or (PACKED_MAX_LENGTH if self.packing else training.MAX_LENGTH)
+        return self.max_length or (PACKED_MAX_LENGTH if self.packing else models.MAX_LENGTH)
 
     def trainer_options(self) -> dict:
         """TrainingArguments this method's settings set beyond the shared ones (none here)."""
@@ -90,6 +93,8 @@ def sft_config(
     """TRL's SFTConfig with the shared training settings (and `options` over them); the sequences come
     pre-tokenized."""
     from trl import SFTConfig
+
+    from harness.core import training  # torch: imported where a model trains, not where settings parse
 
     return training.arguments(
         workdir,
@@ -182,6 +187,8 @@ def prepare(
     `carried`, on the adapter `model` already holds (a stream's later chunk) instead of a new one; with
     `answers_only` (and answers, one prompt a sequence), the loss on each answer's tokens alone."""
     from transformers import set_seed
+
+    from harness.core import training
 
     max_length = settings.sequence_length()
     set_seed(seed)

@@ -400,7 +400,7 @@ def test_tlm_weights_are_the_frozen_bases_log_perplexities(tmp_path, tiny_llama,
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.core import training
+    from harness.core import models
     from harness.tasks.protocol import find_spec, subsample_docs
     from tapt.methods import tlm
 
@@ -419,7 +419,7 @@ def test_tlm_weights_are_the_frozen_bases_log_perplexities(tmp_path, tiny_llama,
     docs = subsample_docs(find_spec("ag_news"), cfg.sample, 0)["test"]
     tok, base = AutoTokenizer.from_pretrained(tiny_llama), AutoModelForCausalLM.from_pretrained(tiny_llama)
     with torch.no_grad():
-        ids = [tok(p, truncation=True, max_length=training.MAX_LENGTH)["input_ids"] for p in docs["prompt"]]
+        ids = [tok(p, truncation=True, max_length=models.MAX_LENGTH)["input_ids"] for p in docs["prompt"]]
         scored = [tlm.log_perplexity(base(torch.tensor([i])).logits, torch.tensor([i]))[0] for i in ids]
     expected = tlm.weights(torch.stack(scored), 10.0, 0.1).tolist()
     assert len(offline) == len(expected) == 6
@@ -439,7 +439,7 @@ def test_tlm_online_trains_the_carried_adapter_on_weighted_by_the_current_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.core import training
+    from harness.core import models
     from harness.tasks.protocol import find_spec
     from tapt.methods import Inputs, tlm
 
@@ -450,7 +450,7 @@ def test_tlm_online_trains_the_carried_adapter_on_weighted_by_the_current_model(
     one = tlm.adapt(Inputs(base, tok, spec, docs[:2], first, 0, tmp_path / "a", online=True))
     assert one.record["selected_by"] == "current model"
     current = one.model
-    ids = [tok(p, truncation=True, max_length=training.MAX_LENGTH)["input_ids"] for p in docs["prompt"][2:]]
+    ids = [tok(p, truncation=True, max_length=models.MAX_LENGTH)["input_ids"] for p in docs["prompt"][2:]]
     with torch.no_grad():
         on = [float(tlm.log_perplexity(current(torch.tensor([i])).logits, torch.tensor([i]))[0]) for i in ids]
         with current.disable_adapter():
@@ -558,7 +558,7 @@ def test_tlms_recipe_cites_the_authors_code_per_row_and_its_same_rows_are_the_se
 
 
 def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_the_settings_that_run():
-    from harness.core import training
+    from harness.core import models
     from tapt.methods.raw_text import RECIPE
     from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings
 
@@ -566,7 +566,7 @@ def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_th
     assert len(rows) == 7 and all(
         re.search(r"\((run|pretrain|_config)\.py:|\.sh:\d+", r) for r in rows.values()
     )
-    assert (MLM_PROBABILITY, training.MAX_LENGTH) == (0.15, 256)
+    assert (MLM_PROBABILITY, models.MAX_LENGTH) == (0.15, 256)
     s = TextSettings()  # the two rows that say otherwise say so because these are not the study's yet
     assert (s.pretrain_batch_size, s.pretrain_lr) == (16, 5e-5)
     assert "not yet the study's" in rows["batch"] and "not yet the study's" in rows["lr"]

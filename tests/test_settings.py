@@ -175,6 +175,32 @@ def test_every_commands_help_renders_its_percent_signs_and_defaults(capsys):
     assert "Min-K%++" in shown and "95% intervals" in shown and "(default: None) (default" not in shown
 
 
+HELP_IN_A_FRESH_PROCESS = """
+import contextlib, io, sys
+from harness.cli.main import main, parser
+def commands(p, prefix=()):
+    if not p.subcommands():
+        yield prefix
+    for name, child in p.subcommands().items():
+        yield from commands(child, (*prefix, name))
+for cmd in commands(parser()):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main([*cmd, "--help"])
+print(" ".join(m for m in ("transformers", "peft", "trl", "lm_eval", "datasets", "pymc") if m in sys.modules))
+"""
+
+
+def test_no_commands_help_waits_for_the_training_libraries():
+    """--help, and every error a settings check gives, parse the settings alone: the libraries that train,
+    score and sample (seconds of imports) load where a command uses them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HELP_IN_A_FRESH_PROCESS], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == ""  # the names of those imported
+
+
 def test_no_command_prints_bitsandbytes_optional_kernel_hint(capsys):
     """bitsandbytes logs at import, on CPUs with AVX512-BF16, that a hub kernel is missing: silenced."""
     import logging

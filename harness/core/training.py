@@ -13,8 +13,6 @@ from transformers import TrainerCallback
 
 from harness.core.errors import UserError
 
-MAX_LENGTH = 256  # tokens of one text per sequence, in every flow (the study's); packing sets its own
-
 
 class TrainingDivergedError(UserError):
     """The training loss became NaN or infinite."""

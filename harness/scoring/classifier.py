@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from harness.core import models, training
+from harness.core import models
 from harness.core.settings import Settings, option
 
 LONG_TEXT_TASKS = ("blog_authorship_corpus", "craigslist_bargains", "frenk_hate_en", "movie_rationales")
@@ -41,6 +40,7 @@ class ClassifierSettings(Settings):
 
 def load_classifier(backbone: str, num_classes: int, seed: int):
     """The backbone with a new linear head, its random init seeded (the study's second source of variance)."""
+    import torch
     from transformers import AutoModelForSequenceClassification, set_seed
 
     tokenizer = models.tokenizer(backbone)
@@ -58,7 +58,7 @@ def load_classifier(backbone: str, num_classes: int, seed: int):
 def encoded(tokenizer, docs: pd.DataFrame):
     from datasets import Dataset
 
-    enc = tokenizer(list(docs["text"]), truncation=True, max_length=training.MAX_LENGTH)
+    enc = tokenizer(list(docs["text"]), truncation=True, max_length=models.MAX_LENGTH)
     return Dataset.from_dict({**enc, "labels": [int(y) for y in docs["label"]]})
 
 
@@ -73,6 +73,8 @@ def trainer(
 ):
     """The Trainer that fine-tunes head + LM on `train`, with its step log."""
     from transformers import DataCollatorWithPadding, Trainer
+
+    from harness.core import training
 
     model, tokenizer = load_classifier(backbone, num_classes, seed)
     steps = training.StepLog()
@@ -105,6 +107,8 @@ def classify(
 ) -> tuple[pd.DataFrame, dict]:
     """Fine-tune head + LM on `train`; per `test` doc its row, label, class probabilities and
     correctness, and the training log (with the seconds spent training and predicting)."""
+    import torch
+
     with tempfile.TemporaryDirectory() as work:
         fit, steps = trainer(backbone, train, num_classes, settings, eval_batch_size, seed, Path(work))
         clock = time.perf_counter()

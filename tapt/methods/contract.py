@@ -8,14 +8,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.core import weights
 from harness.core.errors import UserError
 from harness.core.settings import Settings
 from harness.tasks.protocol import Spec
+
+if TYPE_CHECKING:
+    from harness.core import weights
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
 DIAGNOSTICS = "diagnostics"  # the record's map of what the method reports of itself (Method.diagnostics)
@@ -108,6 +110,8 @@ class Method:
         of the kind it was given, a JSON-able record, and a model that moved from the base wherever the
         method says it learned (its record's `moved`; `base_print`: the base's fingerprint, if known;
         `condition` names the condition in its errors)."""
+        from harness.core import weights  # torch: imported where a method runs, not where settings parse
+
         use_cache = getattr(getattr(inputs.model, "config", None), "use_cache", None)
         given_dir = inputs.model_dir is not None
         if not given_dir and base_print is None:
@@ -179,6 +183,8 @@ class Method:
     def check_moved(self, record: dict, docs: int, condition: str) -> None:
         """Stop when the method says it took optimizer steps on documents, yet its model is exactly the
         base (no LoRA layer adds a weight change, or no tensor changed): no gradient reached its weights."""
+        from harness.core import weights
+
         moved = record[MOVED]
         claimed = isinstance(record.get("steps"), int) and record["steps"] > 0
         if not claimed or not weights.did_not_move(moved) or nothing_learned(record):

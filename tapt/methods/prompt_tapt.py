@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from harness.core import training
+from harness.core import models
 from harness.tasks.prompts import PACK_SIZE
 from tapt import adapter
 from tapt.methods import Adapted, Inputs, Method, recipe_table
@@ -34,7 +34,7 @@ RECIPE = recipe_table(
             "max length",
             "512 padding, 8192 packing (run.py:74, 85)",
             "the study's configs: 512 (zero_shot.yaml), 8192 (zero_shot_packing.yaml); unset: "
-            f"{training.MAX_LENGTH} padding, {adapter.PACKED_MAX_LENGTH} packing",
+            f"{models.MAX_LENGTH} padding, {adapter.PACKED_MAX_LENGTH} packing",
             "unset keeps this tool's first lengths, so their results keep their hash",
         ),
         (

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.core import training
+from harness.core import models, training
 from harness.core.errors import SettingsError
 from harness.core.settings import Settings, option
 from harness.tasks.protocol import answered
@@ -151,7 +151,7 @@ def adapt(x: Inputs) -> Adapted:
     s: TlmSettings = x.settings
     set_seed(x.seed)
     texts = answered(x.spec, x.docs) if x.labeled else list(x.docs["prompt"])
-    ids = x.tokenizer(texts, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
+    ids = x.tokenizer(texts, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
     if not x.online and not selectable(x.model, ids, s.threshold):  # no step would learn: say so now
         record = {"sequences": len(ids), "selected": 0, "seen": len(ids), "learned_from": 0, "steps": 0}
         return Adapted(x.model, record, restore=lambda: x.model)

@@ -8,7 +8,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from contamination import doc_scores
 from harness.core import conditions, models
 from harness.core.errors import SettingsError
 from harness.core.sections import Sections
@@ -77,6 +76,8 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
                 adapted = method.run(inputs)
                 training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model_dir
             if plan.grid.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
+                from contamination import doc_scores  # torch: imported where a model scores
+
                 masked = not models.is_decoder(backbone)
                 lm, tok = models.load_scoring_model(backbone, masked=masked)
                 exposed[cond] = doc_scores.raw_scores(

@@ -3,7 +3,7 @@ split's texts (each followed by its class name for the leak)."""
 
 from __future__ import annotations
 
-from harness.core import training
+from harness.core import models
 from tapt.corpus import raw_texts
 from tapt.methods import Adapted, Inputs, Method, recipe_table
 from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings, pretrain
@@ -22,7 +22,7 @@ RECIPE = recipe_table(
         ("objective", "MLM for BERT, CLM for GPT-2 (pretrain.py:1-3, 62-66)", "the same", ""),
         ("masking", "15% (run.py:48)", f"{MLM_PROBABILITY:.0%}", ""),
         ("weights", "all, no LoRA (run.py:50, 60)", "all", ""),
-        ("max length", "256 (run.py:53, 63)", f"{training.MAX_LENGTH}", ""),
+        ("max length", "256 (run.py:53, 63)", f"{models.MAX_LENGTH}", ""),
         (
             "epochs",
             "2 for BERT, 1 for GPT-2 (bert_1.sh:11, gpt2_1.sh:13)",

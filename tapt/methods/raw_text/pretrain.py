@@ -8,9 +8,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from harness.core import models, training
+from harness.core import models
 from harness.core.settings import Settings, option
 from tapt import output
 from tapt.corpus import TaptInput, raw_texts
@@ -53,6 +51,8 @@ class AtLeastOneMask:
         self.collate, self.tokenizer = collate, tokenizer
 
     def __call__(self, examples):
+        import torch
+
         batch = self.collate(examples)
         if (batch["labels"] != -100).any():
             return batch
@@ -83,8 +83,11 @@ def lm_head_is_new(base: str) -> bool:
 
 def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out: Path) -> dict:
     """Pretrain `base` on `texts` and save model and tokenizer to `out`; returns the training record."""
+    import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
+
+    from harness.core import training
 
     decoder = models.is_decoder(base)
     epochs = settings.pretrain_epochs or (1.0 if decoder else 2.0)
@@ -97,7 +100,7 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
         )
     set_seed(seed)
     tokenizer = models.tokenizer(base)
-    ids = tokenizer(texts, truncation=True, max_length=training.MAX_LENGTH)["input_ids"]
+    ids = tokenizer(texts, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
     model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(
         base, dtype=torch.float32
     )
@@ -116,7 +119,7 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
         "objective": "clm" if decoder else "mlm",
         "epochs": epochs,
         "mlm_head_was_new": new_head,
-        "max_length": training.MAX_LENGTH,
+        "max_length": models.MAX_LENGTH,
         "sequences": len(ids),
         "tokens": int(sum(map(len, ids))),
         **steps.summary(),
