@@ -248,6 +248,13 @@ def test_a_target_acceptance_of_1_or_more_is_refused_before_anything_is_fitted(t
         FitSettings(target_accept=1.2)
 
 
+def test_the_bare_command_says_what_each_command_does(capsys):
+    with pytest.raises(SystemExit) as done:
+        main([])
+    shown = capsys.readouterr().out
+    assert done.value.code == 0 and "run an experiment grid" in shown and "print the lm_eval" in shown
+
+
 def test_analyze_help_names_where_its_flags_are(capsys):
     """`analyze --help` lists only fit and meta: it says which command shows the flags."""
     from harness.cli.main import main

@@ -54,7 +54,7 @@ def _run(argv: list[str]) -> None:
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
     from harness.cli.analyze import with_subcommand
 
-    argv = with_subcommand(argv)
+    argv = with_subcommand(argv or ["--help"])  # no command: what each one does, as pip answers
     args = parser(argv).parse_args(argv)
     args.argv = argv
     args.func(args)
