@@ -4,7 +4,10 @@ the sign-flip test inverted), and one sentence per cell and effect read from the
 
 The sentence compares the two pooled means by Welch's interval of their difference (ours - the
 study's, scipy): "differ" where it excludes 0; "agree within B points" where it lies inside +-B;
-else "cannot tell". The study is read twice: on the tasks both have, and on all of its 25.
+else "cannot tell". The study is read twice: on the tasks both have, and on all of its 25. Where the
+replication planted a leak, its bias is read only where that leak is seen (its pooled interval above
+0): else the bias's sentence is "cannot tell", whatever the two means, since a design that misses the
+planted effect cannot vouch for the absence of one.
 
     python benchmarks/table1_compare.py --results results/table1_minilm --model minilm \
         [--reference ../shared/reference] [--bound 3]
@@ -47,11 +50,14 @@ def shown(d: np.ndarray) -> str:
     return f"{100 * d.mean():+.2f} {ends}"
 
 
-def sentence(ours: np.ndarray, theirs: np.ndarray, bound: float) -> str:
-    """Ours against the study's pooled mean: differ, agree within the bound, or cannot tell."""
+def sentence(ours: np.ndarray, theirs: np.ndarray, bound: float, leak: np.ndarray | None = None) -> str:
+    """Ours against the study's pooled mean: differ, agree within the bound, or cannot tell; `leak`, our
+    planted leak's per-unit effects, where it is read first."""
     ci = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
     low, high = 100 * ci.low, 100 * ci.high
     gap = f"ours - study {100 * (ours.mean() - theirs.mean()):+.2f} [{low:+.2f}, {high:+.2f}] (Welch)"
+    if leak is not None and not flip_interval(leak)[0] > 0:
+        return f"cannot tell: the replication's planted leak is not seen, {shown(leak)}; {gap}"
     if low > 0 or high < 0:
         return f"differ: {gap}"
     if -bound < low and high < bound:
@@ -88,7 +94,8 @@ def cell_table(ours: pd.DataFrame, study: pd.DataFrame, bound: float) -> list[st
     lines.append("")
     for e in ("boost", "bias"):
         for label, s in (("in common", study_common), ("all", study)):
-            said = sentence(effect(ours, e), effect(s, e), bound)
+            leak = effect(ours, "leak") if has_leak and e == "bias" else None
+            said = sentence(effect(ours, e), effect(s, e), bound, leak)
             lines.append(f"- {e}, against the study's tasks {label}: {said}")
     return lines
 

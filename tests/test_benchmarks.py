@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from helpers import tiny_grid_config
 
@@ -252,3 +253,11 @@ def test_table1_compare_sets_a_replications_cell_beside_the_studys_released_one(
     assert "ours 200 units over 2 tasks; the study's BERT 2500 over 25" in said
     assert "bias, against the study's tasks in common: agree within 3 points: ours - study +0.00" in said
     assert "**pooled, the study's 25** | -, 2500" in said
+    missed = "cannot tell: the replication's planted leak is not seen, +0.00"
+    for shift, read in ((0.0, missed), (0.2, "agree within 3 points")):
+        for task in ("ag_news", "trec"):  # a planted leak, missed (as extra) or seen (20 points above it)
+            table = tmp_path / "m50" / "n50" / "minilm" / task / "accuracies.csv"
+            df = pd.read_csv(table)
+            df.assign(leak=(df["extra"] + shift).clip(upper=1.0)).to_csv(table, index=False)
+        said = script("table1_compare.py", "--results", str(tmp_path), "--reference", str(reference_dir))
+        assert f"bias, against the study's tasks in common: {read}" in said
