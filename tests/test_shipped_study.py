@@ -173,3 +173,26 @@ def test_the_readmes_generative_table_is_the_shipped_records():
         assert number(leak) == pytest.approx(100 * got["leak_mean"], abs=0.051), tag
         assert number(boost) == pytest.approx(100 * got["boost_mean"], abs=0.051), tag
         assert confirmation(GENERATIVE / "m8" / "n32" / tag)["status"] == "confirmed", tag
+
+
+TABLE1 = ROOT / "benchmarks" / "table1_minilm"
+
+
+def test_the_readmes_table1_row_is_the_shipped_records():
+    """The README's replication row (MiniLM, m 50 / n 50): its units, boost, bias and planted leak, each
+    mean and interval end, are the summary of the shipped records, read as confirmed and uninformative."""
+    from harness.stats.confirmation import confirmation
+    from harness.stats.summary import of_folder
+
+    (got,) = of_folder(TABLE1)["configs"]
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### The study's Table 1 on real weights", 1)[1].split("\n### ", 1)[0]
+    (line,) = [row for row in section.splitlines() if row.startswith("| ours, MiniLM")]
+    _, units, *effects, verdict = [c.strip() for c in line.strip().strip("|").split("|")]
+    assert int(units) == got["bias_units"] == 120
+    for name, cell in zip(("boost", "bias", "leak"), effects, strict=True):
+        shown = [float(x) for x in re.findall(r"[-+]\d+\.\d+", cell)]
+        wanted = [100 * got[f"{name}_{end}"] for end in ("mean", "low", "high")]
+        assert shown == pytest.approx(wanted, abs=0.006), name
+    assert verdict == f"{got['bias_verdict']}, confirmed"
+    assert confirmation(TABLE1 / "m50" / "n50" / "minilm")["status"] == "confirmed"
