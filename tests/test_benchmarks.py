@@ -252,6 +252,7 @@ def test_table1_compare_sets_a_replications_cell_beside_the_studys_released_one(
     said = script("table1_compare.py", "--results", str(tmp_path), "--reference", str(reference_dir))
     assert "ours 200 units over 2 tasks; the study's BERT 2500 over 25" in said
     assert "bias, against the study's tasks in common: agree within 3 points: ours - study +0.00" in said
+    assert said.count("read without a positive control: the replication planted no leak") == 2
     assert "**pooled, the study's 25** | -, 2500" in said
     missed = "cannot tell: the replication's planted leak is not seen, +0.00"
     for shift, read in ((0.0, missed), (0.2, "agree within 3 points")):
@@ -261,3 +262,4 @@ def test_table1_compare_sets_a_replications_cell_beside_the_studys_released_one(
             df.assign(leak=(df["extra"] + shift).clip(upper=1.0)).to_csv(table, index=False)
         said = script("table1_compare.py", "--results", str(tmp_path), "--reference", str(reference_dir))
         assert f"bias, against the study's tasks in common: {read}" in said
+        assert "without a positive control" not in said

@@ -51,11 +51,11 @@ class AtLeastOneMask:
         self.collate, self.tokenizer = collate, tokenizer
 
     def __call__(self, examples):
-        import torch
-
         batch = self.collate(examples)
         if (batch["labels"] != -100).any():
             return batch
+        import torch
+
         ids = batch["input_ids"]
         special = torch.tensor(
             [
