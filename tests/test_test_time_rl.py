@@ -230,6 +230,7 @@ def test_every_sample_names_a_choice_by_default_and_free_text_need_not(
     )
     for cond in ("extra", "test"):
         rec = unit["training"][cond]
+        assert rec["answers"] == mode and rec["with_answers"] is False  # the method's setting, the design's
         if unmatched is None:
             assert rec["unmatched_share"] > 0.5, rec["unmatched_share"]
         else:

@@ -119,7 +119,7 @@ def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
         with tempfile.TemporaryDirectory() as work:  # the method's scratch dir
             adapted = u.method.run(u.inputs(cond, Path(work)), u.base.at_load, cond)
         u.base.check_tokenizer(u.method, cond)
-        rec = {**dataclasses.asdict(u.settings), "split": split, "answers": answers, **adapted.record}
+        rec = {**dataclasses.asdict(u.settings), "split": split, "with_answers": answers, **adapted.record}
         sample = u.plan.sample  # the draw and prompt it was trained on: lm_eval scores that draw by default
         prompt = {"prompt_format": sample.prompt_format, "accuracy": u.plan.grid.accuracy}  # how read
         prompt |= {"m": sample.m, "n": sample.n, "seed": sample.seed, "chat_model": sample.chat_model}
