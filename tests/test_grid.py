@@ -216,6 +216,11 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
         "\\('subsample': did you mean 'subsamples'\\?\\)",
     ):
         load_run(bad)  # the file named once, the key spelled close to it named
+    older = config(tmp_path, tiny_llama, data_dir, tmp_path / "e", epochz=2)  # the method's key, misspelt
+    with pytest.raises(
+        SettingsError, match="\\('epochz': did you mean 'epochs'\\?\\): prompt-tapt's settings go under"
+    ):
+        load_run(older)
     with pytest.raises(SystemExit, match="--shard must look like i/N"):
         main(["run", "--config", str(config(tmp_path, tiny_llama, data_dir, tmp_path / "d")), "--shard", "2"])
     with pytest.raises(

@@ -16,7 +16,7 @@ from typing import Any
 from harness.core.errors import SettingsError
 from harness.core.models import BaseForm
 from harness.core.sections import recorded
-from harness.core.settings import Settings, field_names
+from harness.core.settings import Settings, did_you_mean, field_names
 from harness.grid.flow import builtin, default_method
 from tapt import methods
 from tapt.adapter import LoraTrainingSettings
@@ -76,6 +76,11 @@ def read_old_keys(raw: dict, known: set[str], source: str) -> dict:
     default = methods.find(default_method(flow))
     defaults = {methods.find(default_method(f)) for f in builtin()}
     flat = [k for k in raw if k not in known and any(k in field_names(m.settings) for m in defaults)]
+    typos = [k for k in raw if k not in known and k not in flat and not did_you_mean([k], known)]
+    near = did_you_mean(typos, field_names(default.settings))
+    if near:  # a misspelt older key: named with where the key belongs now
+        problem = f"unknown key(s) {sorted(typos)}{near}: {default.name}'s settings go under method_settings"
+        raise SettingsError(f"{source}: {problem}", "method_settings", problem)
     try:
         runs = default.name in {methods.find(n).name for n in run_methods(raw)}
     except (SettingsError, TypeError):
