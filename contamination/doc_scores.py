@@ -25,11 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 from scipy.special import logsumexp
 
 from contamination import codec
@@ -37,6 +36,9 @@ from harness.core import loglik, models
 from harness.core.errors import UserError
 from harness.core.plugins import called
 from harness.tasks.protocol import Spec
+
+if TYPE_CHECKING:
+    pass
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
 MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in MLM training)
@@ -202,10 +204,12 @@ def raw_scores(
     return masked_scores(model, tokenizer, docs, seed)
 
 
-@torch.inference_mode()
+@loglik.inference_mode
 def masked_log_probs(model, ids: list[int], positions: list[int], mask_id: int):
     """Log p of the original tokens at `positions`, all masked at once; with the mean and spread of
     log p at each."""
+    import torch
+
     x = torch.tensor([ids])
     originals = x[0, positions].clone()
     x[0, positions] = mask_id

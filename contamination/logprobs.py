@@ -8,9 +8,14 @@ token of a sequence has no context and is not counted.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
 from tqdm import tqdm
+
+from harness.core.loglik import inference_mode
+
+if TYPE_CHECKING:
+    pass
 
 
 def windows(length: int, context: int, stride: int) -> list[tuple[int, int, int]]:
@@ -26,9 +31,11 @@ def windows(length: int, context: int, stride: int) -> list[tuple[int, int, int]
     return out
 
 
-@torch.inference_mode()
+@inference_mode
 def logprob_one(model, ids: Sequence[int], context: int, stride: int) -> float:
     """The reference algorithm: one window per forward pass, one sequence at a time."""
+    import torch
+
     total = 0.0
     for start, end, first in windows(len(ids), context, stride):
         x = torch.tensor([ids[start:end]], device=model.device)
@@ -39,7 +46,7 @@ def logprob_one(model, ids: Sequence[int], context: int, stride: int) -> float:
     return total
 
 
-@torch.inference_mode()
+@inference_mode
 def logprobs_batched(
     model,
     sequences: Sequence[Sequence[int]],
@@ -53,6 +60,8 @@ def logprobs_batched(
     Identical sequences are scored once; windows are sorted by length so batches carry little
     padding; padding is on the right and masked, so it never changes a counted token.
     """
+    import torch
+
     distinct = {tuple(s): None for s in sequences}
     jobs = [(seq, w) for seq in distinct for w in windows(len(seq), context, stride)]
     jobs.sort(key=lambda j: j[1][1] - j[1][0])

@@ -37,7 +37,8 @@ def test_layout_rows_and_the_leak_condition(tiny_grid):
     assert per_condition[conditions].to_numpy() == pytest.approx(acc[conditions].to_numpy())
     assert (acc[conditions] * 6).round(6).mod(1).eq(0).all().all()  # accuracies are counts of 6 docs
     unit = json.loads((tiny_grid / TINY_GRID_DIR / "units" / "0.json").read_text())
-    assert unit["training"]["leak"]["answers"] is True and unit["training"]["test"]["answers"] is False
+    trained = unit["training"]
+    assert trained["leak"]["with_answers"] is True and trained["test"]["with_answers"] is False
     assert unit["training"]["leak"]["split"] == unit["training"]["test"]["split"] == "test"
     assert set(unit["seconds"]) == {
         "score_base",

@@ -179,7 +179,7 @@ main(["summarize", {str(tmp_path / "out")!r}])
     assert done.returncode == 0, done.stderr[-2000:]
     (unit,) = (tmp_path / "out").rglob("units/0.json")
     trained = json.loads(unit.read_text())["training"]["extra_leak"]
-    assert trained["split"] == "extra" and trained["answers"]
+    assert trained["split"] == "extra" and trained["with_answers"]
     (table,) = (tmp_path / "out").rglob("accuracies.csv")
     assert "extra_leak" in table.read_text().splitlines()[0]
 

@@ -186,7 +186,8 @@ def commands(p, prefix=()):
 for cmd in commands(parser()):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
         main([*cmd, "--help"])
-print(" ".join(m for m in ("transformers", "peft", "trl", "lm_eval", "datasets", "pymc") if m in sys.modules))
+heavy = ("torch", "transformers", "peft", "trl", "lm_eval", "datasets", "pymc")
+print(" ".join(m for m in heavy if m in sys.modules))
 """
 
 

@@ -13,13 +13,30 @@ continuation is scored exactly as HFLM scores `context_enc + continuation_enc`.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
+
+
+def inference_mode(fn):
+    """`torch.inference_mode()` as a decorator that imports torch at the first call, not at import (so
+    that `--help` and the settings' checks do not wait for it); torch's own decorator needs torch first."""
+
+    @functools.wraps(fn)
+    def scored(*args, **kwargs):
+        import torch
+
+        with torch.inference_mode():
+            return fn(*args, **kwargs)
+
+    return scored
 
 
 @dataclass
@@ -65,7 +82,7 @@ def score(model, contexts, continuations=None, batch_size: int = 8, **how) -> li
     return score_under(model, [None], contexts, continuations, batch_size, **how)[None]
 
 
-@torch.inference_mode()
+@inference_mode
 def score_under(
     model,
     names: Sequence[str | None],
@@ -74,7 +91,7 @@ def score_under(
     batch_size: int = 8,
     token_stats: bool = False,
     context_logprobs: bool = True,
-    softmax_dtype: torch.dtype | None = torch.float32,
+    softmax_dtype: torch.dtype | str | None = "float32",
     share_prefix: bool = True,
 ) -> dict[str | None, list[Scored]]:
     """Score each context (right-padded, `batch_size` at a time, longest first) and then all of its
@@ -84,8 +101,12 @@ def score_under(
     every context starts with (a prompt's instruction) run once, and each batch reads them from that
     pass's cache. Contexts hold at least one token, continuations at least one each. Without
     `context_logprobs` only each context's last position is projected on the vocabulary (`token_logprobs`
-    is then empty). Log-softmax runs in `softmax_dtype` (None: the logits' dtype). The model is put in
-    eval mode."""
+    is then empty). Log-softmax runs in `softmax_dtype` (a torch dtype or its name; None: the logits'
+    dtype). The model is put in eval mode."""
+    import torch
+
+    if isinstance(softmax_dtype, str):
+        softmax_dtype = getattr(torch, softmax_dtype)
     model.eval()
     continuations = continuations or [[] for _ in contexts]
     out = {name: [None] * len(contexts) for name in names}
@@ -142,6 +163,8 @@ class _Batch:
 
     @classmethod
     def forward(cls, model, contexts, head, pairs, last_only: bool, rows, names) -> _Batch:
+        import torch
+
         start_at = head.length if head else 0  # each batch runs its contexts' tokens from here
         lengths = [len(c) - start_at for c in contexts]
         ids, mask = _right_padded([c[start_at:] for c in contexts])
@@ -168,6 +191,8 @@ class _Batch:
 
     def logprobs(self, context_logprobs: bool, softmax_dtype) -> tuple[torch.Tensor | None, torch.Tensor]:
         """(every position's log-probs, or None; each row's prediction of its first continuation token)."""
+        import torch
+
         rows = torch.arange(len(self.lengths))
         if context_logprobs:
             logp = torch.log_softmax(self.run.logits, dim=-1, dtype=softmax_dtype).cpu()
@@ -200,6 +225,8 @@ class _Prefix:
         cls, model, names, contexts, context_logprobs, token_stats, softmax_dtype, last_only
     ) -> _Prefix | None:
         """None when fewer than two contexts share a first token (nothing to save)."""
+        import torch
+
         length = shared_prefix(contexts) if len(contexts) > 1 else 0
         if length == 0:
             return None
@@ -217,6 +244,8 @@ class _Prefix:
 
     def cache(self, names: list[int]):
         """A copy of the prefix's cache for a batch of contexts, each under the name of that index."""
+        import torch
+
         own = copy.deepcopy(self.past)
         if len(set(names)) == 1 and names[0] == 0:
             own.batch_repeat_interleave(len(names))
@@ -227,6 +256,8 @@ class _Prefix:
     def joined(self, k: int, context, picked: np.ndarray, stats: tuple) -> tuple[np.ndarray, tuple]:
         """A context's token log-probs (and statistics) over its whole length under name `k`: the
         prefix's, then its own."""
+        import torch
+
         logp = self.logp[k]
         own_first = logp[-1, context[self.length]].reshape(1).float().numpy()
         tokens = torch.tensor(context[1 : self.length], dtype=torch.long)
@@ -257,6 +288,8 @@ def _keeps_logits(model) -> bool:
 
 
 def _right_padded(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     ids = torch.zeros((len(seqs), max(map(len, seqs))), dtype=torch.long)
     mask = torch.zeros_like(ids)
     for row, seq in enumerate(seqs):
@@ -271,6 +304,8 @@ def _continuations(
     """(summed log p, all greedy) of every continuation's tokens after its first, keyed by the pair's
     index; run in passes of `ROWS_PER_CONTEXT * batch_size` rows, each row on a copy of its context's
     cache (the last pass reuses the cache itself) under its context's name, padding masked."""
+    import torch
+
     lengths = mask.sum(1)
     todo = [r for r, (_, cont) in enumerate(pairs) if len(cont) > 1]
     step = ROWS_PER_CONTEXT * batch_size

@@ -21,8 +21,11 @@ read the same.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
 
 Fingerprint = dict[str, tuple]
 
@@ -34,6 +37,8 @@ def checksum(t: torch.Tensor) -> tuple[int, int]:
     words in rows of COLUMNS, each column summed exactly in int64 (no copy of the tensor is made), and the
     column sums weighted by odd weights in Python's integers; the bytes after the last whole row are
     summed one by one with their own weights."""
+    import torch
+
     raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
     body = raw.numel() // (4 * COLUMNS) * (4 * COLUMNS)
     columns = raw[:body].view(torch.int32).reshape(-1, COLUMNS).sum(0, dtype=torch.int64).tolist()
@@ -47,6 +52,7 @@ def checksum(t: torch.Tensor) -> tuple[int, int]:
 def _four_bit_print(t) -> tuple:
     """A bitsandbytes 4-bit weight on the CPU: its codes in quantisation order and its scales in
     bfloat16, read the same before and after bitsandbytes repacks it (packing_format_for_cpu)."""
+    import torch
     from bitsandbytes.functional import _convert_weight_packed_for_cpu_inverse, dequantize_blockwise
 
     state = t.quant_state
@@ -135,6 +141,8 @@ def movement(model: torch.nn.Module, at_load: Fingerprint) -> dict | None:
     frozen copy beside it, as TRL's GRPO keeps for its reference policy, is not counted); for a method
     that changed the base's own tensors in place, how many differ from the base as loaded. None where
     neither can be read (another kind of adapter)."""
+    import torch
+
     norms = []
     for module in model.modules():
         lora_a, lora_b = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
