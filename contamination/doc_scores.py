@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import logsumexp
 
 from contamination import codec
 from harness.core import loglik, models
@@ -82,6 +81,8 @@ def mink_plus_plus(logprobs: np.ndarray, mean: np.ndarray, std: np.ndarray) -> f
 
 
 def margins(choices: list[list[float]], labels: np.ndarray) -> np.ndarray:
+    from scipy.special import logsumexp
+
     out = []
     for ll, y in zip(choices, labels):
         ll = np.asarray(ll)
@@ -91,6 +92,8 @@ def margins(choices: list[list[float]], labels: np.ndarray) -> np.ndarray:
 
 def confidences(choices: list[list[float]]) -> np.ndarray:
     """Per document, the log-probability of the model's top choice, normalised over the choices."""
+    from scipy.special import logsumexp
+
     return np.array([np.max(ll) - logsumexp(ll) for ll in choices])
 
 

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from harness.core.errors import UserError
 
@@ -39,6 +38,8 @@ def split_shards(examples: Sequence[str], shards: int) -> list[list[str]]:
 
 def t_statistic(canonical: Sequence[float], shuffled: Sequence[Sequence[float]]) -> tuple[float, float]:
     """(t, p-value) from per-shard canonical log-probabilities and lists of shuffled ones."""
+    from scipy import stats
+
     canonical = np.asarray(canonical, dtype=float)
     if len(canonical) != len(shuffled) or len(canonical) < 2:
         raise UserError(

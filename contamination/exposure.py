@@ -23,7 +23,6 @@ from math import comb
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from contamination import codec
 from contamination.shift import reference_check
@@ -88,6 +87,8 @@ def _mean_difference(x, y, axis=-1):
 def two_sample(test: np.ndarray, extra: np.ndarray, seed: int = 0) -> dict:
     """Permutation p-values of both sides, the effect (mean test - mean extra) with its 95%
     percentile-bootstrap interval, and the smallest effect the one-sided test finds with 80% power."""
+    from scipy import stats
+
     test, extra = np.asarray(test, float), np.asarray(extra, float)
     out = {"effect": float(_mean_difference(test, extra))}
     for side, alternative in (("p_test", "greater"), ("p_extra", "less")):

@@ -21,7 +21,6 @@ from itertools import combinations
 from math import comb
 
 import numpy as np
-from scipy import stats
 
 from harness.core.power import ALPHA, RESAMPLES
 
@@ -84,6 +83,8 @@ def shift_test(features: dict[str, np.ndarray], suspect: np.ndarray, seed: int =
     """The two-sided permutation test of the largest standardised rank-sum over the features
     (`suspect`: which documents are suspect, the rest the reference). Features without spread are
     skipped. Returns the p-value, each feature's |z| and the feature that separates the sets most."""
+    from scipy import stats
+
     suspect = np.asarray(suspect, bool)
     n, k = len(suspect), int(suspect.sum())
     order = np.concatenate([np.flatnonzero(suspect), np.flatnonzero(~suspect)])  # observed split first

@@ -186,7 +186,7 @@ def commands(p, prefix=()):
 for cmd in commands(parser()):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
         main([*cmd, "--help"])
-heavy = ("torch", "transformers", "peft", "trl", "lm_eval", "datasets", "pymc")
+heavy = ("torch", "scipy", "transformers", "peft", "trl", "lm_eval", "datasets", "pymc")
 print(" ".join(m for m in heavy if m in sys.modules))
 """
 
