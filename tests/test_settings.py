@@ -254,6 +254,11 @@ def test_the_bare_command_says_what_each_command_does(capsys):
         main([])
     shown = capsys.readouterr().out
     assert done.value.code == 0 and "run an experiment grid" in shown and "print the lm_eval" in shown
+    for command, action in (("methods", "show"), ("tasks", "validate"), ("contamination", "exposure")):
+        with pytest.raises(SystemExit) as done:  # a command with actions, none named
+            main([command])
+        shown = capsys.readouterr()
+        assert done.value.code == 0 and action in shown.out and "required" not in shown.err, command
 
 
 def test_analyze_help_names_where_its_flags_are(capsys):

@@ -55,6 +55,10 @@ def _run(argv: list[str]) -> None:
     from harness.cli.analyze import with_subcommand
 
     argv = with_subcommand(argv or ["--help"])  # no command: what each one does, as pip answers
-    args = parser(argv).parse_args(argv)
+    top = parser(argv)
+    group = top.subcommands().get(argv[0]) if len(argv) == 1 else None
+    if group is not None and group.subcommands():  # a command with actions, none named: what each does
+        argv = [*argv, "--help"]
+    args = top.parse_args(argv)
     args.argv = argv
     args.func(args)
