@@ -217,6 +217,9 @@ def test_config_errors(tmp_path, tiny_llama, data_dir):
         "\\('subsample': did you mean 'subsamples'\\?\\)",
     ):
         load_run(bad)  # the file named once, the key spelled close to it named
+    misspelt = "table1_minlm: cannot read the config .*did you mean 'table1_minilm'"
+    with pytest.raises(SettingsError, match=misspelt):
+        load_run("table1_minlm")  # a shipped config's name, misspelt
     older = config(tmp_path, tiny_llama, data_dir, tmp_path / "e", epochz=2)  # the method's key, misspelt
     with pytest.raises(
         SettingsError, match="\\('epochz': did you mean 'epochs'\\?\\): prompt-tapt's settings go under"

@@ -13,7 +13,7 @@ from harness.core import models, yaml_files
 from harness.core.errors import SettingsError, UserError
 from harness.core.models import SMOLLM2, ModelSettings
 from harness.core.sections import Sections
-from harness.core.settings import against, field_names, flag, from_mapping
+from harness.core.settings import against, did_you_mean, field_names, flag, from_mapping
 from harness.core.study_plan import StudyPlan
 from harness.grid import flow, study_layout
 from harness.grid.grid_settings import GridSettings
@@ -186,8 +186,10 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
             f"{path}: line {line} is not UTF-8 (byte {err.object[err.start]:#x}): save it as UTF-8"
         ) from None
     except (OSError, yaml.YAMLError) as err:
-        shipped = ", ".join(p.stem for p in sorted(CONFIGS_DIR.glob("*.yaml")))
-        raise SettingsError(f"{path}: cannot read the config ({err}); shipped configs: {shipped}") from err
+        shipped = [p.stem for p in sorted(CONFIGS_DIR.glob("*.yaml"))]
+        near = did_you_mean([path.stem], shipped) if isinstance(err, FileNotFoundError) else ""
+        problem = f"cannot read the config ({err}){near}; shipped configs: {', '.join(shipped)}"
+        raise SettingsError(f"{path}: {problem}") from err
     overrides = overrides or {}
     cls = config_class(raw, overrides)
     if isinstance(raw, dict):
