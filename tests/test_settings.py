@@ -249,6 +249,30 @@ def test_a_target_acceptance_of_1_or_more_is_refused_before_anything_is_fitted(t
         FitSettings(target_accept=1.2)
 
 
+CUT_BY_CTRL_C = """
+import harness.cli.main as cli
+class Bar:  # as tqdm's bar cut mid-__init__: its __del__ fails when collected
+    def __del__(self):
+        raise AttributeError("'Bar' object has no attribute 'pos'")
+def interrupted(argv):
+    global kept
+    kept = Bar()
+    raise KeyboardInterrupt
+cli._run = interrupted
+cli.main(["run"])
+"""
+
+
+def test_ctrl_c_ends_in_its_one_line_even_where_an_object_it_cut_fails_at_exit():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CUT_BY_CTRL_C], capture_output=True, text=True)
+    assert done.returncode == 130
+    assert done.stderr.strip().splitlines()[-1].startswith("tapt-bench: interrupted;"), done.stderr
+    assert "Exception ignored" not in done.stderr
+
+
 def test_the_bare_command_says_what_each_command_does(capsys):
     with pytest.raises(SystemExit) as done:
         main([])

@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
             "a finished adapter), nothing half-written is; the same command resumes",
             file=sys.stderr,
         )
+        # what the interrupt cut mid-construction (a progress bar, say) complains as it is collected at
+        # exit; that is noise after the one line
+        sys.unraisablehook = lambda unraisable: None
         sys.exit(130)
     except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
