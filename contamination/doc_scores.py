@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,9 +35,6 @@ from harness.core import loglik, models
 from harness.core.errors import UserError
 from harness.core.plugins import called
 from harness.tasks.protocol import Spec
-
-if TYPE_CHECKING:
-    pass
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)
 MLM_FRACTION = 0.15  # tokens masked per text for an encoder's text score (as in MLM training)

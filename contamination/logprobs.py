@@ -8,14 +8,10 @@ token of a sequence has no context and is not counted.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from harness.core.loglik import inference_mode
-
-if TYPE_CHECKING:
-    pass
 
 
 def windows(length: int, context: int, stride: int) -> list[tuple[int, int, int]]:

@@ -196,7 +196,7 @@ def test_the_readmes_table1_rows_are_the_shipped_records():
     for got in shipped:
         (line,) = [row for row in tables[got["m"]].splitlines() if row.startswith("| ours, MiniLM")]
         _, units, *effects, verdict = [c.strip() for c in line.strip().strip("|").split("|")]
-        assert int(units) == got["bias_units"] == got["rows"]
+        assert int(units) == got["bias_units"] == got["rows"] == {50: 120, 100: 80}[got["m"]]  # the plan's
         for name, cell in zip(("boost", "bias", "leak"), effects, strict=True):
             shown = [float(x) for x in re.findall(r"[-+]\d+\.\d+", cell)]
             wanted = [100 * got[f"{name}_{end}"] for end in ("mean", "low", "high")]
