@@ -208,6 +208,22 @@ def finished(tdir: Path) -> dict[int, dict[str, Any]]:
     return {r["subsample"]: r for r in records}
 
 
+def stale_tables(tdir: Path) -> str | None:
+    """Why a task dir's accuracies.csv does not hold its finished units (units copied in, a run stopped
+    between a unit and its table), or None where it does. Counts rows against records, no table read."""
+    units = len(unit_records(tdir))
+    table = tdir / "accuracies.csv"
+    if not units:
+        return None
+    if not table.is_file():
+        return f"{units} finished unit(s) in units/ and no accuracies.csv"
+    if not (tdir / "probabilities.parquet").is_file():
+        return f"{units} finished unit(s) in units/ and no probabilities.parquet"
+    with table.open() as f:
+        rows = sum(1 for _ in f) - 1
+    return None if rows == units else f"{units} finished unit(s) in units/ and {rows} in accuracies.csv"
+
+
 def remove_unit(tdir: Path, subsample: int) -> None:
     """Delete a finished unit: the record first, so a kill in between leaves it unfinished, not half."""
     for path in unit_paths(tdir, subsample):
@@ -292,6 +308,13 @@ def collect(root: str | Path) -> pd.DataFrame:
         raise UserError(f"{root} is a file; name the results folder a run wrote (its --out)")
     if not root.is_dir():
         raise UserError(f"{root}: no such results folder")
+    for tdir in sorted(p.parent for p in root.rglob("units") if p.is_dir()):
+        why = stale_tables(tdir)
+        if why:
+            raise UserError(
+                f"{tdir}: {why}: its tables are stale, and reading them would skip units. Rerun the grid "
+                "with the same config and --out (it runs nothing finished and rebuilds the tables)"
+            )
     frames = []
     for path in sorted(root.rglob("accuracies.csv")):
         match = LAYOUT.search(path.as_posix())
@@ -310,16 +333,10 @@ def collect(root: str | Path) -> pd.DataFrame:
 
 def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | None], dict[str, list]]:
     """Each accuracies.csv row's subsample, its collapsed conditions (ONE_CLASS) and its flips (FLIPS),
-    from the probabilities
-    the same rebuild wrote (its units in the same order). A folder with unit records and no such table,
-    or one that holds other units, is an error naming it; accuracies alone (made elsewhere, without
-    unit records) give row numbers and None: the collapse could not be checked."""
-    if not probs_path.is_file():
-        if any((probs_path.parent / "units").glob("*.json")):
-            raise UserError(
-                f"{probs_path}: missing beside its unit records; the collapse check reads it. Rerun the "
-                "grid into the same --out (it rebuilds the table from the finished units)"
-            )
+    from the probabilities the same rebuild wrote (its units in the same order). A table that holds
+    other units is an error naming it; accuracies alone (made elsewhere, without unit records) give row
+    numbers and None: the collapse could not be checked."""
+    if not probs_path.is_file():  # beside unit records, collect refused it first (stale_tables)
         return list(range(rows)), [None] * rows, {c: [np.nan] * rows for c in FLIPS}
     probs = pd.read_parquet(probs_path)
     ks = [int(k) for k in pd.unique(probs["subsample"])]

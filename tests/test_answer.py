@@ -72,7 +72,7 @@ def test_unit_records_without_probabilities_are_an_error_naming_the_file(tmp_pat
         unit(tdir, k, accs(k, 0.0))
     results.rebuild(tdir)
     (tdir / "probabilities.parquet").unlink()
-    with pytest.raises(UserError, match=r"a/probabilities\.parquet: missing beside its unit records"):
+    with pytest.raises(UserError, match=r"toy/a: 8 finished unit.* and no probabilities\.parquet"):
         collect(tmp_path)
     # accuracies alone (made elsewhere, no unit records): the check is said not to have run
     import shutil
@@ -82,6 +82,24 @@ def test_unit_records_without_probabilities_are_an_error_naming_the_file(tmp_pat
     assert c["bias_unchecked"] == 8
     main(["summarize", str(tmp_path)])
     assert "the collapse check did not run on 8 of 8 units" in capsys.readouterr().out
+
+
+def test_units_copied_in_without_their_tables_are_an_error_not_a_smaller_study(tmp_path):
+    """Units carried onto a new machine, a task's tables not rebuilt: reading the tables would pool 4 of
+    8 units and call the plan whole. The folder is named, and what rebuilds it."""
+    tdir = tmp_path / "m8" / f"n{N}" / "toy" / "a"
+    for k in range(4):
+        unit(tdir, k, accs(k, 0.0))
+    results.rebuild(tdir)
+    for k in range(4, 8):
+        unit(tdir, k, accs(k, 0.0))
+    with pytest.raises(UserError, match=r"toy/a: 8 finished unit\(s\) in units/ and 4 in accuracies"):
+        collect(tmp_path)
+    (tdir / "accuracies.csv").unlink()
+    with pytest.raises(UserError, match=r"and no accuracies\.csv: its tables are stale.*Rerun the grid"):
+        collect(tmp_path)
+    results.rebuild(tdir)
+    assert len(collect(tmp_path)) == 8
 
 
 def test_an_inflated_bias_stays_inflated_beside_a_collapse(tmp_path, capsys):

@@ -12,6 +12,7 @@ from harness.core.errors import SettingsError
 from harness.grid.config import load_config
 from harness.grid.run import run
 from harness.grid.run_checks import load_run
+from harness.results import collect
 from tests.helpers import tiny_grid_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
@@ -34,6 +35,26 @@ def test_a_plug_in_edited_between_two_runs_is_a_unit_of_other_settings(tmp_path,
     with pytest.raises(SettingsError, match="made with other settings") as err:
         run(load_config(path), shard=(1, 2))
     assert "method_code" in str(err.value)
+
+
+def test_units_carried_to_a_new_out_are_pooled_after_the_grid_reruns(tmp_path, tiny_llama, data_dir):
+    """A run's finished units copied onto another machine's --out (no tables): rerunning the grid there
+    runs nothing and rebuilds the tables, so summarize reads every unit (before: it read none of them)."""
+    path = one_unit(tmp_path, tiny_llama, data_dir, subsamples=2)
+    run(load_config(path))
+    carried = tmp_path / "carried"
+    for unit in (tmp_path / "out").rglob("units/*"):
+        (carried / unit.relative_to(tmp_path / "out")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(unit, carried / unit.relative_to(tmp_path / "out"))
+    with pytest.raises(SystemExit, match="ag_news: 2 finished unit.* its tables are stale"):
+        main(["summarize", str(carried)])
+    raw = json.loads(path.read_text())
+    path.write_text(json.dumps(raw | {"out": str(carried)}))
+    run(load_config(path))
+    (log,) = carried.rglob("run-*.log")
+    assert "0 units to run of 2" in log.read_text()
+    got, ran = collect(carried), collect(tmp_path / "out")
+    assert len(got) == 2 and got[["base", "extra", "test"]].equals(ran[["base", "extra", "test"]])
 
 
 def test_a_confirmatory_plan_edited_between_rounds_refuses_to_resume_naming_the_key(

@@ -209,6 +209,9 @@ def locked_run(
 
     cfg = planned.config
     check_settings(planned, overwrite)  # before anything is written
+    for tdir in {p.folder for p in planned.units(shard)}:
+        if results.stale_tables(tdir):  # units copied in from another machine, or a stop between the two
+            results.rebuild(tdir)
     in_shard = [p for p in planned.units(shard) if upto is None or p.key.k < upto]
     pending = [p for p in in_shard if not results.is_done(p.folder, p.key.k)]
     handler = start_log(planned.folder, shard)
