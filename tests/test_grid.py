@@ -89,6 +89,12 @@ def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, ti
     assert grid_run.todo(cfg, (0, 1)) == []
     grid_run.run(cfg)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("units/*")} == before
+    # the rerun's manifest keeps the first run's record: the units it finished, its code and its seconds
+    (manifest,) = out.rglob("manifest-shard0of1.json")
+    found = json.loads(manifest.read_text())
+    assert found["finished_units"] == [] and len(found["earlier_runs"]) == 1
+    first = found["earlier_runs"][0]
+    assert first["finished_units"] == [["ag_news", k] for k in range(3)] and first["seconds"] > 0
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import sys
@@ -109,7 +110,22 @@ def start_log(folder: Path, shard: tuple[int, int]) -> logging.FileHandler:
     return handler
 
 
-def write_manifest(planned: RunPlan, shard: tuple[int, int], started: float, finished: list) -> None:
+def earlier_runs(path: Path) -> list[dict]:
+    """The runs before this one into the shard, from the manifest this run replaces (a resumed run keeps
+    their code, start, seconds and finished units; an unreadable manifest adds none)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(old, dict):
+        return []
+    last = {key: old.get(key) for key in ("code", "started", "seconds", "finished_units")}
+    return [*old.get("earlier_runs", []), last]
+
+
+def write_manifest(
+    planned: RunPlan, shard: tuple[int, int], started: float, finished: list, earlier: list[dict]
+) -> None:
     cfg = planned.config
     manifest = {
         "config": cfg.keys(),
@@ -122,6 +138,7 @@ def write_manifest(planned: RunPlan, shard: tuple[int, int], started: float, fin
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": time.time() - started,
         "finished_units": finished,
+        "earlier_runs": earlier,
     }
     results.write_json(results.manifest_path(planned.folder, shard), manifest)
 
@@ -219,7 +236,8 @@ def locked_run(
     log.info(
         "shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(in_shard), cfg.model.base
     )
-    write_manifest(planned, shard, started, finished)
+    earlier = earlier_runs(results.manifest_path(planned.folder, shard))
+    write_manifest(planned, shard, started, finished, earlier)
     execute = execute or functools.partial(in_process, threads=threads)
     try:
         with (
@@ -239,7 +257,7 @@ def locked_run(
                 )
                 finished.append(list(record.key))
                 stages.append(record.record["seconds"])
-                write_manifest(planned, shard, started, finished)
+                write_manifest(planned, shard, started, finished, earlier)
                 bar.update()
     finally:
         log.removeHandler(handler)
