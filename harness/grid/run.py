@@ -16,7 +16,7 @@ from pathlib import Path
 from harness import results
 from harness.core import study_plan
 from harness.core import threads as thread_count
-from harness.core.errors import SettingsError
+from harness.core.errors import SettingsError, read_json_object
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
 from harness.grid import flow, lock, plan, resolve
@@ -57,7 +57,7 @@ def check_plan_kept(planned: RunPlan) -> None:
         return
     now = {k: v for k, v in planned.config.keys().items() if k not in study_plan.WHERE}
     for path in results.manifest_paths(planned.folder):
-        found = results.read_json_object(path, str(path), "delete it; the next run writes it again")
+        found = read_json_object(path, str(path), "delete it; the next run writes it again")
         config = found.get("config") or {}
         if study_plan.config_hash(config) != found.get("config_hash"):
             raise SettingsError(
@@ -226,10 +226,11 @@ def locked_run(
 
     cfg = planned.config
     check_settings(planned, overwrite)  # before anything is written
-    for tdir in {p.folder for p in planned.units(shard)}:
+    planned_units = planned.units(shard)
+    for tdir in {p.folder for p in planned_units}:
         if results.stale_tables(tdir):  # units copied in from another machine, or a stop between the two
             results.rebuild(tdir)
-    in_shard = [p for p in planned.units(shard) if upto is None or p.key.k < upto]
+    in_shard = [p for p in planned_units if upto is None or p.key.k < upto]
     pending = [p for p in in_shard if not results.is_done(p.folder, p.key.k)]
     handler = start_log(planned.folder, shard)
     started, finished, touched, stages = time.time(), [], [], []
