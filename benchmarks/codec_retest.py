@@ -20,6 +20,7 @@ import pandas as pd
 from contamination import codec
 from contamination.exposure import CODEC, codec_test
 from harness import results
+from harness.core.errors import read_json_object
 
 
 def with_blocks(scores: dict, k: int, block: int) -> dict:
@@ -58,7 +59,7 @@ def retest(root: Path, dry_run: bool) -> None:
                     results.write_json(path, record)
         for path in results.null_records(tdir):
             s = settings.get(int(path.stem))
-            null = results.read_json_object(path, str(path), "delete it to train the null model again")
+            null = read_json_object(path, str(path), "delete it to train the null model again")
             if s is None or CODEC not in null["scores"]:
                 continue
             null["scores"] = with_blocks(null["scores"], int(s["codec_context"]), int(s["codec_block"]))

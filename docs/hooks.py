@@ -20,7 +20,7 @@ LAYERS = [
     "contamination",
     "harness/scoring",
     "tasks_yaml",
-    "harness/results.py",
+    "harness/results",
     "harness/tasks",
     "harness/core",
     "examples",

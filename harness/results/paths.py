@@ -1,0 +1,164 @@
+"""Where each file of the results layout lives, what its columns are, and the writes that keep a file
+whole (each atomic: a file is either old or complete)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.core import conditions
+from harness.core.errors import read_json_object
+
+COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
+
+
+OPTIONAL = list(conditions.OPTIONAL)  # a run with the planted leak adds its column after the study's six
+
+
+LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
+
+
+UNITS = "m*/n*/*/*/units/*.json"
+
+
+UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")
+
+
+PROVENANCE = ("seconds", "base_from", "code")  # how a unit was computed, not what: shards may differ in them
+
+
+CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, beside its per-mode grids
+
+
+# a unit's conditions whose model is not an adaptation ({condition: why}); accuracies.csv's column of the
+# same name lists them (comma-separated), and every effect leaves those rows out
+NOT_ADAPTED = "not_adapted"
+
+
+# the conditions whose model gave every test document of the unit one class, where the gold labels are not
+# all that class, with the class ('extra=2,test=2'; read from probabilities.parquet by `collect`; None
+# where no probabilities were recorded): a bias between two models of one class says nothing of the method
+ONE_CLASS = "one_class"
+
+
+def model_dir(out: str | Path, m: int, n: int, model_tag: str) -> Path:
+    return Path(out) / f"m{m}" / f"n{n}" / model_tag
+
+
+def task_dir(out: str | Path, m: int, n: int, model_tag: str, slug: str) -> Path:
+    return model_dir(out, m, n, model_tag) / slug
+
+
+def screen_path(out: str | Path, m: int, n: int, base: str) -> Path:
+    """A zero-shot plan's screen of its tasks (harness.grid.screen), one per cell and base, beside the
+    model folders of the cell."""
+    return Path(out) / f"m{m}" / f"n{n}" / f"screen-{Path(base.rstrip('/')).name}.json"
+
+
+def screens(mdir: Path) -> list[dict[str, Any]]:
+    """The screens written beside a model folder (in its cell's folder)."""
+    return [json.loads(p.read_text()) for p in sorted(mdir.parent.glob("screen-*.json"))]
+
+
+def manifest_path(mdir: Path, shard: tuple[int, int]) -> Path:
+    return mdir / f"manifest-shard{shard[0]}of{shard[1]}.json"
+
+
+def manifest_paths(mdir: Path) -> list[Path]:
+    """Every run manifest of a model folder (manifest_path), in order."""
+    return sorted(mdir.glob("manifest-shard*.json"))
+
+
+def manifests(mdir: Path) -> list[dict[str, Any]]:
+    """A model folder's run manifests (each run's config, code, versions and finished units)."""
+    fix = "delete it; the next run into this folder writes it again"
+    return [read_json_object(p, str(p), fix) for p in manifest_paths(mdir)]
+
+
+def model_manifests(root: str | Path) -> list[Path]:
+    """Every run manifest of every model folder under a results root."""
+    return sorted(Path(root).glob("m*/n*/*/manifest-shard*.json"))
+
+
+def adapter_path(tdir: Path, subsample: int, cond: str) -> Path:
+    """Where `run --keep-adapters` keeps a unit's adapter of one condition, beside its units."""
+    return tdir / "adapters" / f"{subsample}_{cond}"
+
+
+def report_path(root: str | Path) -> Path:
+    """`tapt-bench report`'s page of a results folder, by default."""
+    return Path(root) / "report.html"
+
+
+def calibration_path(root: str | Path) -> Path:
+    """`contamination calibrate`'s error rates, at the root of its grids."""
+    return Path(root) / CALIBRATION
+
+
+def lock_path(mdir: Path, shard: tuple[int, int]) -> Path:
+    return mdir / f".lock-shard{shard[0]}of{shard[1]}"
+
+
+def shard_locks(mdir: Path) -> list[Path]:
+    """Every shard's lock file in a model folder (lock_path)."""
+    return sorted(mdir.glob(".lock-shard*of*"))
+
+
+def new_log_path(mdir: Path, shard: tuple[int, int]) -> Path:
+    return mdir / "logs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-shard{shard[0]}of{shard[1]}.log"
+
+
+def folder_problem(path: str | Path) -> str | None:
+    """Why results cannot be written under `path` (None when they can): it or a parent is a file, or
+    the nearest folder that exists refuses a new folder (probed with an empty one, removed at once)."""
+    path = Path(path).absolute()
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder: name a folder for the results"
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".tapt-bench-probe-"))
+    except OSError as err:
+        return f"cannot create a folder in {existing} ({err.strerror}): name a folder you can write to"
+    return None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so `path` is either old or complete, never partial."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a read-only folder refuses even this: the write's error counts
+            tmp.unlink(missing_ok=True)  # no stray temporary file beside the output
+        raise
+
+
+def file_problem(path: str | Path) -> str | None:
+    """Why a file cannot be written at `path` (None when it can): it is a folder, or its folder cannot
+    be made or written."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder: name a file, such as {path / 'report.html'}"
+    return folder_problem(path.parent)
+
+
+def write_json(path: Path, value: Any) -> None:
+    atomic_write(path, json.dumps(value, indent=1).encode())
+
+
+def unit_paths(tdir: Path, subsample: int) -> tuple[Path, Path]:
+    """(the unit's record, its per-example table)."""
+    return tdir / "units" / f"{subsample}.json", tdir / "units" / f"{subsample}.parquet"
+
+
+def null_model_path(tdir: Path, subsample: int) -> Path:
+    """calibrate's null model of one unit (its exposure scores and training record), beside the unit."""
+    return tdir / "null" / f"{subsample}.json"

@@ -1,0 +1,134 @@
+"""A run's finished units: each written atomically (its table, then its record, the marker), read back,
+removed; the two task tables rebuilt from them; their exposure tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.core.errors import UserError
+from harness.results.paths import (
+    COLUMNS,
+    NOT_ADAPTED,
+    OPTIONAL,
+    UNIT_LAYOUT,
+    atomic_write,
+    unit_paths,
+)
+
+
+def is_done(tdir: Path, subsample: int) -> bool:
+    return unit_paths(tdir, subsample)[0].is_file()
+
+
+def read_unit(path: Path) -> dict[str, Any]:
+    """One unit's record; a file that is not one (cut short, edited) is named, with the fix."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(
+            f"{path}: not a readable unit record ({type(err).__name__}: {err}); delete it and its "
+            f"{Path(path).with_suffix('.parquet').name} to recompute that unit (rerun the grid)"
+        ) from None
+    if not isinstance(record, dict) or not isinstance(record.get("subsample"), int):
+        raise UserError(
+            f"{path}: not a unit record (no subsample index); delete it and its "
+            f"{Path(path).with_suffix('.parquet').name} to recompute that unit (rerun the grid)"
+        )
+    return record
+
+
+def unit_records(tdir: Path) -> list[Path]:
+    """The unit records of a task dir (unit_paths), in order."""
+    return sorted((tdir / "units").glob("*.json"))
+
+
+def null_records(tdir: Path) -> list[Path]:
+    """calibrate's null models of a task dir (null_model_path), in order."""
+    return sorted((tdir / "null").glob("*.json"))
+
+
+def task_dirs(mdir: Path) -> list[Path]:
+    """The task folders of a model folder that hold units."""
+    return [tdir for tdir in sorted(mdir.iterdir()) if (tdir / "units").is_dir()]
+
+
+def any_unit(mdir: Path) -> Path | None:
+    """A unit record of a model folder (its first), None where it has none."""
+    return next(iter(sorted(mdir.glob("*/units/*.json"))), None)
+
+
+def finished(tdir: Path) -> dict[int, dict[str, Any]]:
+    """The finished units of a task dir: subsample -> its record (accuracies, settings, timings)."""
+    records = (read_unit(p) for p in unit_records(tdir))
+    return {r["subsample"]: r for r in records}
+
+
+def stale_tables(tdir: Path) -> str | None:
+    """Why a task dir's accuracies.csv does not hold its finished units (units copied in, a run stopped
+    between a unit and its table), or None where it does. Counts rows against records, no table read."""
+    units = len(unit_records(tdir))
+    table = tdir / "accuracies.csv"
+    if not units:
+        return None
+    if not table.is_file():
+        return f"{units} finished unit(s) in units/ and no accuracies.csv"
+    if not (tdir / "probabilities.parquet").is_file():
+        return f"{units} finished unit(s) in units/ and no probabilities.parquet"
+    with table.open() as f:
+        rows = sum(1 for _ in f) - 1
+    return None if rows == units else f"{units} finished unit(s) in units/ and {rows} in accuracies.csv"
+
+
+def remove_unit(tdir: Path, subsample: int) -> None:
+    """Delete a finished unit: the record first, so a kill in between leaves it unfinished, not half."""
+    for path in unit_paths(tdir, subsample):
+        path.unlink(missing_ok=True)
+
+
+def write_unit(
+    tdir: Path, subsample: int, accuracies: dict[str, Any], probs: pd.DataFrame, record: dict[str, Any]
+) -> None:
+    """Record one finished unit: per-example probabilities, then its accuracies and record (the marker)."""
+    record_path, table = unit_paths(tdir, subsample)
+    data = json.dumps({"subsample": subsample, **accuracies, **record}, indent=1).encode()  # fails first
+    atomic_write(table, probs.assign(subsample=subsample).to_parquet(index=False))
+    atomic_write(record_path, data)
+
+
+def rebuild(tdir: Path) -> pd.DataFrame:
+    """Rewrite accuracies.csv and probabilities.parquet from the finished units; returns the accuracies."""
+    units = list(finished(tdir).values())
+    columns = COLUMNS + [c for c in OPTIONAL if units and all(c in u for u in units)]
+    acc = pd.DataFrame([{c: u[c] for c in columns} for u in units], columns=columns)
+    if any(u.get(NOT_ADAPTED) for u in units):
+        acc[NOT_ADAPTED] = [",".join(u.get(NOT_ADAPTED, {})) for u in units]
+    atomic_write(tdir / "accuracies.csv", acc.to_csv(index=False).encode())
+    tables = [pd.read_parquet(unit_paths(tdir, u["subsample"])[1]) for u in units]
+    if tables:
+        atomic_write(
+            tdir / "probabilities.parquet", pd.concat(tables, ignore_index=True).to_parquet(index=False)
+        )
+    return acc
+
+
+def exposure_tests(root: str | Path) -> pd.DataFrame:
+    """The exposure tests of every finished unit under root that ran them: one row per unit and
+    condition (m, n, model, task, subsample, condition, calibrated, and per statistic its effect and
+    the p-values of both sides); empty where no unit did."""
+    rows = []
+    for path in sorted(Path(root).rglob("units/*.json")):
+        match = UNIT_LAYOUT.search(path.as_posix())
+        unit = read_unit(path) if match else {}
+        for cond, test in unit.get("exposure", {}).get("tests", {}).items():
+            m, n, model, task, k = match.groups()
+            row = {"m": int(m), "n": int(n), "model": model, "task": task, "subsample": int(k)}
+            row |= {"condition": cond, "calibrated": test["calibrated"], "alpha": test["alpha"]}
+            for stat, r in test.items():  # every statistic the unit recorded (a dict with its p-values)
+                if isinstance(r, dict) and "p_test" in r:
+                    row |= {f"{stat}_{key}": r[key] for key in ("effect", "p_test", "p_extra")}
+            rows.append(row)
+    return pd.DataFrame(rows)
