@@ -98,6 +98,9 @@ def test_units_copied_in_without_their_tables_are_an_error_not_a_smaller_study(t
     (tdir / "accuracies.csv").unlink()
     with pytest.raises(UserError, match=r"and no accuracies\.csv: its tables are stale.*Rerun the grid"):
         collect(tmp_path)
+    results.lock_path(tdir.parent, (0, 1)).write_text("{}")  # a run may be writing it: said so
+    with pytest.raises(UserError, match=r"tables\); \.lock-shard0of1 is there: if that run still writes"):
+        collect(tmp_path)
     results.rebuild(tdir)
     assert len(collect(tmp_path)) == 8
 

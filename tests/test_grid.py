@@ -95,6 +95,11 @@ def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, ti
     assert found["finished_units"] == [] and len(found["earlier_runs"]) == 1
     first = found["earlier_runs"][0]
     assert first["finished_units"] == [["ag_news", k] for k in range(3)] and first["seconds"] > 0
+    manifest.write_text("{")  # cut by hand: named before the run writes anything, not dropped
+    logs = set(out.rglob("run-*.log"))
+    with pytest.raises(UserError, match=r"manifest-shard0of1\.json: not valid JSON"):
+        grid_run.run(cfg)
+    assert set(out.rglob("run-*.log")) == logs
 
 
 @pytest.mark.slow

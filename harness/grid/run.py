@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import sys
@@ -112,13 +111,10 @@ def start_log(folder: Path, shard: tuple[int, int]) -> logging.FileHandler:
 
 def earlier_runs(path: Path) -> list[dict]:
     """The runs before this one into the shard, from the manifest this run replaces (a resumed run keeps
-    their code, start, seconds and finished units; an unreadable manifest adds none)."""
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
+    their code, start, seconds and finished units); read as check_plan_kept reads manifests."""
+    if not path.is_file():
         return []
-    if not isinstance(old, dict):
-        return []
+    old = read_json_object(path, str(path), "delete it; the next run writes it again")
     last = {key: old.get(key) for key in ("code", "started", "seconds", "finished_units")}
     return [*old.get("earlier_runs", []), last]
 
@@ -226,6 +222,7 @@ def locked_run(
 
     cfg = planned.config
     check_settings(planned, overwrite)  # before anything is written
+    earlier = earlier_runs(results.manifest_path(planned.folder, shard))  # an unreadable one: before, too
     planned_units = planned.units(shard)
     for tdir in {p.folder for p in planned_units}:
         if results.stale_tables(tdir):  # units copied in from another machine, or a stop between the two
@@ -237,7 +234,6 @@ def locked_run(
     log.info(
         "shard %s/%s: %d units to run of %d; base %s", *shard, len(pending), len(in_shard), cfg.model.base
     )
-    earlier = earlier_runs(results.manifest_path(planned.folder, shard))
     write_manifest(planned, shard, started, finished, earlier)
     execute = execute or functools.partial(in_process, threads=threads)
     try:

@@ -11,7 +11,15 @@ import pandas as pd
 from harness.core import conditions
 from harness.core.errors import UserError, read_json_object
 from harness.results.outcomes import FLIPS, collapsed, flips, predicted
-from harness.results.paths import COLUMNS, LAYOUT, NOT_ADAPTED, ONE_CLASS, OPTIONAL, calibration_path
+from harness.results.paths import (
+    COLUMNS,
+    LAYOUT,
+    NOT_ADAPTED,
+    ONE_CLASS,
+    OPTIONAL,
+    calibration_path,
+    shard_locks,
+)
 from harness.results.units import stale_tables
 
 
@@ -67,9 +75,11 @@ def collect(root: str | Path) -> pd.DataFrame:
     for tdir in sorted(p.parent for p in root.rglob("units") if p.is_dir()):
         why = stale_tables(tdir)
         if why:
+            locks = ", ".join(lock.name for lock in shard_locks(tdir.parent))
+            live = f"; {locks} is there: if that run still writes, read it when it ends" if locks else ""
             raise UserError(
                 f"{tdir}: {why}: its tables are stale, and reading them would skip units. Rerun the grid "
-                "with the same config and --out (it runs nothing finished and rebuilds the tables)"
+                f"with the same config and --out (it runs nothing finished and rebuilds the tables){live}"
             )
     frames = []
     for path in sorted(root.rglob("accuracies.csv")):
