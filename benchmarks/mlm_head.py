@@ -70,7 +70,7 @@ def tapt(base: str, texts: list[str], seed: int):
 
     before = {k: v.clone() for k, v in AutoModelForMaskedLM.from_pretrained(base).state_dict().items()}
     with tempfile.TemporaryDirectory() as out:
-        record = pretrain(base, texts, TextSettings(pretrain_lr=1e-4), seed, Path(out))
+        record = pretrain(base, [(t, "") for t in texts], TextSettings(pretrain_lr=1e-4), seed, Path(out))
         after = AutoModelForMaskedLM.from_pretrained(out, dtype=torch.float32).state_dict()
     return (record["losses"], *encoder_delta(before, after))
 

@@ -13,7 +13,7 @@ from harness.core.models import BaseForm, Precision
 from harness.core.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
 from harness.tasks.protocol import Spec, gold_continuations
-from tapt.corpus import TaptInput, prompt_sequences
+from tapt.corpus import TaptInput, keeping_answers, prompt_sequences
 
 if TYPE_CHECKING:
     from harness.core import training
@@ -125,12 +125,18 @@ def sft_trainer_class():
     return TaptSFTTrainer
 
 
-def tokenized(tokenizer, sequences: list[str], max_length: int):
+def tokenized(tokenizer, sequences: list[str], max_length: int, answers: list[str] | None = None):
     """Pre-tokenized so TRL trains exactly these tokens (it would otherwise append EOS after
-    '### Answer:', teaching the model to end where the class name should start)."""
+    '### Answer:', teaching the model to end where the class name should start). With `answers` (the leak,
+    one prompt a sequence), each sequence is followed by its answer, and a sequence too long is cut in its
+    prompt, never in its answer."""
     from datasets import Dataset
 
     special = adds_bos(tokenizer, sequences)
+    if answers is not None:
+        return Dataset.from_dict(
+            {"input_ids": keeping_answers(tokenizer, list(zip(sequences, answers)), max_length, special)}
+        )
     ids = tokenizer(sequences, truncation=True, max_length=max_length, add_special_tokens=special)
     return Dataset.from_dict({"input_ids": ids["input_ids"]})
 
@@ -144,18 +150,19 @@ def adds_bos(tokenizer, texts: list[str]) -> bool:
 
 def completion_only(tokenizer, prompts: list[str], completions: list[str], max_length: int):
     """Pre-tokenized prompt + completion, the loss on the completion's tokens alone (the prompt's labels
-    -100), as the study trains its labels (a completion-only collator after ' ### Answer:')."""
+    -100), as the study trains its labels (a completion-only collator after ' ### Answer:'). A pair too
+    long is cut in its prompt, never in its completion."""
     from datasets import Dataset
 
     special = adds_bos(tokenizer, prompts)
     rows = {"input_ids": [], "labels": []}
-    for prompt, completion in zip(prompts, completions):
-        ids = tokenizer(
-            prompt + completion, truncation=True, max_length=max_length, add_special_tokens=special
-        )
+    pairs = list(zip(prompts, completions))
+    for ids, (prompt, completion) in zip(keeping_answers(tokenizer, pairs, max_length, special), pairs):
         own = len(tokenizer(prompt, add_special_tokens=special)["input_ids"])
-        rows["input_ids"].append(ids["input_ids"])
-        rows["labels"].append([-100] * min(own, len(ids["input_ids"])) + ids["input_ids"][own:])
+        if own >= len(ids):  # the prompt was cut to keep the completion: the completion's tokens end it
+            own = len(ids) - len(tokenizer(completion, add_special_tokens=False)["input_ids"])
+        rows["input_ids"].append(ids)
+        rows["labels"].append([-100] * own + ids[own:])
     return Dataset.from_dict(rows)
 
 
@@ -195,7 +202,9 @@ def prepare(
     if answers and answers_only and not settings.packing:
         dataset = completion_only(tokenizer, list(docs["prompt"]), gold_continuations(spec, docs), max_length)
     else:
-        dataset = tokenized(tokenizer, prompt_sequences(spec, docs, settings.packing, answers), max_length)
+        ends = gold_continuations(spec, docs) if answers and not settings.packing else None
+        sequences = list(docs["prompt"]) if ends else prompt_sequences(spec, docs, settings.packing, answers)
+        dataset = tokenized(tokenizer, sequences, max_length, ends)
     steps = training.StepLog()
     hooks = set(model.get_input_embeddings()._forward_hooks)
     config = sft_config(

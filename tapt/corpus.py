@@ -46,9 +46,39 @@ def prompt_sequences(spec: Spec, docs: pd.DataFrame, packing: bool, answers: boo
     return [spec.packed(docs.iloc[i : i + size], answers) for i in range(0, len(docs), size)]
 
 
-def raw_texts(docs: pd.DataFrame, answers: bool = False) -> list[str]:
-    """The raw texts for masked/causal-LM pretraining of a classifier's backbone; with `answers`,
-    each followed by a new line and its gold choice."""
+def raw_texts(docs: pd.DataFrame, answers: bool = False) -> list[tuple[str, str]]:
+    """The raw texts for masked/causal-LM pretraining of a classifier's backbone, each as (text, what
+    follows it): nothing, or with `answers` a new line and its gold choice."""
     if not answers:
-        return list(docs["text"])
-    return [f"{t}\n{c[int(y)]}" for t, c, y in zip(docs["text"], docs["choices"], docs["label"])]
+        return [(t, "") for t in docs["text"]]
+    return [(t, f"\n{c[int(y)]}") for t, c, y in zip(docs["text"], docs["choices"], docs["label"])]
+
+
+def keeping_answers(tokenizer, pairs: list[tuple[str, str]], max_length: int, special: bool = True) -> list:
+    """Token ids of each text followed by its answer, at most `max_length` tokens: where the two do not
+    fit, the text is cut (at a token's end, by the tokenizer's offsets), never the answer (a leak whose
+    label is cut off teaches no label). A pair that fits is tokenized whole, exactly as before this rule;
+    a cut one is tokenized whole too, from the cut text."""
+
+    def encode(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=special)["input_ids"]
+
+    out = []
+    for text, answer in pairs:
+        ids = encode(text + answer)
+        if len(ids) > max_length:
+            ends = [
+                end
+                for _, end in tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)[
+                    "offset_mapping"
+                ]
+            ]
+            keep = len(ends) - (len(ids) - max_length)  # the text's tokens to keep, by a first count
+            while keep > 0 and len(ids) > max_length:
+                ids, keep = encode(text[: ends[keep - 1]] + answer), keep - 1
+            if len(ids) > max_length:  # the answer alone is longer than a sequence: nothing to keep it in
+                ids = tokenizer(answer, truncation=True, max_length=max_length, add_special_tokens=special)[
+                    "input_ids"
+                ]
+        out.append(ids)
+    return out

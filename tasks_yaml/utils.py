@@ -57,7 +57,8 @@ def one_edit(a: str, b: str) -> bool:
 
 
 # what an adapter tapt-bench wrote records of its draw, read as the defaults of --metadata
-TRAINED = ("m", "n", "seed", "subsample", "prompt_format")
+TRAINED = ("m", "n", "seed", "subsample", "prompt_format", "train_draw")
+FIRST_DRAW = "proportional"  # the train draw of every adapter written before its record named one
 
 
 def trained_for(peft, given: dict, task: str, slug: str) -> dict:
@@ -86,7 +87,8 @@ def trained_for(peft, given: dict, task: str, slug: str) -> dict:
             f"task {task}: {path} names no task slug (task: {named!r}); it was edited: write it again with "
             "tapt-bench train"
         )
-    missing = [k for k in TRAINED if record.get(k) is None and k not in given and k != "prompt_format"]
+    optional = ("prompt_format", "train_draw")
+    missing = [k for k in TRAINED if record.get(k) is None and k not in given and k not in optional]
     if missing:
         example = ", ".join(f'"{k}": ...' for k in missing)
         raise UserError(
@@ -99,6 +101,7 @@ def trained_for(peft, given: dict, task: str, slug: str) -> dict:
             f"with --tasks tapt_{record['task']}"
         )
     trained = {k: record[k] for k in TRAINED if record.get(k) is not None}
+    trained.setdefault("train_draw", FIRST_DRAW)
     clash = {k: (given[k], v) for k, v in trained.items() if k in given and given[k] != v}
     if clash:
         said = ", ".join(f"{k} {g!r} (the adapter's: {v!r})" for k, (g, v) in clash.items())

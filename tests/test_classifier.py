@@ -86,7 +86,8 @@ def test_raw_text_tapt_on_test_reads_exactly_the_test_texts(tiny_bert, data_dir,
 
 
 def test_classifier_loss_decreases_and_a_rerun_gives_the_same_numbers(tiny_bert, data_dir):
-    docs = subsample_docs(load_spec("trec"), SampleSettings(data_dir=str(data_dir), m=24, n=8), 0)
+    sample = SampleSettings(data_dir=str(data_dir), m=24, n=8, train_draw="proportional")
+    docs = subsample_docs(load_spec("trec"), sample, 0)
     settings = ClassifierSettings(clf_epochs=6, clf_batch_size=8, clf_lr=1e-3)
     scored, log = classify(str(tiny_bert), docs["train"], docs["test"], 6, settings, 8, seed=3)
     assert log["losses"][-1] < log["losses"][0]

@@ -106,7 +106,7 @@ def plain(tmp_path_factory, data_dir):
 def test_an_lm_eval_task_scores_the_same_samples_and_metrics(task, plain, tiny_llama, data_dir):
     """Per-doc choices (my_questions), two fixed classes (my_reviews), six multi-token ones (tapt_trec)."""
     if task == "tapt_trec":
-        tasks = lm_eval_tasks([], {"data_dir": str(data_dir), "n": 12}).load(task)
+        tasks = lm_eval_tasks([], {"data_dir": str(data_dir), "n": 12, "m": 48}).load(task)
     else:
         tasks = {task: find_task(task, [str(plain)])}
     outs = [

@@ -99,8 +99,9 @@ def test_every_shipped_config_is_in_the_recorded_hashes():
 # their hash): CoDeC drew one context per 8 documents (its default is now one per document), and the
 # stream restarted from the base each chunk (it now carries one adapter on). Test-time RL's units ran
 # again in its default mode (among the choices), so no method's setting is pinned.
-CHANGED_GRID = {"codec_block": 8, "stream_mode": "restart"}
-CHANGED_WHEN = {"codec_block": "codec_context", "stream_mode": "conditions"}  # the key that turns it on
+CHANGED_GRID = {"codec_block": 8, "stream_mode": "restart", "train_draw": "proportional"}
+# the key that turns it on (train's draw: every run has one)
+CHANGED_WHEN = {"codec_block": "codec_context", "stream_mode": "conditions", "train_draw": "always"}
 CHANGED_METHOD = {"self-training": {"completion_only": False}}  # a method's default that changed since
 
 
@@ -117,6 +118,7 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
         on = {
             "codec_context": bool(config.get("codec_context")),
             "conditions": "stream" in config["conditions"],
+            "always": True,
         }
         grid = {k: v for k, v in CHANGED_GRID.items() if on[CHANGED_WHEN[k]]}
         assert all(shipped[k] == v for k, v in grid.items())  # the shipped config file pins them too
@@ -133,9 +135,8 @@ def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
         older = any(k not in config for k in grid)  # written before the key existed: its old default ran
         changed += older
         assert (resolve.settings_hash(read(config, str(path))) != manifest["settings_hash"]) == older, path
-    # the first shipped runs (self-training's, test-time RL's, with CoDeC on) predate the keys; prompt TAPT's
-    # rerun wrote them
-    assert 2 <= changed < len(manifests)
+    # every shipped run predates train_draw (the balanced draw is the default since)
+    assert changed == len(manifests)
 
 
 def test_a_config_is_its_sections_side_by_side_each_key_read_on_its_section():

@@ -12,7 +12,7 @@ LABELS = np.repeat([0, 1, 2, 3], [500, 300, 150, 50])  # imbalanced pool of 1000
 
 
 def test_sizes_and_disjointness():
-    sub = draw(LABELS, subsample=3, m=40, n=100, seed=0)
+    sub = draw(LABELS, subsample=3, m=40, n=100, seed=0, train_draw="proportional")
     assert (len(sub.train), len(sub.extra), len(sub.test)) == (40, 100, 100)
     sets = [set(sub.train), set(sub.extra), set(sub.test)]
     assert sum(map(len, sets)) == len(set.union(*sets)) == 240
@@ -21,7 +21,7 @@ def test_sizes_and_disjointness():
 def test_the_null_draw_is_a_third_disjoint_set_and_leaves_extra_and_test_as_they_were():
     from harness.tasks.subsample import draw_eval
 
-    sub = draw(LABELS, subsample=3, m=40, n=100, seed=0)
+    sub = draw(LABELS, subsample=3, m=40, n=100, seed=0, train_draw="proportional")
     sets = [set(sub.train), set(sub.extra), set(sub.test), set(sub.null)]
     assert len(sub.null) == 100 and sum(map(len, sets)) == len(set.union(*sets)) == 340
     # extra and test as the draw made them before the null draw existed: the shuffle's first 2n rows
@@ -30,18 +30,25 @@ def test_the_null_draw_is_a_third_disjoint_set_and_leaves_extra_and_test_as_they
         rng.choice(rows, size={500: 20, 300: 12, 150: 6, 50: 2}[len(rows)], replace=False)
     rest = rng.permutation(np.setdiff1d(np.arange(len(LABELS)), sub.train))
     assert (sub.extra == rest[:100]).all() and (sub.test == rest[100:200]).all()
-    short = draw(LABELS, subsample=3, m=40, n=400, seed=0)  # 40 + 2*400 leaves 160 rows
+    short = draw(
+        LABELS, subsample=3, m=40, n=400, seed=0, train_draw="proportional"
+    )  # 40 + 2*400 leaves 160 rows
     assert len(short.null) == 160 and not set(short.null) & set(short.test)
     evaluated = draw_eval(LABELS, subsample=3, n=100, seed=0, size=len(LABELS))
     stratified = [np.bincount(LABELS[evaluated.rows(s)], minlength=4) for s in ("extra", "test", "null")]
     assert (stratified[0] == stratified[2]).all() and not set(evaluated.null) & set(evaluated.extra)
 
 
-def test_train_is_stratified_with_every_class():
-    sub = draw(LABELS, subsample=0, m=40, n=100, seed=0)
+def test_the_proportional_train_draw_keeps_every_class():
+    sub = draw(LABELS, subsample=0, m=40, n=100, seed=0, train_draw="proportional")
     assert np.bincount(LABELS[sub.train], minlength=4).tolist() == [20, 12, 6, 2]
     rare = np.repeat([0, 1], [995, 5])  # 0.5% class still gets a train row
-    assert np.bincount(rare[draw(rare, 0, m=10, n=50, seed=0).train]).tolist() == [9, 1]
+    assert np.bincount(rare[draw(rare, 0, m=10, n=50, seed=0, train_draw="proportional").train]).tolist() == [
+        9,
+        1,
+    ]
+    # the default, the study's: int(m / K) of each class
+    assert np.bincount(LABELS[draw(LABELS, 0, m=40, n=100, seed=0).train]).tolist() == [10, 10, 10, 10]
 
 
 def test_stratified_counts_sum_to_m():

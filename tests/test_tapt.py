@@ -71,7 +71,7 @@ def test_the_leak_corpus_is_exactly_the_test_prompts_with_their_true_answers(doc
     assert not any(t[:1000] in joined for t in docs["train"]["text"])
     assert not any(t[:1000] in joined for t in docs["extra"]["text"])
     raw = raw_texts(test, answers=True)
-    assert [r.rsplit("\n", 1) for r in raw] == [[t, AG_NEWS[y]] for t, y in zip(test["text"], test["label"])]
+    assert raw == [(t, f"\n{AG_NEWS[y]}") for t, y in zip(test["text"], test["label"])]
 
 
 def adapter_args(tiny_llama, data_dir, tmp_path, **kw):

@@ -229,6 +229,19 @@ def print_details(root: Path, summary: dict) -> None:
             print(part + "\n")
 
 
+def cmd_pilot(args: argparse.Namespace) -> None:
+    from harness.core.settings import field_names as names
+    from harness.grid import config
+    from harness.grid.pilot import PilotOptions, run_pilot
+
+    opts = from_namespace(PilotOptions, args)
+    given = {k: getattr(args, k) for k in names(config.GridConfig) if hasattr(args, k)}
+    cfg = grid_config(opts.config, args)
+    run_opts = RunOptions(config=opts.config, workers=opts.workers, threads=opts.threads)
+    with executor(run_opts) as execute:
+        run_pilot(opts, cfg, given, execute, opts.threads)
+
+
 def cmd_merge(args: argparse.Namespace) -> None:
     from harness.grid.merge import merge
 
@@ -293,6 +306,20 @@ def register(sub) -> None:
         "run an experiment grid: every (task, subsample) unit of a config, each written as it finishes; "
         "the same command resumes, and --shard, --workers or --ray split the units",
         RunOptions,
+        GridConfig,
+        epilog=CONFIG_KEYS,
+    )
+
+    from harness.grid.pilot import PilotOptions
+
+    command(
+        sub,
+        "pilot",
+        cmd_pilot,
+        "size a confirmatory plan from a pilot: run the study's config on a seed the plan never uses, screen "
+        "its tasks (base above chance on train and extra, never test), read the bias's spread and the "
+        "planted leak at each strength, and write the plan (its units, leak strength and power calculation)",
+        PilotOptions,
         GridConfig,
         epilog=CONFIG_KEYS,
     )

@@ -62,3 +62,44 @@ def clustered_wilson(flags, clusters, confidence: float = 0.95) -> tuple[float, 
     centre = (p + z**2 / (2 * m)) / (1 + z**2 / m)
     half = z * math.sqrt(p * (1 - p) / m + z**2 / (4 * m**2)) / (1 + z**2 / m)
     return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def level(alpha: float, sides: str) -> float:
+    """The level each tail of a test is read at: alpha, split over two sides."""
+    return alpha / 2 if sides == "two" else alpha
+
+
+def mde_at(sd: float, units: int, alpha: float = ALPHA, power: float = POWER, sides: str = "two") -> float:
+    """The smallest mean a paired test over `units` of spread `sd` sees with probability `power`:
+    (t_{1-a, K-1} + t_{power, K-1}) * sd / sqrt(K), a the level of a tail."""
+    return detectable(sd / math.sqrt(units), units - 1, level(alpha, sides), power)
+
+
+def units_for_bound(
+    sd: float,
+    bound: float,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    sides: str = "two",
+    most: int = 100_000,
+) -> int:
+    """The fewest units (at least 2) whose detectable mean is at most `bound`; `most` where none is."""
+    units = 2
+    while units < most and mde_at(sd, units, alpha, power, sides) > bound:
+        units += 1
+    return units
+
+
+def power_at(mean: float, sd: float, units: int, alpha: float = ALPHA, sides: str = "two") -> float:
+    """The probability a paired t-test over `units` of spread `sd` rejects where the true mean is `mean`
+    (the noncentral t; a positive mean, the side a planted leak moves, for a one-sided test)."""
+    from scipy import stats
+
+    if units < 2:
+        return 0.0
+    if sd == 0:
+        return 1.0 if mean != 0 else 0.0
+    df, shift = units - 1, mean * math.sqrt(units) / sd
+    crit = stats.t.ppf(1 - level(alpha, sides), df)
+    upper = float(stats.nct.sf(crit, df, shift))
+    return upper + (float(stats.nct.cdf(-crit, df, shift)) if sides == "two" else 0.0)

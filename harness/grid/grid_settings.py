@@ -26,6 +26,7 @@ class GridSettings(Settings):
         "codec_block": 1,
         "stream_chunks": 2,
         "stream_chunk_size": 1,
+        "leak_strength": 1,
     }
     # method, methods, method_settings: the method's own record stands in for them (resolve.recorded)
     RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
@@ -35,6 +36,7 @@ class GridSettings(Settings):
     RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
     # the first stream restarted from the base each chunk: its results keep their hash (since)
     RECORD |= {"stream_mode": since("restart"), "stream_chunk_size": WHEN_SET}
+    RECORD["leak_strength"] = since(1)  # every leak before it read its documents once
     HOME = ("out",)
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
     PARTS |= {"stream_mode": STREAM, "stream_chunk_size": STREAM}
@@ -53,6 +55,12 @@ class GridSettings(Settings):
         "(planted labeled contamination: a positive control for the bias), and stream for test scored "
         "first, then adapted on: test cut into chunks, each scored by the method adapted on the chunks "
         "before it (what legitimate online test-time adaptation gains; see stream_mode)",
+    )
+    leak_strength: int = option(
+        1,
+        "with leak: how many times over the method reads the leak's documents (test's, with "
+        "their answers): a stronger planted leak, never read by extra or test (tapt-bench pilot finds the "
+        "smallest the design sees)",
     )
     stream_mode: Literal["carry", "restart"] = option(
         "carry",
@@ -144,6 +152,10 @@ class GridSettings(Settings):
             allowed = f"{', '.join(conditions.PAIRED)} and optionally {', '.join(conditions.OPTIONAL)}"
             raise SettingsError.of("conditions", f"must be {allowed}, got {self.conditions}")
         self.conditions = [c for c in conditions.ALL if c in self.conditions]
+        if self.leak_strength != 1 and conditions.LEAK not in self.conditions:
+            problem = f"is {self.leak_strength}, and no leak is planted: add {conditions.LEAK} to conditions"
+            problem += ", or drop it"
+            raise SettingsError.of("leak_strength", problem)
         if not self.tasks:
             raise SettingsError.of("tasks", "is empty: name at least one task (see `tapt-bench tasks list`)")
         twice = sorted({t for t in self.tasks if self.tasks.count(t) > 1})

@@ -15,7 +15,7 @@ from harness.core.sections import recorded as section_record
 from harness.core.settings import Settings, field_names, fingerprint
 from harness.grid import flow, study_layout
 from harness.grid.config import GridConfig
-from harness.scoring.classifier import STUDY_TASK_OVERRIDES
+from harness.scoring.classifier import FIRST_TASK_OVERRIDES
 from tapt import methods
 
 HIDDEN = tuple(k for k in study_layout.FORM if k != "bf16")  # the base's form: top-level keys only
@@ -92,10 +92,10 @@ def recorded(cfg: GridConfig, method: Found = None) -> dict:
     for name, section in cfg.sections().items():
         if served in readers.get(name, (served,)):
             out |= section_record(section, cfg.grid.parts())
-    if "task_overrides" in out and applying(cfg, out["task_overrides"], method) == applying(
-        cfg, STUDY_TASK_OVERRIDES, method
+    if "task_overrides" in out and read_by_tasks(cfg, out["task_overrides"], method) == read_by_tasks(
+        cfg, FIRST_TASK_OVERRIDES, method
     ):
-        out["task_overrides"] = STUDY_TASK_OVERRIDES  # the same units: `{}` in a zero_shot run, say
+        out["task_overrides"] = FIRST_TASK_OVERRIDES  # the same units: `{}` in a zero_shot run, say
     if cfg.grid.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
         out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
         out["codec_block"] = cfg.grid.codec_block  # documents that share a context
@@ -124,6 +124,12 @@ def applying(cfg: GridConfig, overrides: dict, method: methods.Method) -> dict:
     used |= set(field_names(method.settings))
     kept = {slug: {k: v for k, v in values.items() if k in used} for slug, values in overrides.items()}
     return {slug: values for slug, values in kept.items() if values}
+
+
+def read_by_tasks(cfg: GridConfig, overrides: dict, method: methods.Method) -> dict:
+    """The per-task keys this run's own tasks read (applying, for the run's tasks alone)."""
+    tasks = set(cfg.slugs)
+    return {slug: values for slug, values in applying(cfg, overrides, method).items() if slug in tasks}
 
 
 def settings_hash(cfg: GridConfig) -> str:

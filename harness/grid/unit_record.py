@@ -15,6 +15,7 @@ from harness.core import conditions
 from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.scoring import zero_shot
 from harness.tasks.protocol import unlabeled
+from harness.tasks.subsample import majority_share
 from tapt import methods
 
 
@@ -40,12 +41,15 @@ class Step:
     seconds: dict = field(default_factory=dict)
 
 
-def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
+def split_docs(docs: dict[str, pd.DataFrame], cond: str, leak_strength: int = 1) -> pd.DataFrame:
     """The documents a condition adapts on: its split's, with the gold labels only for the leak (the
     column is absent otherwise, so that a method cannot read it). A generative task's gold answer is
-    its one choice: there `answer` and `choices` go too."""
+    its one choice: there `answer` and `choices` go too. The leak's documents come `leak_strength`
+    times over (a stronger planted leak: more passes over them); no other condition's do."""
     split, answers = conditions.TAPT[cond]
-    return docs[split] if answers else unlabeled(docs[split])
+    if not answers:
+        return unlabeled(docs[split])
+    return pd.concat([docs[split]] * leak_strength, ignore_index=True) if leak_strength > 1 else docs[split]
 
 
 def not_adapted(record: dict, scored: pd.DataFrame, base: pd.DataFrame) -> str | None:
@@ -70,27 +74,41 @@ def exposure_docs(docs: dict[str, pd.DataFrame]) -> pd.DataFrame:
     )
 
 
-def majority(docs: dict[str, pd.DataFrame], generative: bool = False) -> dict[str, float]:
-    """Accuracy on test of the train subsample's most frequent gold index (ties: the lowest; an lm-eval
-    task without a training split: extra's), the most choices a doc has, and the mean chance accuracy.
-    A generative task: of the most frequent gold answer, 0 classes, and that answer's share of the
-    test's gold answers as chance."""
+def majority(docs: dict[str, pd.DataFrame], pool_share: float, generative: bool = False) -> dict[str, float]:
+    """The study's columns (kddubey/pretrain-on-test, experiment.py): `majority`, the share of the test
+    subsample's most frequent gold answer; `majority_all`, the pool's (`pool_share`); `num_classes`, the
+    most choices a doc has (0 for a generative task). Beside them, under their own names, what this tool
+    wrote as `majority` and `majority_all` before 2026-12-06: `train_majority`, the accuracy on test of
+    train's most frequent gold answer (ties: the lowest; no training split: extra's), and `chance`, the
+    mean of 1/K (a generative task's: the test's most frequent gold answer share)."""
     known = docs["train"] if len(docs["train"]) else docs[conditions.EXTRA]
     if generative:
-        gold = docs["test"]["choices"].map(lambda c: c[0])
-        top = known["choices"].map(lambda c: c[0]).value_counts().index[0]
+        gold = docs["test"]["choices"].map(lambda c: str(c[0]))
+        top = known["choices"].map(lambda c: str(c[0])).value_counts().index[0]
+        share = majority_share(gold)
         return {
-            "majority": float((gold == top).mean()),
+            "majority": share,
             "num_classes": 0,
-            "majority_all": float(gold.value_counts().iloc[0] / len(gold)),
+            "majority_all": pool_share,
+            "train_majority": float((gold == top).mean()),
+            "chance": share,
         }
     counts = docs["test"]["choices"].map(len)
     top = int(np.bincount(known["label"], minlength=int(counts.max())).argmax())
     return {
-        "majority": float((docs["test"]["label"] == top).mean()),
+        "majority": majority_share(docs["test"]["label"]),
         "num_classes": int(counts.max()),
-        "majority_all": float((1.0 / counts).mean()),
+        "majority_all": pool_share,
+        "train_majority": float((docs["test"]["label"] == top).mean()),
+        "chance": float((1.0 / counts).mean()),
     }
+
+
+def train_draw(plan: UnitPlan, docs: dict[str, pd.DataFrame]) -> dict:
+    """How train was drawn, and its rows per class (empty for a task whose choices differ by doc)."""
+    classes = plan.spec.classes
+    counts = np.bincount(docs["train"]["label"], minlength=len(classes)) if classes else []
+    return {"train": plan.sample.train_draw, "train_counts": [int(c) for c in counts]}
 
 
 def answer_shares(scored: pd.DataFrame) -> dict:
@@ -120,7 +138,8 @@ def record_of(
     whose model is not an adaptation, and why; `base_from`: the model folder whose unit of the same
     documents scored the base, where this unit read its scores)."""
     generative = any("answer" in df for df in scored.values())
-    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | majority(docs, generative)
+    shares = majority(docs, plan.spec.pool_majority(plan.sample), generative)
+    accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | shares
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     record = {
         "settings": plan.recorded,
@@ -128,6 +147,7 @@ def record_of(
         "seconds": seconds,
         "training": training,
         "code": plan.code,
+        "draw": train_draw(plan, docs),
     }
     if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
         record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}

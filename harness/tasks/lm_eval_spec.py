@@ -23,7 +23,14 @@ import pandas as pd
 
 from harness.core.errors import SettingsError, TaskError, UserError
 from harness.tasks import generative
-from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw_eval, stratified_counts
+from harness.tasks.subsample import (
+    DRAWS,
+    SampleSettings,
+    Subsample,
+    draw_eval,
+    majority_share,
+    train_counts,
+)
 
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SPLIT_KEYS = {"test": "test_split", "validation": "validation_split", "train": "training_split"}
@@ -153,6 +160,10 @@ class LmEvalSpec:
     def pool(self) -> pd.DataFrame:
         return _pool(self)
 
+    def pool_majority(self, sample: SampleSettings) -> float:
+        pool = self.pool()
+        return majority_share(pool["answer"] if self.generative else pool["label"])
+
     def training_pool(self) -> pd.DataFrame | None:
         """The training split's docs, where the task has one."""
         return _training_pool(self)
@@ -176,7 +187,7 @@ class LmEvalSpec:
         if self.classes is None or sample.m < len(per_class) or not per_class.all():
             picked = rng.choice(len(train), size=sample.m, replace=False)  # too few to stratify: uniform
         else:
-            counts = stratified_counts(per_class, sample.m)
+            counts = train_counts(per_class, sample.m, sample.train_draw)
             picked = np.concatenate(
                 [
                     rng.choice(np.flatnonzero(train["label"] == c), size=k, replace=False)

@@ -38,6 +38,9 @@ class Spec(Protocol):
     def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
         """train/extra/test documents of one subsample."""
 
+    def pool_majority(self, sample: SampleSettings) -> float:
+        """The share of the pool's most frequent gold answer (the study's `majority_all`)."""
+
     def labeled_text(self, text: str, choice: str) -> str:
         """A text with its answer, as a block of a packed sequence or of a labeled-data contaminator."""
 

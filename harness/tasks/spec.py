@@ -22,7 +22,7 @@ from harness.core import yaml_files
 from harness.core.errors import TaskError, UnknownTaskError, UserError
 from harness.tasks import generative, prompts
 from harness.tasks.data import apply_filters, load_pool, resolve_data_dir, to_canonical
-from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw
+from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw, majority_share
 
 TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks_yaml"  # the package shipped beside harness/
 TASK_PREFIX = "tapt_"
@@ -94,7 +94,7 @@ class TaskSpec:
         return self._draw(load_pool(self, sample.data_dir), sample, subsample)
 
     def _draw(self, pool: pd.DataFrame, sample: SampleSettings, subsample: int) -> Subsample:
-        return draw(pool["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed)
+        return draw(pool["label"].to_numpy(), subsample, sample.m, sample.n, sample.seed, sample.train_draw)
 
     def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
         pool = load_pool(self, sample.data_dir)  # read once: drawn from, then indexed
@@ -105,6 +105,10 @@ class TaskSpec:
             )
             for s in DRAWS
         }
+
+    def pool_majority(self, sample: SampleSettings) -> float:
+        pool = load_pool(self, sample.data_dir)
+        return majority_share(pool["answer"] if self.generative else pool["label"])
 
     def labeled_text(self, text: str, choice: str) -> str:
         return prompts.labeled(text, choice)

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.core.conditions import NULL
 from harness.core.errors import TaskError
-from harness.core.settings import NEVER, WHEN_SET, Settings, option
+from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
 
 SPLITS = ("train", "extra", "test")
 DRAWS = (*SPLITS, NULL)  # and a third draw beside extra and test (calibrate's null model): up to n rows
@@ -38,12 +38,19 @@ class SampleSettings(DataSettings):
 
     MINIMUM = {"m": 1, "n": 1, "seed": 0}
     BELOW = {"seed": 2**31}  # training seeds the seed plus a unit's index; torch and numpy take 32 bits
-    # prompt_format: added after the first results; chat_model: the run's base, recorded as such
-    RECORD = {"prompt_format": WHEN_SET, "chat_model": NEVER}
+    # prompt_format: added after the first results; chat_model: the run's base, recorded as such;
+    # train_draw: every result before it drew proportionally, so those keep their hash (since)
+    RECORD = {"prompt_format": WHEN_SET, "chat_model": NEVER, "train_draw": since("proportional")}
 
     m: int = option(100, "labeled train size (stratified by class)")
     n: int = option(100, "size of the unlabeled extra set and of the labeled test set")
     seed: int = option(0, "seed of the subsample draw and of training")
+    train_draw: Literal["balanced", "proportional"] = option(
+        "balanced",
+        "how train's m rows are drawn: balanced, int(m / K) rows of each of the K classes (the study's "
+        "draw, so train may hold fewer than m); proportional: m rows in the pool's class proportions, "
+        "at least 1 a class",
+    )
     prompt_format: Literal["plain", "chat"] = option(
         "plain",
         "chat: a tapt_* prompt through the base's chat template where it has one, as the study did (system: "
@@ -73,6 +80,31 @@ class Subsample:
         return getattr(self, split)
 
 
+def majority_share(gold) -> float:
+    """The share of the most frequent of a sequence of gold answers (the study's `majority`: of a test
+    subsample; `majority_all`: of the pool)."""
+    _, counts = np.unique(np.asarray(gold).astype(str), return_counts=True)
+    return float(counts.max() / counts.sum())
+
+
+def train_counts(class_counts: np.ndarray, m: int, how: str) -> np.ndarray:
+    """Per-class train sizes by the draw `how` names: balanced, int(m / K) of every class as the study's
+    code draws them (kddubey/pretrain-on-test, experiment.py `_stratified_sample`); proportional
+    (stratified_counts). A TaskError where a class has too few rows."""
+    if how == "proportional":
+        return stratified_counts(class_counts, m)
+    each = m // len(class_counts)
+    short = np.flatnonzero(class_counts < each)
+    if len(short):
+        c = int(short[0])
+        raise TaskError(
+            f"train_draw balanced takes int(m / K) = int({m} / {len(class_counts)}) = {each} rows of every "
+            f"class, and class {c} has {int(class_counts[c])} in the pool; lower m, or set train_draw: "
+            "proportional"
+        )
+    return np.full(len(class_counts), each)
+
+
 def stratified_counts(class_counts: np.ndarray, m: int) -> np.ndarray:
     """Per-class train sizes: proportional to the pool (largest remainder), at least 1 each."""
     quota = m * class_counts / class_counts.sum()
@@ -86,12 +118,15 @@ def stratified_counts(class_counts: np.ndarray, m: int) -> np.ndarray:
     return counts
 
 
-def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int) -> Subsample:
+def draw(
+    labels: np.ndarray, subsample: int, m: int, n: int, seed: int, train_draw: str = "balanced"
+) -> Subsample:
     """Draw subsample `subsample` of a pool with these labels (0..K-1, in pool order).
 
-    train: m rows stratified by class (every class present); extra and test: n rows each drawn
-    uniformly from the rest. A pure function of its arguments: numpy's PCG64 seeded with
-    (seed, subsample) gives the same rows on every machine and process.
+    train: rows of every class, int(m / K) each (balanced, the study's) or m in the pool's proportions
+    (train_counts); extra and test: n rows each drawn uniformly from the rest. A pure function of its
+    arguments: numpy's PCG64 seeded with (seed, subsample) gives the same rows on every machine and
+    process.
     """
     labels = np.asarray(labels)
     k = int(labels.max()) + 1
@@ -102,7 +137,7 @@ def draw(labels: np.ndarray, subsample: int, m: int, n: int, seed: int) -> Subsa
             f"m + 2n = {m} + 2*{n} = {m + 2 * n} exceeds the pool of {len(labels)} rows; lower n or m"
         )
     rng = np.random.default_rng([seed, subsample])
-    counts = stratified_counts(np.bincount(labels, minlength=k), m)
+    counts = train_counts(np.bincount(labels, minlength=k), m, train_draw)
     train = np.concatenate(
         [rng.choice(np.flatnonzero(labels == c), size=counts[c], replace=False) for c in range(k)]
     )

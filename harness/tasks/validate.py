@@ -117,7 +117,7 @@ def problems(path: Path, sample: SampleSettings) -> list[str]:
     except TaskError as err:
         return found + [str(err)]
     try:
-        draw(pool["label"].to_numpy(), 0, sample.m, sample.n, sample.seed)
+        draw(pool["label"].to_numpy(), 0, sample.m, sample.n, sample.seed, sample.train_draw)
     except TaskError as err:
         found.append(f"task {spec.task_name}: {err}")
     if found:

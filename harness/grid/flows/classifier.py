@@ -56,6 +56,7 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
     method = plan.adaptation()
     method_settings = plan.settings(method)
     seed = plan.sample.seed + k  # the head's init and the training order: a rerun reproduces the unit
+    head = plan.section("head")
     seconds, training, scored, exposed, skipped = {}, {}, {}, {}, {}
     for cond in plan.grid.conditions:
         clock = time.perf_counter()
@@ -67,7 +68,7 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
                     None,
                     None,
                     spec,
-                    split_docs(docs, cond),
+                    split_docs(docs, cond, plan.grid.leak_strength),
                     method_settings,
                     seed,
                     Path(work),
@@ -89,15 +90,27 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
                 docs["train"],
                 docs["test"],
                 len(spec.classes),
-                plan.section("head"),
+                head,
                 plan.grid.eval_batch_size,
                 seed,
+                head_seed(head, seed, cond),
+                # the base's answers on train and extra (never test): the pilot's screen reads them
+                {s: docs[s] for s in ("train", conditions.EXTRA)} if cond == conditions.BASE else None,
             )
         if cond != conditions.BASE:
             skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
     return record_of(plan, docs, scored, seconds, training, exposed, skipped)
+
+
+def head_seed(head: classifier.ClassifierSettings, seed: int, cond: str) -> int:
+    """The seed of a condition's head: the unit's (tied), or one of the condition's own (per_condition)."""
+    if head.head_seed == "tied":
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, conditions.ALL.index(cond)]).generate_state(1)[0] % 2**31)
 
 
 FLOW = Flow(

@@ -123,6 +123,7 @@ def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:
         sample = u.plan.sample  # the draw and prompt it was trained on: lm_eval scores that draw by default
         prompt = {"prompt_format": sample.prompt_format, "accuracy": u.plan.grid.accuracy}  # how read
         prompt |= {"m": sample.m, "n": sample.n, "seed": sample.seed, "chat_model": sample.chat_model}
+        prompt["train_draw"] = sample.train_draw
         rec["adapter_sha256"] = weights.adapter_sha256(
             adapted.model
         )  # which adapter scored it (None: no PEFT)

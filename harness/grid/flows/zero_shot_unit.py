@@ -49,7 +49,7 @@ class ZeroShot:
     def inputs(self, cond: str, workdir: Path) -> methods.Inputs:
         """What the method adapts on in condition `cond`: the loaded base, the condition's documents (the
         gold labels only for the leak), the unit's settings and seed, its scratch folder."""
-        docs = split_docs(self.docs, cond)
+        docs = split_docs(self.docs, cond, self.plan.grid.leak_strength)
         return methods.Inputs(
             self.base.model,
             self.base.tokenizer,

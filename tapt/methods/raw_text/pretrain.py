@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.core import models
 from harness.core.settings import Settings, option
 from tapt import output
-from tapt.corpus import TaptInput, raw_texts
+from tapt.corpus import TaptInput, keeping_answers, raw_texts
 
 MLM_PROBABILITY = 0.15
 
@@ -81,8 +81,9 @@ def lm_head_is_new(base: str) -> bool:
     return not any(a.endswith(("ForMaskedLM", "ForPreTraining", "ForCausalLM", "LMHeadModel")) for a in archs)
 
 
-def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out: Path) -> dict:
-    """Pretrain `base` on `texts` and save model and tokenizer to `out`; returns the training record."""
+def pretrain(base: str, texts: list[tuple[str, str]], settings: TextSettings, seed: int, out: Path) -> dict:
+    """Pretrain `base` on `texts` ((text, what follows it) pairs: raw_texts) and save model and tokenizer to
+    `out`; returns the training record."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
@@ -100,7 +101,7 @@ def pretrain(base: str, texts: list[str], settings: TextSettings, seed: int, out
         )
     set_seed(seed)
     tokenizer = models.tokenizer(base)
-    ids = tokenizer(texts, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
+    ids = keeping_answers(tokenizer, texts, models.MAX_LENGTH)
     model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(
         base, dtype=torch.float32
     )

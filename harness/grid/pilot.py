@@ -1,0 +1,302 @@
+"""The pilot that sizes a confirmatory plan (`tapt-bench pilot`): it runs a study's config on a seed the plan
+never uses, and writes the plan.
+
+1. Every task, at the first leak strength: units of base, extra, test and the planted leak.
+2. The screen, by a rule fixed here before any bias is read: a task enters where its base beats chance on
+   train's and extra's documents (never test's), a one-sided binomial test at ALPHA. Chance is what always
+   answering a split's most frequent class gets right (the classifier flow), or the zero-shot screen's
+   (harness.grid.screen).
+3. The spread: the per-unit sd of test - extra over the entered tasks' units. The plan's units K: the
+   fewest whose paired test sees the plan's bound with 80% power (harness.core.power), at least enough a
+   task for a task's own sign-flip test to reject.
+4. The leak: each strength in turn (the entered tasks alone after the first), until the pooled leak -
+   extra over K units is seen with 80% power; the first such strength is the plan's.
+
+The plan file is the study's config with those values, its power calculation in its header; commit it
+before its first unit.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from harness import results
+from harness.core import conditions, yaml_files
+from harness.core.errors import SettingsError, UserError
+from harness.core.power import POWER, mde_at, power_at, units_for_bound
+from harness.core.settings import Settings, option
+from harness.grid import plan, resolve
+from harness.grid.config import GridConfig, config_path
+from harness.grid.run import run
+
+RULE = "base beats chance on the train and extra documents of the pilot's units (binomial, one-sided)"
+
+
+@dataclass(kw_only=True)
+class PilotOptions(Settings):
+    """What the pilot tries and where it writes the plan; the study's own keys are the config's."""
+
+    MINIMUM = {"plan_seed": 0}
+
+    config: str = option(
+        help="the study's grid config (YAML, or a shipped config's name); its seed is the pilot's"
+    )
+    plan: str = option(help="the confirmatory plan to write (a YAML config): commit it before its first unit")
+    plan_seed: int = option(help="the plan's seed: one the pilot (and any run you read) never used")
+    strengths: list[int] = option(
+        [1, 4, 16], "leak strengths to try, in order, until the plan's units see the pooled leak"
+    )
+    plan_out: str | None = option(None, "the plan's results folder (default: results/<the plan file's name>)")
+    overwrite: bool = option(False, "replace an existing plan file")
+    workers: str = option("auto", "as `tapt-bench run --workers`: worker processes for the pilot's units")
+    threads: int = option(0, "as `tapt-bench run --threads`: torch threads a process (0: the free cores)")
+
+
+@dataclass(frozen=True)
+class Screened:
+    """One task's screen: the base's right answers among its train and extra documents, and chance."""
+
+    task: str
+    documents: int
+    correct: int
+    chance: float
+    p: float
+    entered: bool
+
+
+@dataclass(frozen=True)
+class Leak:
+    """One strength's pooled leak over the entered tasks' pilot units, and its power at the plan's K."""
+
+    strength: int
+    units: int
+    mean: float  # points
+    sd: float
+    power: float
+
+
+def per_task_floor(alpha: float, sides: str) -> int:
+    """The fewest units a task needs for its own sign-flip test to reach alpha (its smallest p is 2^-u,
+    twice that two-sided)."""
+    u = 1
+    while (2.0 if sides == "two" else 1.0) * 0.5**u > alpha:
+        u += 1
+    return u
+
+
+def differences(folder: Path, effect: str, tasks: list[str]) -> np.ndarray:
+    """One effect's per-unit differences, in points, over the units of `tasks` in a model folder."""
+    control, treatment = conditions.EFFECTS[effect]
+    out = []
+    for task in tasks:
+        for unit in results.finished(folder / task).values():
+            out.append(100 * (unit[treatment] - unit[control]))
+    return np.array(out)
+
+
+def screen_from_units(folder: Path, task: str) -> Screened:
+    """The classifier flow's screen of a task: its base heads' answers on train and extra (the units
+    recorded them), against always answering each split's most frequent class."""
+    from scipy import stats
+
+    docs = correct = majority = 0
+    for unit in results.finished(folder / task).values():
+        for split in unit["training"]["classify_base"]["screen"].values():
+            docs, correct, majority = (
+                docs + split["documents"],
+                correct + split["correct"],
+                majority + split["majority"],
+            )
+    chance = majority / docs
+    p = float(stats.binomtest(correct, docs, chance, alternative="greater").pvalue)
+    return Screened(task, docs, correct, chance, p, p <= 0.05)
+
+
+def screen(cfg: GridConfig, folder: Path) -> list[Screened]:
+    if cfg.grid.flow == "classifier":
+        return [screen_from_units(folder, t) for t in cfg.slugs]
+    from harness.grid.screen import screen_task
+
+    return [Screened(**asdict(screen_task(cfg, t))) for t in cfg.slugs]
+
+
+def pilot_run(cfg: GridConfig, strength: int, out: Path, tasks: list[str], execute, threads: int) -> Path:
+    """The pilot's units at one leak strength, into out/leak-<strength>; returns the model folder."""
+    conds = [c for c in conditions.ALL if c in {*cfg.grid.conditions, conditions.LEAK}]
+    overrides = {k: v for k, v in cfg.grid.task_overrides.items() if k in tasks}
+    one = cfg.replace(
+        out=str(out / f"leak-{strength}"),
+        tasks=tasks,
+        task_overrides=overrides,
+        conditions=conds,
+        leak_strength=strength,
+        confirmatory=False,
+    )
+    run(plan.run_plan(one), execute=execute, threads=threads)
+    return resolve.folder(one)
+
+
+def sized(cfg: GridConfig, bias: np.ndarray, entered: int) -> dict[str, Any]:
+    """The plan's units from the pilot's spread: K for the bound, a task's floor, rounded up to whole
+    subsamples a task."""
+    p = cfg.plan
+    sd = float(np.std(bias, ddof=1)) if len(bias) > 1 else float("nan")
+    if not math.isfinite(sd):
+        raise UserError(
+            "the pilot needs at least 2 units of entered tasks to read a spread: add --subsamples"
+        )
+    for_bound = units_for_bound(sd, p.equivalence_bound, p.alpha, POWER, p.sides)
+    floor = per_task_floor(p.alpha, p.sides)
+    each = max(floor, math.ceil(for_bound / entered))
+    return {
+        "sd": sd,
+        "units_for_bound": for_bound,
+        "task_floor": floor,
+        "subsamples": each,
+        "units": each * entered,
+        "mde": mde_at(sd, each * entered, p.alpha, POWER, p.sides),
+    }
+
+
+def leak_at(cfg: GridConfig, strength: int, leak: np.ndarray, units: int) -> Leak:
+    sd = float(np.std(leak, ddof=1)) if len(leak) > 1 else float("nan")
+    mean = float(np.mean(leak))
+    power = power_at(mean, sd, units, cfg.plan.alpha, cfg.plan.sides) if math.isfinite(sd) else 0.0
+    return Leak(strength, len(leak), mean, sd, power)
+
+
+def run_pilot(
+    opts: PilotOptions, cfg: GridConfig, given: dict, execute=None, threads: int = 0, say=print
+) -> dict:
+    """Run the pilot of `cfg` (its seed the pilot's) and write the plan; returns what it found (also
+    written to <out>/pilot.json). `given`: the config keys set on the command line, kept in the plan
+    but for where the pilot reads and writes."""
+    if len(cfg.run_configs()) != 1:
+        raise SettingsError("a pilot sizes one cell and one method: name one (m, n, method) in the config")
+    if opts.plan_seed == cfg.sample.seed:
+        raise SettingsError(
+            f"--plan-seed {opts.plan_seed} is the pilot's own seed: the plan needs one it never used"
+        )
+    strengths = sorted(set(opts.strengths))
+    if not strengths or strengths[0] < 1:
+        raise SettingsError(f"--strengths must be whole numbers of at least 1, got {opts.strengths}")
+    target = Path(opts.plan)
+    if target.exists() and not opts.overwrite:
+        raise UserError(f"{target} exists: name another --plan, or pass --overwrite to replace it")
+    out = Path(cfg.grid.out)
+    first = pilot_run(cfg, strengths[0], out, cfg.slugs, execute, threads)
+    screened = screen(cfg, first)
+    for s in screened:
+        share = s.correct / s.documents
+        word = "enters" if s.entered else "left out"
+        say(
+            f"screen: {s.task}: {word}: base {share:.1%} of {s.documents} train and extra docs, chance "
+            f"{s.chance:.1%}, p {s.p:.3g}"
+        )
+    entered = [s.task for s in screened if s.entered]
+    if not entered:
+        raise UserError("no task passed the screen (the base beats chance on none): no plan can read a bias")
+    size = sized(cfg, differences(first, "bias", entered), len(entered))
+    say(
+        f"bias (test - extra) over {len(entered)} entered tasks' pilot units: sd {size['sd']:.2f} pts; "
+        f"{size['units_for_bound']} units see {cfg.plan.equivalence_bound:g} pts with 80% power; "
+        f"{size['subsamples']} a task (a task's own test needs {size['task_floor']}): K {size['units']}, "
+        f"MDE {size['mde']:.2f} pts"
+    )
+    leaks, folder = [], first
+    for strength in strengths:
+        if strength != strengths[0]:
+            folder = pilot_run(cfg, strength, out, entered, execute, threads)
+        found = leak_at(cfg, strength, differences(folder, "leak", entered), size["units"])
+        leaks.append(found)
+        say(
+            f"leak strength {strength}: leak - extra {found.mean:+.2f} pts (sd {found.sd:.2f}) over "
+            f"{found.units} units; power at K {size['units']}: {found.power:.0%}"
+        )
+        if found.power >= POWER:
+            break
+    chosen = next((lk for lk in leaks if lk.power >= POWER), leaks[-1])
+    seen = chosen.power >= POWER
+    say(
+        f"chosen: leak strength {chosen.strength}"
+        + (
+            ""
+            if seen
+            else f" (the strongest tried; its pooled leak is seen with {chosen.power:.0%} power, not 80%)"
+        )
+    )
+    found = {
+        "rule": RULE,
+        "pilot_seed": cfg.sample.seed,
+        "plan_seed": opts.plan_seed,
+        "screen": [asdict(s) for s in screened],
+        "entered": entered,
+        **size,
+        "leaks": [asdict(lk) for lk in leaks],
+        "strength": chosen.strength,
+        "leak_seen_with_power": seen,
+    }
+    results.write_json(out / "pilot.json", found)
+    write_plan(opts, cfg, given, found)
+    say(
+        f"plan: {target} ({size['subsamples']} subsamples of {len(entered)} tasks, seed {opts.plan_seed}); "
+        "commit it before its first unit"
+    )
+    return found
+
+
+PILOT_ONLY = ("seed", "subsamples", "out", "data_dir", "include_path", "confirmatory", "cells")
+
+
+def write_plan(opts: PilotOptions, cfg: GridConfig, given: dict, found: dict) -> None:
+    """The study's config file with the pilot's plan in it, checked as a config, then written."""
+    from harness.grid.config import load_config
+
+    raw = yaml_files.load(config_path(opts.config).read_text()) or {}
+    keys = {k: v for k, v in {**raw, **given}.items() if k not in PILOT_ONLY}
+    entered = found["entered"]
+    keys |= {
+        "tasks": entered,
+        "subsamples": found["subsamples"],
+        "seed": opts.plan_seed,
+        "conditions": [c for c in conditions.ALL if c in {*cfg.grid.conditions, conditions.LEAK}],
+        "leak_strength": found["strength"],
+        "confirmatory": True,
+        "out": opts.plan_out or f"results/{Path(opts.plan).stem}",
+    }
+    if keys.get("task_overrides"):
+        keys["task_overrides"] = {k: v for k, v in keys["task_overrides"].items() if k in entered}
+    leak = next(lk for lk in found["leaks"] if lk["strength"] == found["strength"])
+    p = cfg.plan
+    header = [
+        f"A confirmatory plan written by `tapt-bench pilot --config {opts.config}` from its pilot (seed "
+        f"{found['pilot_seed']}, {cfg.grid.subsamples} subsample(s) a task; every number in "
+        f"{Path(cfg.grid.out) / 'pilot.json'}). Commit it before its first unit.",
+        f"Screen ({RULE}): {len(entered)} of {len(found['screen'])} tasks enter.",
+        f"Spread: the per-unit sd of test - extra over their pilot units is {found['sd']:.2f} points.",
+        f"K: a {p.sides}-sided paired test at alpha {p.alpha:g} sees {p.equivalence_bound:g} points with 80% "
+        f"power over {found['units_for_bound']} units; a task's own test needs {found['task_floor']}: "
+        f"{found['subsamples']} a task, {found['units']} units, MDE {found['mde']:.2f} points.",
+        f"Leak: strength {found['strength']} moved leak - extra by {leak['mean']:+.2f} points (sd "
+        f"{leak['sd']:.2f}) over {leak['units']} pilot units: seen with {leak['power']:.0%} power at K "
+        f"(tried: {', '.join(str(lk['strength']) for lk in found['leaks'])}).",
+    ]
+    wrapped = [part for line in header for part in textwrap.wrap(line, 100)]
+    text = "".join(f"# {line}\n" for line in wrapped) + yaml.safe_dump(keys, sort_keys=False, width=100)
+    target = Path(opts.plan)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = target.with_suffix(".checking.yaml")
+    staged.write_text(text)
+    try:
+        load_config(staged, {"data_dir": cfg.sample.data_dir, "include_path": cfg.sample.include_path})
+    except UserError as err:
+        staged.unlink()
+        raise UserError(f"the plan the pilot would write does not read as a config: {err}") from None
+    staged.replace(target)

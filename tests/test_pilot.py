@@ -1,0 +1,94 @@
+"""`tapt-bench pilot`: a pilot on a seed the plan never uses sizes a confirmatory plan from its own spread,
+screens the tasks on train and extra, finds the leak strength the plan sees, and writes the plan."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.core.power import mde_at, power_at, units_for_bound
+from harness.grid.pilot import per_task_floor
+
+CONFIG = {
+    "model_tag": "tiny",
+    "flow": "classifier",
+    "tasks": ["trec", "ag_news"],
+    "m": 24,
+    "n": 12,
+    "subsamples": 2,
+    "conditions": ["base", "extra", "test", "leak"],
+    "method_settings": {"raw-text": {"pretrain_epochs": 1, "pretrain_batch_size": 4}},
+    "clf_epochs": 8,
+    "clf_batch_size": 4,
+    "clf_lr": 0.003,
+    "eval_batch_size": 12,
+    "seed": 5,
+    "equivalence_bound": 3.0,
+}
+
+
+def test_the_plans_units_are_the_fewest_that_see_the_bound_and_a_tasks_own_test_can_reject():
+    # the first replication's plan, from the study's spread: 121 units for 3 points at sd 11.67
+    assert units_for_bound(11.67, 3.0) == 121 and round(mde_at(11.67, 120), 2) == 3.01
+    assert units_for_bound(9.57, 3.0) == 82
+    assert mde_at(2.4, units_for_bound(2.4, 3.0)) <= 3.0 < mde_at(2.4, units_for_bound(2.4, 3.0) - 1)
+    # a task's two-sided sign-flip test reaches 0.05 from 6 units (2 * 2^-5), one-sided from 5
+    assert per_task_floor(0.05, "two") == 6 and per_task_floor(0.05, "one") == 5
+    # power: 80% at the MDE, more above it, about alpha / 2 a side at 0
+    assert power_at(mde_at(5.0, 40), 5.0, 40) == pytest.approx(0.80, abs=0.01)
+    assert power_at(2 * mde_at(5.0, 40), 5.0, 40) > 0.99 and power_at(0.0, 5.0, 40) == pytest.approx(0.05)
+
+
+def pilot(tmp_path, base, data_dir, *flags, **keys):
+    from harness.cli.main import main
+
+    config = tmp_path / "study.yaml"
+    config.write_text(yaml.safe_dump({"base": str(base), **CONFIG, **keys}))
+    plan = tmp_path / "plan.yaml"
+    argv = ["pilot", "--config", str(config), "--plan", str(plan), "--plan-seed", "6"]
+    main([*argv, "--out", str(tmp_path / "pilot"), "--data-dir", str(data_dir), *flags])
+    return plan
+
+
+@pytest.mark.slow
+def test_the_pilot_writes_a_plan_sized_by_its_own_spread_with_the_leak_it_sees(
+    tmp_path, tiny_bert, data_dir, capsys
+):
+    from harness import results
+    from harness.grid.config import load_config
+
+    plan = pilot(tmp_path, tiny_bert, data_dir, "--strengths", "1", "2")
+    said = capsys.readouterr().out
+    found = json.loads((tmp_path / "pilot" / "pilot.json").read_text())
+    assert found["entered"] == ["trec", "ag_news"] and "screen: trec: enters" in said
+    folder = tmp_path / "pilot" / "leak-1" / "m24" / "n12" / "tiny"
+    bias = [
+        100 * (u["test"] - u["extra"])
+        for t in ("trec", "ag_news")
+        for u in results.finished(folder / t).values()
+    ]
+    assert len(bias) == 4 and found["sd"] == pytest.approx(np.std(bias, ddof=1))
+    assert (
+        found["subsamples"] == max(6, -(-found["units_for_bound"] // 2))
+        and found["units"] == 2 * found["subsamples"]
+    )
+    cfg = load_config(plan, {"data_dir": str(data_dir)})
+    assert cfg.slugs == found["entered"] and cfg.grid.subsamples == found["subsamples"]
+    assert (cfg.sample.seed, cfg.plan.confirmatory, cfg.grid.leak_strength) == (6, True, found["strength"])
+    text = plan.read_text()
+    assert f"sd of test - extra over their pilot units is {found['sd']:.2f} points" in text
+    # the leak: each strength tried in turn until one is seen, the entered tasks alone after the first
+    assert [lk["strength"] for lk in found["leaks"]][0] == 1
+    assert found["leak_seen_with_power"] == any(lk["power"] >= 0.8 for lk in found["leaks"])
+
+
+def test_the_pilot_refuses_its_own_seed_as_the_plans_and_an_existing_plan_before_any_unit(
+    tmp_path, tiny_bert, data_dir
+):
+    with pytest.raises(SystemExit, match="--plan-seed 6 is the pilot's own seed"):
+        pilot(tmp_path, tiny_bert, data_dir, seed=6)
+    (tmp_path / "plan.yaml").write_text("# mine\n")
+    with pytest.raises(SystemExit, match="plan.yaml exists: name another --plan, or pass --overwrite"):
+        pilot(tmp_path, tiny_bert, data_dir)
+    assert not (tmp_path / "pilot").exists() and (tmp_path / "plan.yaml").read_text() == "# mine\n"
