@@ -1,6 +1,7 @@
 """Table 1 beside the study: a classifier-flow results folder (ours) against the study's released BERT
 accuracies of the same cell, per task and pooled, each effect with its 95% interval (the summary's:
-the sign-flip test inverted), and one sentence per cell and effect read from the intervals.
+the sign-flip test inverted), the units whose base beats its test subsample's majority share (the
+study's `majority`), and one sentence per cell and effect read from the intervals.
 
 The sentence compares the two pooled means by Welch's interval of their difference (ours - the
 study's, scipy): "differ" where it excludes 0; "agree within B points" where it lies inside +-B;
@@ -50,6 +51,15 @@ def shown(d: np.ndarray) -> str:
     return f"{100 * d.mean():+.2f} {ends}"
 
 
+def above_majority(rows: pd.DataFrame | None) -> str:
+    """Units whose base beats its test subsample's majority share (the study's `majority`; ours read from
+    the test documents, whatever the table's column meant when written): 'k/K'."""
+    if rows is None or rows.empty:
+        return "-"
+    share = rows[results.TEST_MAJORITY] if results.TEST_MAJORITY in rows else rows["majority"]
+    return f"{int((rows['base'] > share + 1e-9).sum())}/{len(rows)}"
+
+
 def sentence(ours: np.ndarray, theirs: np.ndarray, bound: float, leak: np.ndarray | None = None) -> str:
     """Ours against the study's pooled mean: differ, agree within the bound, or cannot tell; `leak`, our
     planted leak's per-unit effects, where it is read first."""
@@ -77,11 +87,16 @@ def cell_table(ours: pd.DataFrame, study: pd.DataFrame, bound: float) -> list[st
     common = sorted(set(ours["task"]) & set(study["task"]))
     study_common = study[study["task"].isin(common)]
     has_leak = "leak" in ours and bool(ours["leak"].notna().all())
-    head = "| task | units (ours, study) | boost ours | boost study | bias ours | bias study |"
-    lines = [head + (" leak ours |" if has_leak else ""), "|---" * (6 + has_leak) + "|"]
+    head = "| task | units (ours, study) | base > majority (ours, study) | boost ours | boost study |"
+    head += " bias ours | bias study |" + (" leak ours |" if has_leak else "")
+    lines = [head, "|---" * (7 + has_leak) + "|"]
 
     def row(label: str, o: pd.DataFrame | None, s: pd.DataFrame) -> str:
-        cells = [label, f"{len(o) if o is not None else '-'}, {len(s)}"]
+        cells = [
+            label,
+            f"{len(o) if o is not None else '-'}, {len(s)}",
+            f"{above_majority(o)}, {above_majority(s)}",
+        ]
         for e in ("boost", "bias"):
             cells += [shown(effect(o, e)) if o is not None else "-", shown(effect(s, e))]
         if has_leak:

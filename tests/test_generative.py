@@ -15,7 +15,7 @@ import pytest
 from harness.cli.main import main
 from harness.core.errors import TaskError
 from harness.grid.unit_record import split_docs
-from harness.tasks.generative import Answering, math_answer, metric_problem
+from harness.tasks.generative import Answering, equivalent, math_answer, metric_problem
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt.methods.test_time_rl.votes import Rewards, generated_reader
@@ -153,7 +153,7 @@ def test_ttrls_math_rule_reads_the_last_boxed_answer_else_the_last_number():
 
 
 def test_test_time_rl_on_a_generative_task_records_votes_unreadable_share_rewards_and_agreement(
-    tmp_path, tiny_llama
+    tmp_path, tiny_llama, capsys
 ):
     config = grid(
         tmp_path,
@@ -170,6 +170,45 @@ def test_test_time_rl_on_a_generative_task_records_votes_unreadable_share_reward
         assert 0 <= trained["unmatched_share"] <= 1 and "label_accuracy" in trained
         assert all(v is None or isinstance(v, str) for v in trained["votes"].values())
     assert record["leak"]["rewards"] == "gold"
+    # the premise, read before the bias: the vote, one sample and the base's greedy answer, each against the
+    # gold answers of the documents the condition adapted on (the method never reads them)
+    docs = subsample_docs(find_spec("arithmetic"), SampleSettings(m=4, n=8, seed=0), 0)
+    gold = {str(r): str(c[0]) for r, c in zip(docs["test"]["row"], docs["test"]["choices"])}
+    test = record["test"]
+    assert set(test["greedy"]) == set(test["sampled"]) == set(gold) and test["premise_documents"] == 8
+    right = [equivalent(a, gold[r]) for r, answers in test["sampled"].items() for a in answers]
+    assert test["sample_accuracy"] == sum(right) / len(right)
+    assert test["greedy_accuracy"] == np.mean([equivalent(a, gold[r]) for r, a in test["greedy"].items()])
+    # a random model's vote is not right more often than its greedy answer: said, with the numbers
+    main(["summarize", str(tmp_path / "out")])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "premise (the vote against the base's own answer" in said
+    assert f"maj@N {test['vote_accuracy']:.1%}, base greedy {test['greedy_accuracy']:.1%}" in said
+    assert "the method's premise does not hold: its vote of the samples (maj@N) is right on 0.0% of" in said
+
+
+def test_the_premise_holds_only_where_the_vote_beats_the_bases_own_answer_on_test():
+    from harness.stats.diagnostics import premise_fails
+
+    holds = {
+        "test": {"vote_accuracy": 0.6, "greedy_accuracy": 0.4},
+        "extra": {"vote_accuracy": 0.1, "greedy_accuracy": 0.4},
+    }
+    assert premise_fails(holds) is None and premise_fails({}) is None
+    fails = {"test": {"vote_accuracy": 0.125, "greedy_accuracy": 0.401}}
+    assert "right on 12.5% of test's documents, the base's own greedy answer on 40.1%" in premise_fails(fails)
+    assert premise_fails({"test": {"vote_accuracy": 0.4, "greedy_accuracy": 0.4}})  # not more often
+
+
+def test_the_answer_reader_is_the_authors_phrase_rules_in_order_then_the_last_number():
+    assert math_answer("so the answer is 12.") == "12"
+    assert math_answer("The final answer is 7") == "7"
+    assert math_answer(r"\boxed{3}") == "3" and math_answer(r"the answer is 5, so \boxed{6}") == "6"
+    assert math_answer("the answer is 5 and 6 follows") == "5 and 6 follows"  # the phrase, as theirs reads
+    assert math_answer(r"final answer is $8$. I hope it is correct.") == "8"
+    assert math_answer("first 3 then 4") == "4"
+    assert equivalent("36.0", "36") and equivalent("36.00", "36") and equivalent("1,234", "1234")
+    assert not equivalent("37", "36") and not equivalent(None, "36") and not equivalent("x", "36")
 
 
 def test_self_training_learns_the_bases_own_generated_answers(tmp_path, tiny_llama):

@@ -567,9 +567,10 @@ def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_th
         re.search(r"\((run|pretrain|_config)\.py:|\.sh:\d+", r) for r in rows.values()
     )
     assert (MLM_PROBABILITY, models.MAX_LENGTH) == (0.15, 256)
-    s = TextSettings()  # the two rows that say otherwise say so because these are not the study's yet
+    s = TextSettings()  # the batch is the study's with the per-task settings; the lr row says why it differs
     assert (s.pretrain_batch_size, s.pretrain_lr) == (16, 5e-5)
-    assert "not yet the study's" in rows["batch"] and "not yet the study's" in rows["lr"]
+    assert "bert_1.sh:9" in rows["batch"] and "bert_2.sh:10" in rows["batch"]
+    assert "the shipped configs of the study set the study's" in rows["lr"]
 
 
 def test_self_trainings_recipe_cites_a_source_per_row_and_its_same_rows_are_the_settings_that_run():

@@ -99,6 +99,12 @@ def test_the_majority_columns_are_the_studys(tmp_path, tiny_bert, data_dir):
     top = int(np.bincount(docs["train"]["label"], minlength=6).argmax())
     assert unit["train_majority"] == (docs["test"]["label"] == top).mean()
     assert unit["chance"] == pytest.approx(1 / 6)
+    from harness.results import collect
+    from harness.stats.summary import summarize
+
+    config = summarize(collect(tmp_path / "out"))["configs"][0]  # summarize reads it from the test documents
+    above = int(unit["base"] > unit["majority"])
+    assert (config["base_above_majority"], config["majority_units"]) == (above, 1)
     table = pd.read_csv(tmp_path / "out/m12/n20/tiny/trec/accuracies.csv")
     assert table["majority"].tolist() == [unit["majority"]] and table["majority_all"].tolist() == [
         unit["majority_all"]
@@ -143,3 +149,33 @@ def test_per_condition_heads_start_apart_and_tied_heads_alike(tmp_path, tiny_ber
     assert len({head_seed(apart, 9, c) for c in ("base", "extra", "test", "leak")}) == 4
     unit = one_unit(tmp_path, tiny_bert, data_dir, task="trec", m=12, n=20, head_seed="per_condition")
     assert unit["settings"]["head_seed"] == "per_condition"
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_the_studys_configs_plan_its_per_task_settings_as_its_launch_scripts_set_them(name):
+    """kddubey/pretrain-on-test's BERT launch scripts: enron_spam and yelp_review_full at batch 4, 1 epoch
+    (bert_2.sh); yahoo_answers_topics 1 epoch (bert_1.sh); the long-text tasks batch 8 (bert_3.sh,
+    bert_4.sh); the rest 3 epochs at batch 16; every pretraining at lr 1e-4 (pretrain.py)."""
+    import yaml
+
+    from harness.grid import resolve
+    from harness.grid.config import CONFIGS_DIR, read
+
+    cfg = read(yaml.safe_load((CONFIGS_DIR / f"{name}.yaml").read_text()), name).run_configs()[0]
+    planned = {}
+    for task in ("enron_spam", "yelp_review_full", "yahoo_answers_topics", "movie_rationales", "ag_news"):
+        one = resolve.for_task(cfg, task)
+        text = resolve.method_settings(one, task)
+        planned[task] = (
+            one.head.clf_batch_size,
+            one.head.clf_epochs,
+            text.pretrain_batch_size,
+            text.pretrain_lr,
+        )
+    assert planned == {
+        "enron_spam": (4, 1.0, 8, 1e-4),
+        "yelp_review_full": (4, 1.0, 8, 1e-4),
+        "yahoo_answers_topics": (16, 1.0, 8, 1e-4),
+        "movie_rationales": (8, 1.0, 8, 1e-4),
+        "ag_news": (16, 3.0, 16, 1e-4),
+    }

@@ -57,6 +57,8 @@ def test_hand_computed_means(fixture_dir, capsys):
     assert [c.pop(f"bias_one_class{s}") for s in ("", "_extra", "_test")] == [0, 0, 0]
     assert c.pop("bias_unchecked") == 5
     assert c.pop("confirmation")["status"] == "exploratory"
+    # accuracies alone, in the release's format: their majority is the study's (bases 0.5, 0.4, 0.2, 0.3, 0.5)
+    assert (c.pop("base_above_majority"), c.pop("majority_units")) == (3, 5)
     assert {k: v for k, v in c.items() if not k.startswith("boost_")} == pytest.approx(
         {
             "m": 10,

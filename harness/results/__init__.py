@@ -25,6 +25,7 @@ from harness.results.outcomes import (
     flips,
     predicted,
     predictions,
+    test_majority,
 )
 from harness.results.paths import (
     CALIBRATION,
@@ -34,6 +35,7 @@ from harness.results.paths import (
     ONE_CLASS,
     OPTIONAL,
     PROVENANCE,
+    TEST_MAJORITY,
     UNIT_LAYOUT,
     UNITS,
     adapter_path,
@@ -95,6 +97,8 @@ __all__ = [
     "CALIBRATION",
     "NOT_ADAPTED",
     "ONE_CLASS",
+    "TEST_MAJORITY",
+    "test_majority",
     "model_dir",
     "task_dir",
     "screen_path",

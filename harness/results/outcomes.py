@@ -58,6 +58,16 @@ def collapsed(unit: pd.DataFrame) -> str:
     return ",".join(out)
 
 
+def test_majority(unit: pd.DataFrame) -> float:
+    """The share of a unit's test documents in their most frequent class (a generative task's: gold
+    answer), read from one condition's rows; NaN where the table holds no labels."""
+    rows = unit[unit["condition"] == unit["condition"].iloc[0]]
+    gold = rows["gold"].astype(str) if "gold" in rows else rows.get("label")
+    return (
+        float(gold.value_counts(normalize=True).iloc[0]) if gold is not None and len(gold) else float("nan")
+    )
+
+
 def collapsed_classes(value: str | None) -> dict[str, int]:
     """ONE_CLASS read back: {condition: the class its model gave every document}."""
     if not isinstance(value, str) or not value:

@@ -41,6 +41,12 @@ CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, bes
 NOT_ADAPTED = "not_adapted"
 
 
+# the share of a unit's test documents in their most frequent class: the study's `majority` (experiment.py:
+# df_test["label"].value_counts(normalize=True).max()), read from probabilities.parquet by `collect`, so
+# that it holds for units written before accuracies.csv's `majority` took that meaning (2026-12-06)
+TEST_MAJORITY = "test_majority"
+
+
 # the conditions whose model gave every test document of the unit one class, where the gold labels are not
 # all that class, with the class ('extra=2,test=2'; read from probabilities.parquet by `collect`; None
 # where no probabilities were recorded): a bias between two models of one class says nothing of the method

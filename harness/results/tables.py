@@ -10,13 +10,14 @@ import pandas as pd
 
 from harness.core import conditions
 from harness.core.errors import UserError, read_json_object
-from harness.results.outcomes import FLIPS, collapsed, flips, predicted
+from harness.results.outcomes import FLIPS, collapsed, flips, predicted, test_majority
 from harness.results.paths import (
     COLUMNS,
     LAYOUT,
     NOT_ADAPTED,
     ONE_CLASS,
     OPTIONAL,
+    TEST_MAJORITY,
     calibration_path,
     shard_locks,
 )
@@ -88,22 +89,25 @@ def collect(root: str | Path) -> pd.DataFrame:
             raise UserError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
         m, n, model, task = match.groups()
         df = read_accuracies(path, int(n))
-        ks, one, flips = unit_classes(path.parent / "probabilities.parquet", len(df))
-        frames.append(
-            df.assign(m=int(m), n=int(n), model=model, task=task, subsample=ks, **{ONE_CLASS: one}, **flips)
-        )
+        ks, one, flips, shares = unit_classes(path.parent / "probabilities.parquet", len(df))
+        if np.isnan(
+            shares
+        ).all():  # accuracies alone, in the study's release format: its majority is the study's
+            shares = df["majority"].tolist()
+        read = {ONE_CLASS: one, TEST_MAJORITY: shares}
+        frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=ks, **read, **flips))
     if not frames:
         raise UserError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
     return pd.concat(frames, ignore_index=True)
 
 
-def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | None], dict[str, list]]:
-    """Each accuracies.csv row's subsample, its collapsed conditions (ONE_CLASS) and its flips (FLIPS),
-    from the probabilities the same rebuild wrote (its units in the same order). A table that holds
-    other units is an error naming it; accuracies alone (made elsewhere, without unit records) give row
-    numbers and None: the collapse could not be checked."""
+def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | None], dict[str, list], list]:
+    """Each accuracies.csv row's subsample, its collapsed conditions (ONE_CLASS), its flips (FLIPS) and its
+    test documents' majority share (TEST_MAJORITY), from the probabilities the same rebuild wrote (its
+    units in the same order). A table that holds other units is an error naming it; accuracies alone (made
+    elsewhere, without unit records) give row numbers, None and NaN: the collapse could not be checked."""
     if not probs_path.is_file():  # beside unit records, collect refused it first (stale_tables)
-        return list(range(rows)), [None] * rows, {c: [np.nan] * rows for c in FLIPS}
+        return list(range(rows)), [None] * rows, {c: [np.nan] * rows for c in FLIPS}, [np.nan] * rows
     probs = pd.read_parquet(probs_path)
     ks = [int(k) for k in pd.unique(probs["subsample"])]
     if len(ks) != rows:
@@ -113,7 +117,8 @@ def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | Non
         )
     units = [group for _, group in predicted(probs).groupby("subsample", sort=False)]
     flipped = [flips(u) for u in units]
-    return ks, [collapsed(u) for u in units], {c: [f[c] for f in flipped] for c in FLIPS}
+    shares = [test_majority(u) for u in units]
+    return ks, [collapsed(u) for u in units], {c: [f[c] for f in flipped] for c in FLIPS}, shares
 
 
 def measured(df: pd.DataFrame, effect: str) -> pd.Series:

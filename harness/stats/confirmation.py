@@ -49,6 +49,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
     units = {tdir.name: results.finished(tdir) for tdir in results.task_dirs(mdir)}
     why += missing_units(plan, units)
     records = [r for per_task in units.values() for r in per_task.values()]
+    draws = Counter(train_draw(r) for r in records)
     codes = [r.get("code") or {} for r in records]
     unrecorded = sum(not c.get("commit") for c in codes)
     if unrecorded:
@@ -73,7 +74,16 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         "commit": commit,
         "config": plan,
         "left_out": left_out,
+        "draws": dict(draws),
     }
+
+
+def train_draw(record: dict) -> str:
+    """How a unit's train was drawn: its record's draw, else its settings' (a unit written before either
+    existed drew proportionally)."""
+    return (record.get("draw") or {}).get("train") or record.get("settings", {}).get(
+        "train_draw", "proportional"
+    )
 
 
 def missing_units(plan: dict, units: dict[str, dict[int, dict]]) -> list[str]:

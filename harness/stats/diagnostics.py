@@ -18,7 +18,13 @@ MEASURED = {  # what the grid records of every method: record key -> column
     "learned_from": "learned from",
     "steps": "steps",
     "label_accuracy": "label accuracy",  # the labels a method made up, against the gold ones
+    # where it voted: its premise, each against the gold answers of the documents it adapted on
+    "vote_accuracy": "maj@N",
+    "greedy_accuracy": "base greedy",
+    "sample_accuracy": "one sample",
+    "unreadable_share": "unreadable",
 }
+PREMISE = ("vote_accuracy", "greedy_accuracy", "sample_accuracy", "unreadable_share", "tie_share")
 RECORDED = "diagnostics"  # a record's own map of what its method reports (tapt.methods.Method.diagnostics)
 # The maps of the built-in methods' records written before a record carried its own
 EARLIER = {"selected": "selected", "kept": "kept", "mean_reward": "mean reward"} | {
@@ -69,7 +75,7 @@ def method_records(root: str | Path) -> pd.DataFrame:
                 continue
             columns = shown(record)
             values = {col: number(record.get(k)) for k, col in columns.items()} | movement(record)
-            shares |= {col for k, col in columns.items() if k.endswith("_share") or k == "label_accuracy"}
+            shares |= {col for k, col in columns.items() if k.endswith(("_share", "_accuracy"))}
             rows.append({"m": int(m), "n": int(n), "model": model, "task": task, "condition": cond, **values})
     if not rows:
         return pd.DataFrame()
@@ -106,3 +112,64 @@ def format_records(df: pd.DataFrame) -> str:
         ]
         lines.append(f"  {r['model']:{wide}} {r['task']:24} {r['condition']:9} " + " ".join(cells))
     return "\n".join(lines)
+
+
+def premise(mdir: Path) -> dict[str, dict[str, float]]:
+    """Per condition of a model folder whose method voted on its own labels and recorded its premise
+    (tapt.methods.vote_agreement): each premise number over every unit, weighted by the documents it was
+    read on, and those documents; empty where no unit recorded one."""
+    sums: dict[str, dict[str, float]] = {}
+    for path in sorted(Path(mdir).glob("*/units/*.json")):
+        for name, record in results.read_unit(path).get("training", {}).items():
+            docs = record.get("premise_documents") if isinstance(record, dict) else None
+            if name not in conditions.ALL or not docs:
+                continue
+            found = sums.setdefault(name, {"documents": 0.0})
+            found["documents"] += docs
+            for k in PREMISE:
+                if isinstance(record.get(k), int | float):
+                    found[k] = found.get(k, 0.0) + docs * record[k]
+    return {
+        c: {"documents": f["documents"]} | {k: v / f["documents"] for k, v in f.items() if k in PREMISE}
+        for c, f in sums.items()
+    }
+
+
+def premise_fails(found: dict[str, dict[str, float]]) -> str | None:
+    """Why a method's premise does not hold where the bias is read (on test's documents: the vote is not
+    right more often than the base's own greedy answer), with its numbers; None where it holds or was not
+    recorded."""
+    test = found.get(conditions.TEST)
+    if not test or "vote_accuracy" not in test or "greedy_accuracy" not in test:
+        return None
+    if test["vote_accuracy"] > test["greedy_accuracy"]:
+        return None
+    return (
+        f"the method's premise does not hold: its vote of the samples (maj@N) is right on "
+        f"{test['vote_accuracy']:.1%} of test's documents, the base's own greedy answer on "
+        f"{test['greedy_accuracy']:.1%}: it rewards agreement with labels less often right than the model's "
+        "answer, so its bias says little of the method where it can work"
+    )
+
+
+def premise_line(found: dict[str, dict[str, float]]) -> str | None:
+    """The premise's numbers per condition, in one line."""
+    if not found:
+        return None
+    names = {
+        "vote_accuracy": "maj@N",
+        "greedy_accuracy": "base greedy",
+        "sample_accuracy": "one sample",
+        "tie_share": "ties",
+        "unreadable_share": "unreadable",
+    }
+    parts = [
+        f"{c} ({f['documents']:.0f} docs): "
+        + ", ".join(f"{n} {f[k]:.1%}" for k, n in names.items() if k in f)
+        for c, f in found.items()
+    ]
+    said = "premise (the vote against the base's own answer, on the documents each condition adapted on): "
+    why = premise_fails(found)
+    return (
+        said + "; ".join(parts) + (f": {why}" if why else ": it holds on test (the vote is right more often)")
+    )

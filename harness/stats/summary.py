@@ -21,6 +21,7 @@ from harness.stats.statistics import (  # noqa: F401
 )
 from harness.stats.verdict import (
     MIN_SUBSAMPLES,
+    UNINFORMATIVE,
     collapse_counts,
     key,
     leak_unseen,
@@ -59,12 +60,33 @@ def of_folder(
     found = confirmation.of_root(root)  # each model folder's manifests and records, read once
     plans = {k: f.pop("config") for k, f in found.items()}
     out = summarize(df, seed=seed, target=target, plans=plans, chosen=chosen)
-    for config in out["configs"]:
+    folders = results.model_dirs(root)
+    for i, config in enumerate(out["configs"]):
         cell = (config["m"], config["n"], config["model"])
+        config = out["configs"][i] = config | with_premise(config, folders.get(cell))
         config["confirmation"] = found.get(cell)
         if tasks and config["confirmation"]:
             planned = (plans.get(cell) or {}).get("tasks") or []
             config["confirmation"] = confirmation.post_hoc(config["confirmation"], tasks, planned)
+    return out
+
+
+def with_premise(config: dict[str, Any], mdir: Path | None) -> dict[str, Any]:
+    """A method that votes on its own labels: its premise's numbers (diagnostics.premise), and where its
+    vote is not right more often than the base's own answer on test, that reason beside the verdict, as a
+    collapse's (the word stays `inflated` beside a rejection)."""
+    from harness.stats.diagnostics import premise, premise_fails
+
+    found = premise(mdir) if mdir is not None else {}
+    if not found:
+        return {}
+    out = {"premise": found}
+    why, e = premise_fails(found), conditions.PRIMARY
+    if why and key(e, "units") in config:
+        blind = config.get(key(e, UNINFORMATIVE))
+        out[key(e, UNINFORMATIVE)] = f"{blind}; {why}" if blind else why
+        if key(e, "p_family") in config:
+            out |= pooled_verdict(config | out)
     return out
 
 
@@ -111,7 +133,7 @@ def summarize(
             config |= planned_test(group, plan, seed)
             keep, control, treatment = paired(group, primary)
             biases[(int(m), int(n), model)] = treatment - control
-        config |= {"tasks": len(per_task), "rows": len(group)}
+        config |= {"tasks": len(per_task), "rows": len(group)} | majority_counts(group)
         if primary in effects:
             config |= {
                 key(primary, "tasks_positive"): sum(t[key(primary, "mean")] > 0 for t in per_task),
@@ -147,6 +169,18 @@ def leak_per_task(per_task: list[dict]) -> dict[str, Any]:
         "leak_tasks_tested": len(testable),
         "leak_tasks_unseen": [t["task"] for t in testable if leak_unseen(t)],
     }
+
+
+def majority_counts(rows: pd.DataFrame) -> dict[str, Any]:
+    """The units whose base beats the share of its test documents' most frequent class (the study's
+    `majority`), of those whose tables say it."""
+    if results.TEST_MAJORITY not in rows or conditions.BASE not in rows:
+        return {}
+    known = rows[results.TEST_MAJORITY].notna()
+    above = rows.loc[known, conditions.BASE] > rows.loc[known, results.TEST_MAJORITY] + 1e-9
+    return (
+        {"base_above_majority": int(above.sum()), "majority_units": int(known.sum())} if known.any() else {}
+    )
 
 
 def flip_counts(rows: pd.DataFrame) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pandas as pd
 from harness.core import conditions
 from harness.core.power import ALPHA, POWER
 from harness.stats.confirmation import line as confirmation_line
+from harness.stats.diagnostics import premise_line
 from harness.stats.families import families
 from harness.stats.statistics import STATISTICS
 from harness.stats.verdict import (
@@ -86,14 +87,34 @@ def format_tables(summary: dict[str, Any]) -> str:
         lines += task_table(c, tasks, effects)
         lines += not_adapted_lines(tasks) + uninformative_lines(tasks)
         lines.append(mde_line(c, tasks))
+        if c.get("majority_units"):
+            lines.append(
+                f"  base above the test subsample's majority share (the study's `majority`) in "
+                f"{c['base_above_majority']} of {c['majority_units']} units"
+            )
         if c.get("confirmation"):
             lines.append(f"  {confirmation_line(c['confirmation'])}")
+            lines += [f"  {line}" for line in draw_lines(c["confirmation"])]
+        if c.get("premise"):
+            lines.append(f"  {premise_line(c['premise'])}")
         if c.get(key(primary, "units")):
             lines.append(f"  {pooled_line(c)}")
             lines += [f"  {line}" for line in (flip_line(c), unchecked_line(c)) if line]
         lines.append("")
     lines += joint_lines(summary["configs"])
     return "\n".join(lines)
+
+
+DRAWS = {
+    "balanced": "balanced (int(m / K) rows of each class, the study's draw)",
+    "proportional": "proportional (m rows in the pool's class proportions)",
+}
+
+
+def draw_lines(found: dict[str, Any]) -> list[str]:
+    """How the units' train was drawn, as their records say (one from before train_draw: proportional)."""
+    draws = found.get("draws") or {}
+    return [f"train drawn {DRAWS.get(d, d)} in {k} units" for d, k in sorted(draws.items())]
 
 
 def task_table(config: dict, tasks: list[dict], effects: list[str]) -> list[str]:

@@ -121,20 +121,56 @@ class Answering:
         return out
 
 
-BOXED = re.compile(r"\\boxed\s*\{")
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+NUMBER = re.compile(r"-?\d*\.?\d+")  # the authors' last-number pattern, read with the commas dropped
+# the phrases the authors read an answer after, in their order (qwen_math_parser.py `extract_answer`, after
+# \boxed{}); the minerva form ("final answer is $...$. I hope") comes first there
+PHRASES = ("he answer is", "final answer is")
+
+
+def boxed(text: str) -> str:
+    """What follows the text's last 'boxed': the braces' content (nested braces kept), else up to a '$'."""
+    tail = text.split("boxed")[-1]
+    if not tail.startswith("{"):
+        return tail.split("$")[0].strip()
+    depth, out = 1, []
+    for ch in tail[1:]:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth == 0:
+            break
+        out.append(ch)
+    return "".join(out)
 
 
 def math_answer(text: str) -> str | None:
-    """TTRL's math rule (qwen_math_parser: the last \\boxed{...} of the text, else its last number),
-    with commas and a trailing point dropped; None where there is neither."""
-    starts = [m.end() for m in BOXED.finditer(text)]
-    if starts:
-        depth, i = 1, starts[-1]
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if not depth:
-            return text[starts[-1] : i - 1].strip().replace(",", "") or None
-    numbers = NUMBER.findall(text)
-    return numbers[-1].replace(",", "").rstrip(".") if numbers else None
+    """TTRL's math rule, in its order (PRIME-RL/TTRL qwen_math_parser.py `extract_answer`): the minerva
+    form 'final answer is $X$. I hope'; else the last \\boxed{}; else what follows the last 'he answer
+    is'; else the last 'final answer is'; else the last number (commas dropped). Then its clean-up: new
+    lines and the spaces after them removed, a leading ':' and a trailing '.' or '/' dropped. None where
+    nothing is left. Not reproduced: the parser's LaTeX and unit normalisation (strip_string)."""
+    if "final answer is $" in text and "$. I hope" in text:
+        found = text.split("final answer is $", 1)[1].split("$. I hope", 1)[0].strip()
+    elif "boxed" in text:
+        found = boxed(text)
+    elif any(p in text for p in PHRASES):
+        phrase = next(p for p in PHRASES if p in text)
+        found = text.split(phrase)[-1].strip()
+    else:
+        numbers = NUMBER.findall(text.replace(",", ""))
+        found = numbers[-1] if numbers else ""
+    found = re.sub(r"\n\s*", "", found).strip()
+    found = found.removeprefix(":").strip()
+    found = found.removesuffix(".").removesuffix("/").strip()
+    return found or None
+
+
+def equivalent(answer: str | None, gold: str | None) -> bool:
+    """Whether an answer is the gold one: equal as numbers where both read as one (36, 36.0 and 36.00
+    agree; commas dropped), else equal as text (spaces at the ends ignored). The authors' reward checks
+    mathematical equivalence (auto_verify, with sympy); this is its numeric part."""
+    if answer is None or gold is None:
+        return False
+    a, g = str(answer).strip(), str(gold).strip()
+    try:
+        return float(a.replace(",", "")) == float(g.replace(",", ""))
+    except ValueError:
+        return a == g

@@ -20,9 +20,11 @@ from harness.core.settings import Settings  # noqa: F401  (a method's settings s
 from tapt.methods.contract import (  # noqa: F401  (the contract, as methods and plug-ins import it)
     COUNTS,
     DIAGNOSTICS,
+    GREEDY,
     LEARNED_FROM,
     MOVED,
     NAME,
+    SAMPLED,
     VOTES,
     Adapted,
     Inputs,

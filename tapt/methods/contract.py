@@ -26,6 +26,8 @@ COUNTS = (LEARNED_FROM, "steps")  # a record's counts: integers of at least 0 wh
 MOVED = "moved"  # the record's measure of how far the model moved from the base (weights.movement)
 VOTES = "votes"  # a record's labels that a method made up for itself, {row: choice index (or a
 # generative task's answer) or None}
+SAMPLED = "sampled"  # where it voted: each row's samples' answers, {row: [answer or None, ...]}
+GREEDY = "greedy"  # and the base's own greedy answer to each row, read the same way, {row: answer or None}
 
 
 @dataclass
@@ -225,16 +227,39 @@ def nothing_learned(record: dict) -> str | None:
 
 def vote_agreement(record: dict, docs: pd.DataFrame) -> dict:
     """For a method that made up labels (`votes`): their agreement with the gold labels of the documents
-    it adapted on, measured after it ran, by the grid (the method itself never reads them)."""
+    it adapted on, measured after it ran, by the grid (the method itself never reads them). Where it
+    recorded its samples and the base's greedy answers: its premise beside it, each against the gold
+    answer on the same documents: `label_accuracy` (the vote: maj@N), `greedy_accuracy` (pass@1 greedy),
+    `sample_accuracy` (one sample's, the mean) and `unreadable_share` (samples with no answer)."""
     votes = record.get(VOTES)
     if not votes:
         return {}
-    if any(isinstance(v, str) for v in votes.values()):  # a generative task's answers: its gold one
+    generative = any(isinstance(v, str) for v in votes.values()) or isinstance(record.get(GREEDY), dict)
+    if generative:  # a generative task's answers: its gold one, equal as numbers where both are
+        from harness.tasks.generative import equivalent as same
+
         gold = dict(
             zip(docs["row"].astype(int).astype(str), docs["choices"].map(lambda c: str(c[0]).strip()))
         )
     else:
         gold = dict(zip(docs["row"].astype(int).astype(str), docs["label"].astype(int)))
+
+        def same(a, b) -> bool:
+            return a == b
+
     voted = {r: v for r, v in votes.items() if v is not None and r in gold}
-    agree = sum(v == gold[r] for r, v in voted.items())
-    return {"label_accuracy": agree / len(voted) if voted else None, "voted": len(voted)}
+    agree = sum(same(v, gold[r]) for r, v in voted.items())
+    out = {"label_accuracy": agree / len(voted) if voted else None, "voted": len(voted)}
+    sampled, greedy = record.get(SAMPLED) or {}, record.get(GREEDY) or {}
+    rows = [r for r in gold if r in votes and r in greedy and r in sampled]
+    if rows:  # the premise, on the documents with all three (a vote of no answer counts as wrong)
+        samples = [a for r in rows for a in sampled[r]]
+        right = [same(a, gold[r]) for r in rows for a in sampled[r]]
+        out |= {
+            "premise_documents": len(rows),
+            "vote_accuracy": sum(votes[r] is not None and same(votes[r], gold[r]) for r in rows) / len(rows),
+            "greedy_accuracy": sum(same(greedy[r], gold[r]) for r in rows) / len(rows),
+            "sample_accuracy": sum(right) / len(right) if right else None,
+            "unreadable_share": sum(a is None for a in samples) / len(samples) if samples else None,
+        }
+    return out

@@ -30,7 +30,8 @@ from typing import Literal
 from harness.core import training
 from harness.core.errors import UserError
 from harness.core.settings import Settings, option, since
-from tapt.methods import VOTES, Adapted, Inputs, Method
+from harness.tasks.generative import equivalent
+from tapt.methods import GREEDY, SAMPLED, VOTES, Adapted, Inputs, Method
 from tapt.methods.test_time_rl.recipe import RECIPE
 from tapt.methods.test_time_rl.votes import Rewards, choice_tokens, generated_reader
 
@@ -198,8 +199,10 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         how = x.spec.answering
         gold = {r: str(c[0]).strip() for r, c in zip(rows, x.docs["choices"])} if x.labeled else None
         read = generated_reader(how, s.extract)
-        rewards = Rewards(None, gold, non_answers_vote=s.non_answers_vote, read=read)
+        rewards = Rewards(None, gold, non_answers_vote=s.non_answers_vote, read=read, same=equivalent)
         longest = how.max_tokens - 1  # the completion's budget: the task's max_gen_toks
+        # the premise, read before any step: the base's own greedy answer to each prompt, by the same rule
+        greedy = dict(zip(rows, greedy_answers(x, read, rows)))
     else:
         choices = {r: list(c) for r, c in zip(rows, x.docs["choices"])}
         gold = {r: int(g) for r, g in zip(rows, x.docs["label"])} if x.labeled else None
@@ -234,7 +237,20 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
             x.tokenizer, list(x.docs["prompt"]), [choices[r] for r in rows], x.spec.target_delimiter
         )
     trainer.train()
-    return Adapted(model, record_of(x, rewards, trainer, rows, steps))
+    record = record_of(x, rewards, trainer, rows, steps)
+    if x.spec.generative:
+        record[GREEDY] = {str(r): a for r, a in greedy.items()}
+    return Adapted(model, record)
+
+
+def greedy_answers(x: Inputs, read, rows: list[int]) -> list:
+    """The base's greedy answer to each of the split's prompts, read as the samples are (TTRL's premise:
+    the vote of the samples is right more often than this one answer)."""
+    from harness.core.generation import generate
+
+    how = x.spec.answering
+    texts = generate(x.model, x.tokenizer, list(x.docs["prompt"]), how.max_tokens, how.until, 8)
+    return [read(t, r) for t, r in zip(texts, rows)]
 
 
 def restore_reference(model, reference: dict) -> None:
@@ -252,6 +268,7 @@ def record_of(x: Inputs, rewards: Rewards, trainer, rows: list[int], steps) -> d
     history = [h for h in trainer.state.log_history if "reward" in h]
     return {
         VOTES: {str(r): v for r, v in rewards.votes.items()},
+        SAMPLED: {str(r): a for r, a in rewards.sampled.items()},
         "rewards": "gold" if x.labeled else "majority vote",
         "mean_reward": [float(h["reward"]) for h in history],
         "zero_advantage_share": rewards.flat_groups / max(rewards.groups, 1),

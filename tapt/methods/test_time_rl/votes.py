@@ -58,13 +58,16 @@ class Rewards:
         last: bool = False,
         non_answers_vote: bool = False,
         read: Callable[[str, int], Hashable | None] | None = None,
+        same: Callable[[Hashable, Hashable], bool] | None = None,
     ):
         self.choices, self.gold = choices, gold
+        self.same = same or (lambda a, b: a == b)  # a generative task's: the answers' equivalence
         self.last, self.non_answers_vote = last, non_answers_vote  # TTRL's two rules (free text)
         self.read = read or (lambda completion, r: answer(completion, self.choices[r], self.last))
         self.votes: dict[int, int | None] = {}
         self.samples = self.unmatched = self.groups = self.flat_groups = self.ties = 0
         self.learned: set[int] = set()  # rows whose group ever had rewards to tell apart
+        self.sampled: dict[int, list] = {}  # each row's answers when it was last voted on
 
     def __call__(self, prompts, completions, row, **kwargs) -> list[float]:
         rewards: list[float] = []
@@ -78,7 +81,8 @@ class Rewards:
             self.votes[r] = vote(answers, self.non_answers_vote)
             target = self.gold[r] if self.gold is not None else self.votes[r]
             counts = self.non_answers_vote and self.gold is None  # 'no answer' won: those samples agree
-            group = [1.0 if (a is not None or counts) and a == target else 0.0 for a in answers]
+            group = [1.0 if (a is not None or counts) and self.same(a, target) else 0.0 for a in answers]
+            self.sampled[r] = answers
             self.samples, self.unmatched = self.samples + len(answers), self.unmatched + answers.count(None)
             self.groups, self.flat_groups = self.groups + 1, self.flat_groups + (len(set(group)) == 1)
             self.ties += tied(answers, self.non_answers_vote)
