@@ -81,6 +81,12 @@ def released(reference: Path, m: int, n: int) -> pd.DataFrame:
     return df.assign(task=df["task"].replace(RELEASED_AS))
 
 
+def released_cells(reference: Path) -> tuple[list, list]:
+    df = results.collect(reference / "accuracies" / "bert_gpt2")
+    df = df[df["model"] == "bert"]
+    return list(df["m"]), list(df["n"])
+
+
 def cell_table(ours: pd.DataFrame, study: pd.DataFrame, bound: float) -> list[str]:
     """The per-task and pooled table of one cell (boost and bias, ours beside the study's; our leak),
     then the sentences."""
@@ -138,6 +144,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: --results {args.results}: no units of model {args.model!r} (name it with --model)")
     for (m, n), cell in ours.groupby(["m", "n"]):
         study = released(reference, int(m), int(n))
+        if study.empty:
+            cells = sorted({(int(a), int(b)) for a, b in zip(*released_cells(reference))})
+            print(f"### m {m} / n {n}: the study released no BERT units of this cell (its cells: {cells})\n")
+            continue
         print(
             f"### m {m} / n {n}: ours {len(cell)} units over {cell['task'].nunique()} tasks; "
             f"the study's BERT {len(study)} over {study['task'].nunique()}\n"
@@ -146,4 +156,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from harness.core.errors import UserError
+
+    try:
+        main()
+    except UserError as err:  # a folder or file of the user's: one line, as tapt-bench says it
+        sys.exit(f"error: {err}")

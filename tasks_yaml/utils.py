@@ -10,8 +10,6 @@ the error sees it as before.
 
 import dataclasses
 import difflib
-import json
-from pathlib import Path
 
 import datasets
 import numpy as np
@@ -19,6 +17,7 @@ import numpy as np
 from harness.core import models
 from harness.core.errors import UserError, print_user_errors
 from harness.core.settings import field_names
+from harness.tasks import adapters
 from harness.tasks.protocol import SplitSettings, subsample_docs
 from harness.tasks.spec import TaskSpec
 
@@ -56,60 +55,12 @@ def one_edit(a: str, b: str) -> bool:
     return difflib.SequenceMatcher(None, a, b).ratio() >= 2 * (max(len(a), len(b)) - 1) / (len(a) + len(b))
 
 
-# what an adapter tapt-bench wrote records of its draw, read as the defaults of --metadata
-TRAINED = ("m", "n", "seed", "subsample", "prompt_format", "train_draw")
-FIRST_DRAW = "proportional"  # the train draw of every adapter written before its record named one
+TRAINED = adapters.TRAINED  # what an adapter tapt-bench wrote records of its draw
 
 
 def trained_for(peft, given: dict, task: str, slug: str) -> dict:
-    """The draw an adapter was trained on (its task, m, n, seed, subsample and prompt format, from the
-    record tapt-bench wrote beside it, its tapt.json), as the defaults of --metadata: lm-eval then scores
-    the documents of that draw. A --metadata value that contradicts the record, or another task, is
-    refused naming both."""
-    path = Path(str(peft)).expanduser() / "tapt.json" if peft else None
-    for key in ("m", "n", "seed", "subsample"):
-        value = given.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise UserError(f"task {task}: --metadata {key} must be a whole number, got {value!r}")
-    if path is None or not path.is_file():
-        return {}  # an adapter tapt-bench did not write: --metadata (or its defaults) names the draw
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(
-            f"task {task}: {path} is not a whole adapter record ({type(err).__name__}: {err}); it names the "
-            "documents the adapter was trained for: write it again (tapt-bench train), or delete it and name "
-            "the draw with --metadata"
-        ) from None
-    named = record.get("task", slug) if isinstance(record, dict) else record
-    if not isinstance(named, str):
-        raise UserError(
-            f"task {task}: {path} names no task slug (task: {named!r}); it was edited: write it again with "
-            "tapt-bench train"
-        )
-    optional = ("prompt_format", "train_draw")
-    missing = [k for k in TRAINED if record.get(k) is None and k not in given and k not in optional]
-    if missing:
-        example = ", ".join(f'"{k}": ...' for k in missing)
-        raise UserError(
-            f"task {task}: {path} does not name the adapter's {', '.join(missing)}, so the documents it was "
-            f"trained for are unknown: pass them with --metadata (e.g. {{{example}}})"
-        )
-    if record.get("task") not in (None, slug):
-        raise UserError(
-            f"task {task}: the adapter {peft} was trained on task {record['task']!r} ({path}): score it "
-            f"with --tasks tapt_{record['task']}"
-        )
-    trained = {k: record[k] for k in TRAINED if record.get(k) is not None}
-    trained.setdefault("train_draw", FIRST_DRAW)
-    clash = {k: (given[k], v) for k, v in trained.items() if k in given and given[k] != v}
-    if clash:
-        said = ", ".join(f"{k} {g!r} (the adapter's: {v!r})" for k, (g, v) in clash.items())
-        raise UserError(
-            f"task {task}: --metadata sets {said}, but the adapter {peft} was trained on that draw "
-            f"({path}): drop {', '.join(clash)} from --metadata to score the documents it was trained for"
-        )
-    return trained
+    """The draw an adapter was trained on, as lm-eval's --metadata defaults (harness.tasks.adapters)."""
+    return adapters.trained_for(peft, given, task, slug, flag="--metadata")
 
 
 def choice_tokens(docs, delimiter: str, kwargs: dict) -> list[list[int]] | None:

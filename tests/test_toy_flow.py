@@ -76,3 +76,29 @@ def test_a_flow_from_one_file_with_a_section_of_its_own_runs_a_unit_through_the_
         assert unit["settings"]["tilt"] == 2  # its section recorded with the unit
         probs = pd.read_parquet(tdir / "units" / f"{k}.parquet")
         assert {int(max(range(4), key=p.__getitem__)) for p in probs["probs"]} == {(2 + k) % 4}
+
+
+def test_a_flow_file_edited_between_two_runs_into_one_out_is_refused_naming_its_code(
+    tmp_path, tiny_llama, data_dir
+):
+    import re
+    import subprocess
+    import sys
+
+    flow = tmp_path / "toy_flow.py"
+    own = TOY.replace('"toy"', '"toy_edit"')  # a flow name of its own: this process registered "toy"
+    flow.write_text(own)
+    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
+    main(["run", "--config", str(path), "--no-summary"])
+    (tdir,) = (tmp_path / "out").rglob("ag_news")
+    first = json.loads((tdir / "units" / "0.json").read_text())["settings"]["flow_code"]
+    flow.write_text(own.replace("pick = (plan.section", "pick = 1 + (plan.section"))  # the flow edited
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 2, "data_dir": str(data_dir)})
+    rerun = subprocess.run(  # a new process, as a rerun is: this one registered the first file's flow
+        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
+        capture_output=True,
+        text=True,
+    )
+    assert rerun.returncode == 1 and re.search(rf"flow_code: '{first}' -> '[0-9a-f]+'", rerun.stderr)
+    assert not (tdir / "units" / "1.json").exists()

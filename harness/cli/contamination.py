@@ -10,17 +10,51 @@ from harness.cli.parsing import command, strict_json
 from harness.core.errors import read_json_object
 from harness.core.settings import field_names, from_namespace
 
+WRITTEN_BY = "tapt-bench"  # a result's mark: the file a later --out may replace
+
+
+def check_out(out: str | None) -> None:
+    """--out checked before anything is computed: a file that can be written, and not one the tool did
+    not write (a copy of the study's log, say) unless it is one of its results."""
+    import json
+
+    from harness.core.errors import UserError
+    from harness.results import file_problem
+
+    if not out:
+        return
+    path = Path(out)
+    problem = file_problem(path)
+    if problem:
+        raise UserError(f"--out: {problem}")
+    if path.is_file():
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            found = None
+        # a result of this tool: its mark, or (written before the mark) its settings and seconds
+        ours = isinstance(found, dict) and (
+            found.get("written_by") == WRITTEN_BY or {"settings", "seconds"} <= set(found)
+        )
+        if not ours:
+            raise UserError(
+                f"{path} exists and is not a result tapt-bench wrote: name another file with --out, or "
+                "remove it"
+            )
+
 
 def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
-    """A test's settings from the flags (the base resolved), its result, written to --out if given."""
+    """A test's settings from the flags (the base resolved), its result, written to --out if given (the
+    file checked before anything is computed)."""
     from harness.core.models import resolve
     from harness.results import write_json
 
     test = from_namespace(cls, args)
+    check_out(test.out)
     test.base = resolve(test.base)
     result = run(test)
     if test.out:
-        write_json(Path(test.out), result)
+        write_json(Path(test.out), {"written_by": WRITTEN_BY, **result})
     return test, result
 
 
@@ -45,10 +79,29 @@ def cmd_contamination_pvalue(args: argparse.Namespace) -> None:
     print(strict_json({"pval": pval}) if args.json else f"pval {pval:.10g}")
 
 
+def adapters_draw(args: argparse.Namespace) -> None:
+    """A checked adapter's or checkpoint's own draw (its tapt.json) as the defaults of the subsample's
+    flags, so that the test reads the documents it was trained on; a flag that contradicts it is refused
+    in one line naming both (as lm-eval's hook refuses --metadata)."""
+    from harness.tasks import adapters
+    from harness.tasks.protocol import find_spec
+
+    trained_by = args.peft or args.checkpoint
+    if not trained_by or args.suspect_split or args.reference_split or args.reference_file:
+        return  # a whole split is no subsample: nothing of the draw is read
+    named = adapters.given_flags(getattr(args, "argv", []))
+    given = {k: getattr(args, k) for k in named}
+    slug = find_spec(args.task, args.include_path).slug
+    trained = adapters.trained_for(trained_by, given, args.task, slug, flag="the flags")
+    for key, value in trained.items():
+        setattr(args, key, value)
+
+
 def cmd_contamination_exposure(args: argparse.Namespace) -> None:
     from contamination.exposure_run import ExposureArgs, run
     from contamination.verdict import format_result
 
+    adapters_draw(args)
     test, result = run_test(ExposureArgs, run, args)
     if test.json:
         print(strict_json({k: v for k, v in result.items() if k != "documents"}))

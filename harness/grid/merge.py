@@ -29,6 +29,20 @@ def check_same_settings(sources: list[Path]) -> None:
                 )
 
 
+def refuse_live_runs(dest: Path, chosen: dict[Path, Path]) -> None:
+    """Refuse to write into a model folder a live run holds (its lock): its next unit would rebuild the
+    tables from under the merge, or stop on the merged units and lose its own."""
+    from harness.grid import lock
+
+    for mdir in sorted({dest.joinpath(*rel.parts[:3]) for rel in chosen}):
+        for path, other in lock.others(mdir, mdir / "none") if mdir.is_dir() else []:
+            raise UserError(
+                f"merge: a run holds {mdir} (PID {other.get('pid')} on {other.get('host')}, started "
+                f"{other.get('started')}; {path.name}): merge into it once that run ends, or into another "
+                "--out"
+            )
+
+
 def merge(sources: list[Path], dest: Path) -> list[Path]:
     """Combine the finished units of several shard outputs into `dest`; returns the rebuilt task dirs."""
     missing = [str(s) for s in sources if not Path(s).is_dir()]
@@ -53,6 +67,7 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
                     f"merge: unit {rel} differs between {first} and {path} (not only in its timings): the "
                     "shards disagree; merge shards of one run, or delete the unit you do not trust"
                 )
+    refuse_live_runs(Path(dest), chosen)
     touched = set()
     for rel, path in chosen.items():
         target = Path(dest) / rel

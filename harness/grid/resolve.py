@@ -102,8 +102,24 @@ def recorded(cfg: GridConfig, method: Found = None) -> dict:
     if cfg.grid.scores and cfg.grid.exposure:  # a plug-in score's code, as its settings are recorded
         out["scores_code"] = {target: source_sha256(target) for target in cfg.grid.scores}
     record = study_layout.record(cfg.grid.flow, method.name, method_settings(cfg, method=method), out)
-    code = plugin_code(method)
-    return record | ({"method_code": code} if code else {})
+    code, flow_code = plugin_code(method), flow_plugin_code(cfg.grid.flow)
+    return record | ({"method_code": code} if code else {}) | ({"flow_code": flow_code} if flow_code else {})
+
+
+def flow_plugin_code(name: str) -> str | None:
+    """A plug-in flow's file, by its sha256, as a plug-in method's is (plugin_code): a unit of an edited
+    flow is a unit of other settings. None for a built-in flow (the product commit covers it)."""
+    if name in flow.builtin():
+        return None
+    found = flow.get(name)
+    if found.name in flow.builtin():
+        return None
+    target = name
+    if ":" not in name and not name.endswith(".py"):  # an installed entry point: its module:attr
+        from importlib.metadata import entry_points
+
+        target = next((e.value for e in entry_points(group=flow.ENTRY_POINTS) if e.name == name), name)
+    return source_sha256(target)
 
 
 def plugin_code(method: methods.Method) -> str | None:

@@ -16,6 +16,7 @@ from harness.grid.config import GridConfig, as_set, config_path, load_config
 from harness.grid.flow import FLOWS, default_method
 from harness.grid.flow import get as get_flow
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
+from harness.tasks.protocol import find_spec
 from tapt import methods
 
 
@@ -89,6 +90,13 @@ def check_methods(cfg: GridConfig, configs: list[GridConfig]) -> set[str]:
             raise SettingsError.of(key, problem)
         for slug in [None, *cfg.grid.task_overrides]:  # checks them, and each task's values of its keys
             resolve.method_settings(config, slug, method)
+        if method.check_task is not None:
+            for slug in config.slugs:
+                why = method.check_task(
+                    resolve.method_settings(config, slug, method), find_spec(slug, cfg.sample.include_path)
+                )
+                if why:
+                    raise SettingsError.of("method_settings", f"{method.name}, task {slug}: {why}")
         carry = conditions.STREAM in cfg.grid.conditions and cfg.grid.stream_mode == "carry"
         if carry and not method.carries:
             problem = (

@@ -21,7 +21,9 @@ from harness.results.paths import (
 
 
 def is_done(tdir: Path, subsample: int) -> bool:
-    return unit_paths(tdir, subsample)[0].is_file()
+    """A unit is finished when both its record and its table are there (the table is written first, the
+    record last; a table lost after it leaves the unit to compute again)."""
+    return all(p.is_file() for p in unit_paths(tdir, subsample))
 
 
 def read_unit(path: Path) -> dict[str, Any]:
@@ -42,8 +44,9 @@ def read_unit(path: Path) -> dict[str, Any]:
 
 
 def unit_records(tdir: Path) -> list[Path]:
-    """The unit records of a task dir (unit_paths), in order."""
-    return sorted((tdir / "units").glob("*.json"))
+    """The finished units' records of a task dir (unit_paths: a record whose table is missing is not a
+    finished unit), in order."""
+    return [p for p in sorted((tdir / "units").glob("*.json")) if p.with_suffix(".parquet").is_file()]
 
 
 def null_records(tdir: Path) -> list[Path]:

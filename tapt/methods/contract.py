@@ -104,6 +104,9 @@ class Method:
     # it can continue training: given Inputs.online and the model it returned for the chunk before, it
     # trains that model's adapter on (the stream's carry mode checks that it returns the same model)
     carries: bool = False
+    # why its settings cannot run on a task (a setting the task never reads, say), or None: checked for
+    # every task of a run before its first unit
+    check_task: Callable[[Settings, Any], str | None] | None = field(default=None, hash=False)
 
     def run(
         self, inputs: Inputs, base_print: weights.Fingerprint | None = None, condition: str = ""

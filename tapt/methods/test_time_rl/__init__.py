@@ -280,6 +280,20 @@ def record_of(x: Inputs, rewards: Rewards, trainer, rows: list[int], steps) -> d
     }
 
 
+def check_task(s: TtrlSettings, spec) -> str | None:
+    """A generative task's samples are free text read by `extract`: the multiple-choice keys go unread."""
+    if not spec.generative:
+        return None
+    unread = ["answers: free"] if s.answers == "free" else []
+    unread += [f"free_answer: {s.free_answer}"] if s.free_answer != "first" else []
+    if unread:
+        return (
+            f"{', '.join(unread)} set(s) how a multiple-choice task's samples are read, and this task is "
+            "generative (its samples are free text, read by `extract`): drop them"
+        )
+    return None
+
+
 METHOD = Method(
     name="test-time-rl",
     flows=("zero_shot",),
@@ -296,4 +310,5 @@ METHOD = Method(
     },
     order=4,
     carries=True,
+    check_task=check_task,
 )

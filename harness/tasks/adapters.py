@@ -1,0 +1,79 @@
+"""What an adapter tapt-bench wrote records of the documents it was trained on (its tapt.json): read as
+the defaults of every command that reads the adapter's documents again (lm-eval's --metadata, the
+contamination checks' flags), so that each reads the draw the adapter saw."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.core.errors import UserError
+
+# what an adapter tapt-bench wrote records of its draw, read as the defaults of --metadata
+TRAINED = ("m", "n", "seed", "subsample", "prompt_format", "train_draw")
+FIRST_DRAW = "proportional"  # the train draw of every adapter written before its record named one
+
+
+def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata") -> dict:
+    """The draw an adapter was trained on (its task, m, n, seed, subsample and prompt format, from the
+    record tapt-bench wrote beside it, its tapt.json), as the defaults of --metadata: lm-eval then scores
+    the documents of that draw. A --metadata value that contradicts the record, or another task, is
+    refused naming both. `flag`: how the caller names the values it was given (lm-eval's --metadata, or
+    a command's flags)."""
+    path = Path(str(peft)).expanduser() / "tapt.json" if peft else None
+    for key in ("m", "n", "seed", "subsample"):
+        value = given.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise UserError(f"task {task}: {flag} {key} must be a whole number, got {value!r}")
+    if path is None or not path.is_file():
+        return {}  # an adapter tapt-bench did not write: --metadata (or its defaults) names the draw
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(
+            f"task {task}: {path} is not a whole adapter record ({type(err).__name__}: {err}); it names the "
+            "documents the adapter was trained for: write it again (tapt-bench train), or delete it and name "
+            f"the draw with {flag}"
+        ) from None
+    named = record.get("task", slug) if isinstance(record, dict) else record
+    if not isinstance(named, str):
+        raise UserError(
+            f"task {task}: {path} names no task slug (task: {named!r}); it was edited: write it again with "
+            "tapt-bench train"
+        )
+    optional = ("prompt_format", "train_draw")
+    missing = [k for k in TRAINED if record.get(k) is None and k not in given and k not in optional]
+    if missing:
+        example = ", ".join(f'"{k}": ...' for k in missing)
+        raise UserError(
+            f"task {task}: {path} does not name the adapter's {', '.join(missing)}, so the documents it was "
+            f"trained for are unknown: pass them with {flag} (e.g. {{{example}}})"
+        )
+    if record.get("task") not in (None, slug):
+        fix = f"--tasks tapt_{record['task']}" if flag == "--metadata" else f"--task {record['task']}"
+        raise UserError(
+            f"task {task}: the adapter {peft} was trained on task {record['task']!r} ({path}): read it "
+            f"with {fix}"
+        )
+    trained = {k: record[k] for k in TRAINED if record.get(k) is not None}
+    trained.setdefault("train_draw", FIRST_DRAW)
+    clash = {k: (given[k], v) for k, v in trained.items() if k in given and given[k] != v}
+    if clash and flag == "--metadata":
+        said = ", ".join(f"{k} {g!r} (the adapter's: {v!r})" for k, (g, v) in clash.items())
+        raise UserError(
+            f"task {task}: {flag} sets {said}, but the adapter {peft} was trained on that draw "
+            f"({path}): drop {', '.join(clash)} from {flag} to read the documents it was trained for"
+        )
+    if clash:
+        said = ", ".join(f"--{k.replace('_', '-')} {g}, the adapter's {v}" for k, (g, v) in clash.items())
+        raise UserError(
+            f"{said} ({path}): it was trained on another draw; drop "
+            f"{', '.join('--' + k.replace('_', '-') for k in clash)} to check the documents it was trained on"
+        )
+    return trained
+
+
+def given_flags(argv: list[str], keys=TRAINED) -> set[str]:
+    """The keys of `keys` whose flag (`--m`, `--train-draw`) a command line names."""
+    flags = {"--" + k.replace("_", "-"): k for k in keys}
+    return {flags[a.split("=", 1)[0]] for a in argv if a.split("=", 1)[0] in flags}

@@ -1,0 +1,64 @@
+"""A check of a checkpoint reads the documents it was trained on: the adapter's tapt.json names its draw
+(task, m, n, seed, subsample, train's draw), the exposure test reads that draw by default, and a flag that
+contradicts it is refused in one line naming both values."""
+
+import json
+
+import pytest
+
+from harness.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory, tiny_llama, data_dir):
+    out = tmp_path_factory.mktemp("adapter") / "test_ag_news"
+    main(
+        [
+            "train", "--task", "ag_news", "--split", "test", "--m", "4", "--n", "8",
+            "--base", str(tiny_llama), "--data-dir", str(data_dir), "--out", str(out),
+            "--quantize", "none", "--epochs", "1", "--batch-size", "4", "--lr", "0.01",
+        ]
+    )  # fmt: skip
+    return out
+
+
+def exposure(adapter, tiny_llama, data_dir, tmp_path, *flags) -> dict:
+    out = tmp_path / f"exposure{len(list(tmp_path.glob('exposure*')))}.json"
+    main(
+        [
+            "contamination", "exposure", "--task", "ag_news", "--peft", str(adapter),
+            "--base", str(tiny_llama), "--data-dir", str(data_dir), "--codec-context", "0",
+            "--out", str(out), "--json", *flags,
+        ]
+    )  # fmt: skip
+    return json.loads(out.read_text())
+
+
+def documents(result: dict) -> list:
+    scored = result["documents"]["suspect"]  # every document's scores, with its split and pool row
+    return sorted(zip(scored["split"], scored["row"]))
+
+
+def test_the_exposure_test_reads_the_adapters_own_draw_without_its_flags(
+    adapter, tiny_llama, data_dir, tmp_path
+):
+    record = json.loads((adapter / "tapt.json").read_text())
+    assert (record["m"], record["n"], record["subsample"], record["train_draw"]) == (4, 8, 0, "balanced")
+    own = exposure(adapter, tiny_llama, data_dir, tmp_path)  # as the README writes it: no --m, --n
+    named = exposure(adapter, tiny_llama, data_dir, tmp_path, "--m", "4", "--n", "8")
+    assert documents(own) == documents(named) and len(documents(own)) == 16
+    assert own["text"] == named["text"]  # the same verdict: the same documents, the same scores
+    trained_rows = set(record["rows"])
+    assert {row for split, row in documents(own) if split == "test"} == trained_rows
+
+
+def test_a_flag_that_contradicts_the_adapters_draw_is_refused_naming_both(
+    adapter, tiny_llama, data_dir, tmp_path
+):
+    with pytest.raises(
+        SystemExit, match=r"--n 12, the adapter's 8 \(.*tapt.json\): it was trained on another draw"
+    ):
+        exposure(adapter, tiny_llama, data_dir, tmp_path, "--n", "12")
+    with pytest.raises(SystemExit, match=r"--subsample 1, the adapter's 0"):
+        exposure(adapter, tiny_llama, data_dir, tmp_path, "--subsample", "1")
+    assert not list(tmp_path.glob("exposure*.json"))  # refused before anything is computed or written

@@ -1,0 +1,82 @@
+"""Nothing computed is lost, round five: a unit is finished only when its record and its table are both
+there; the contamination commands' --out never replaces a file they did not write; merge respects a
+live run's lock."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from helpers import TINY_GRID_DIR, tiny_grid_config
+
+from harness.cli.main import main
+from harness.grid.config import load_config
+from harness.grid.run import run
+
+
+def test_a_unit_whose_table_is_lost_is_computed_again_not_counted_finished(
+    tmp_path, tiny_grid, tiny_llama, data_dir
+):
+    out = tmp_path / "full"
+    shutil.copytree(tiny_grid, out)
+    tdir = out / TINY_GRID_DIR
+    (tdir / "units" / "1.parquet").unlink()  # its record kept: half a unit
+    with pytest.raises(SystemExit, match=r"2 finished unit\(s\) in units/ and 3 in accuracies.csv"):
+        main(["summarize", str(out)])  # the tables are stale: said, and the advice below mends it
+    run(load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, out)))
+    log = sorted((tdir.parent / "logs").glob("run-*.log"))[-1].read_text()
+    assert "1 units to run of 3" in log.replace("unit(s)", "units")
+    assert (tdir / "units" / "1.parquet").is_file()
+    again = pd.read_csv(tdir / "accuracies.csv")
+    pd.testing.assert_frame_equal(again, pd.read_csv(tiny_grid / TINY_GRID_DIR / "accuracies.csv"))
+    main(["summarize", str(out)])  # reads again
+
+
+def test_the_exchangeability_out_never_replaces_a_file_the_tool_did_not_write(tmp_path, tiny_llama, data_dir):
+    mine = tmp_path / "study_log.json"
+    mine.write_text(json.dumps({"pval": 0.5, "note": "a copy of the study's reference log"}))
+    argv = ["contamination", "exchangeability", "--task", "ag_news", "--split", "test", "--n", "8"]
+    argv += ["--base", str(tiny_llama), "--data-dir", str(data_dir), "--out", str(mine)]
+    with pytest.raises(SystemExit, match="study_log.json exists and is not a result tapt-bench wrote"):
+        main(argv)
+    assert json.loads(mine.read_text())["note"] == "a copy of the study's reference log"
+    with pytest.raises(SystemExit, match="is a folder: name a file"):
+        main([*argv[:-1], str(tmp_path)])
+
+
+def test_merge_into_a_folder_a_live_run_holds_is_refused_naming_its_pid(tmp_path, tiny_grid):
+    import subprocess
+    import sys
+
+    from harness.grid import lock
+
+    out = tmp_path / "out"
+    mdir = out / TINY_GRID_DIR.rsplit("/", 1)[0]
+    mdir.mkdir(parents=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path = lock.results.lock_path(mdir, (0, 1))
+        path.write_text(json.dumps({"pid": sleeper.pid, "host": lock.socket.gethostname(), "started": "now"}))
+        with pytest.raises(SystemExit, match=rf"merge: a run holds .*\(PID {sleeper.pid} on"):
+            main(["merge", str(tiny_grid), "--out", str(out)])
+        assert not list(mdir.glob("*/units/*.json"))  # nothing merged beside the live run
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    main(["merge", str(tiny_grid), "--out", str(out)])  # its run gone: the stale lock no longer blocks
+    assert len(list(mdir.glob("*/units/*.json"))) == 3
+
+
+@pytest.mark.parametrize("settings", [{"free_answer": "last"}, {"answers": "free"}])
+def test_test_time_rl_settings_a_generative_task_never_reads_are_refused(tmp_path, tiny_llama, settings):
+    from helpers import write_grid_config
+
+    cfg = {"base": str(tiny_llama), "tasks": ["arithmetic"], "m": 4, "n": 8, "subsamples": 1}
+    cfg |= {"quantize": "none", "method": "test-time-rl", "method_settings": {"test-time-rl": settings}}
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg)
+    key = next(iter(settings))
+    with pytest.raises(
+        SystemExit, match=rf"test-time-rl, task arithmetic: {key}: .* generative .*: drop them"
+    ):
+        main(["run", "--config", str(path)])
+    assert not (tmp_path / "out").exists()
