@@ -310,3 +310,31 @@ def test_the_embedded_model_answers_the_offline_generative_task_and_the_design_r
     assert acc["base"].iloc[0] > 0
     record = json.loads((tdir / "units" / "0.json").read_text())
     assert record["answers"]["base"]["share"] < 0.5  # not one answer to everything
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ('regex_pattern: "(-?[0-9]+)"', "its first filter reads none of"),  # never matches: see below
+        ("group_select: -1", "its first filter fails on the gold answers"),
+        ('regex_pattern: "(-?[0-9]+)"', "is not a regular expression"),
+        ("max_gen_toks: 8", "max_gen_toks is 0, so the model writes nothing"),
+    ],
+)
+def test_validate_reads_the_gold_answers_through_the_filter_and_the_generation_a_run_uses(
+    tmp_path, capsys, change, said
+):
+    user_task(tmp_path)
+    path = tmp_path / "my_sums.yaml"
+    text = path.read_text()
+    broken = {
+        "its first filter reads none of": 'regex_pattern: "(zzz[0-9]+)"',
+        "its first filter fails on the gold answers": "group_select: 5",
+        "is not a regular expression": 'regex_pattern: "([0-9"',
+        "max_gen_toks is 0, so the model writes nothing": "max_gen_toks: 0",
+    }[said]
+    assert change in text
+    path.write_text(text.replace(change, broken))
+    with pytest.raises(SystemExit):
+        main(["tasks", "validate", str(path), "--m", "4", "--n", "8"])
+    assert said in " ".join(capsys.readouterr().out.split())  # as written, it passes (the test above)

@@ -174,3 +174,40 @@ def equivalent(answer: str | None, gold: str | None) -> bool:
         return float(a.replace(",", "")) == float(g.replace(",", ""))
     except ValueError:
         return a == g
+
+
+def answering_problems(how: Answering, gold: list[str], task: str) -> list[str]:
+    """What keeps a generative task's answers from being read as a run reads them (empty where nothing
+    does): a token budget under 1, a filter's regex that is not one, a filter that fails on an answer,
+    or one that reads none of the gold answers back from a model that wrote exactly them."""
+    out = []
+    if how.max_tokens < 1:
+        out.append(
+            f"task {task}: generation_kwargs max_gen_toks is {how.max_tokens}, so the model writes nothing; "
+            "set it to 1 or more"
+        )
+    for name, kwargs in how.filters:
+        pattern = dict(kwargs).get("regex_pattern")
+        if name == "regex" and pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                out.append(
+                    f"task {task}: filter regex_pattern {pattern!r} is not a regular expression ({err})"
+                )
+    if out or not gold:
+        return out
+    try:
+        read = how.extract(list(gold))
+    except Exception as err:  # lm-eval's filters raise what they raise: each is a finding
+        return [
+            f"task {task}: its first filter fails on the gold answers ({type(err).__name__}: {err}); fix "
+            "filter_list"
+        ]
+    if not any(equivalent(r, g) for r, g in zip(read, gold)):
+        shown = ", ".join(f"{g!r} -> {r!r}" for g, r in list(zip(gold, read))[:3])
+        out.append(
+            f"task {task}: its first filter reads none of {len(gold)} gold answers back from a model that "
+            f"wrote exactly them ({shown}): every answer would be scored wrong; fix filter_list"
+        )
+    return out

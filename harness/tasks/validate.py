@@ -63,6 +63,11 @@ def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSetting
         if spec is None:
             return [f"{path}: lm-eval does not find task {name!r} in {Path(path).parent}"]
         draw_rows(spec, sample, 0)
+        if spec.generative:  # the run's generation settings and filter, on the gold answers
+            from harness.tasks.generative import answering_problems
+
+            gold = [str(a) for a in spec.pool()["answer"].head(200)]
+            return answering_problems(spec.answering, gold, name)
     except TaskError as err:
         return [str(err)]
     except Exception as err:  # lm-eval's own loading errors, and the design's, are all findings
