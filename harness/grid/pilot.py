@@ -35,6 +35,7 @@ from harness.core.settings import Settings, option
 from harness.grid import plan, resolve
 from harness.grid.config import GridConfig, config_path
 from harness.grid.run import run
+from harness.grid.screen import Screened
 
 RULE = "base beats chance on the train and extra documents of the pilot's units (binomial, one-sided)"
 
@@ -57,18 +58,6 @@ class PilotOptions(Settings):
     overwrite: bool = option(False, "replace an existing plan file")
     workers: str = option("auto", "as `tapt-bench run --workers`: worker processes for the pilot's units")
     threads: int = option(0, "as `tapt-bench run --threads`: torch threads a process (0: the free cores)")
-
-
-@dataclass(frozen=True)
-class Screened:
-    """One task's screen: the base's right answers among its train and extra documents, and chance."""
-
-    task: str
-    documents: int
-    correct: int
-    chance: float
-    p: float
-    entered: bool
 
 
 @dataclass(frozen=True)
@@ -124,7 +113,7 @@ def screen(cfg: GridConfig, folder: Path) -> list[Screened]:
         return [screen_from_units(folder, t) for t in cfg.slugs]
     from harness.grid.screen import screen_task
 
-    return [Screened(**asdict(screen_task(cfg, t))) for t in cfg.slugs]
+    return [screen_task(cfg, t) for t in cfg.slugs]
 
 
 def pilot_run(cfg: GridConfig, strength: int, out: Path, tasks: list[str], execute, threads: int) -> Path:
@@ -194,12 +183,7 @@ def run_pilot(
     first = pilot_run(cfg, strengths[0], out, cfg.slugs, execute, threads)
     screened = screen(cfg, first)
     for s in screened:
-        share = s.correct / s.documents
-        word = "enters" if s.entered else "left out"
-        say(
-            f"screen: {s.task}: {word}: base {share:.1%} of {s.documents} train and extra docs, chance "
-            f"{s.chance:.1%}, p {s.p:.3g}"
-        )
+        say(f"screen: {s.line()}")
     entered = [s.task for s in screened if s.entered]
     if not entered:
         raise UserError("no task passed the screen (the base beats chance on none): no plan can read a bias")

@@ -200,7 +200,8 @@ class LmEvalSpec:
         if sample.prompt_format != "plain":
             problem = (
                 f"chat renders a tapt_* task's prompt; {self.task_name} is an lm-eval task with its own "
-                "(lm_eval's --apply_chat_template): remove prompt_format"
+                "(lm_eval's --apply_chat_template): set prompt_format: plain (on the command line: "
+                "--prompt-format plain)"
             )
             raise SettingsError.of("prompt_format", problem)
         sub = self.draw_rows(sample, subsample)
