@@ -95,6 +95,15 @@ def interval(diff: np.ndarray, resamples: int, seed: int) -> tuple[float, float]
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
+def shown(r: dict) -> str:
+    """One row of the table."""
+    return (
+        f"| {r['task']} | {r['setting']} | {r['maj']:.1%} | {r['greedy']:.1%} | {r['one']:.1%} | "
+        f"{r['ties']:.0%} | {r['unreadable']:.0%} | {100 * r['diff']:+.1f} [{100 * r['low']:+.1f}, "
+        f"{100 * r['high']:+.1f}] pts | {r['docs']} |"
+    )
+
+
 def main(a: PremiseArgs) -> None:
     import torch
     from transformers import set_seed
@@ -133,7 +142,7 @@ def main(a: PremiseArgs) -> None:
                     diff = right_vote - right_greedy
                     low, high = interval(diff, a.resamples, a.seed)
                     rows.append(
-                        {
+                        row := {
                             "task": task,
                             "setting": f"N {count}, T {temperature:g}, budget {budget}",
                             "maj": right_vote.mean(),
@@ -147,17 +156,14 @@ def main(a: PremiseArgs) -> None:
                             "docs": len(prompts),
                         }
                     )
+                    print(f"measured {shown(row)}", file=sys.stderr, flush=True)  # as it goes: a long run
     print(f"base {a.base}; {a.n} documents of test a task, seed {a.seed}; every answer by TTRL's rule\n")
     print(
         "| task | setting | maj@N | greedy | one sample | ties | unreadable | maj@N - greedy [95%] | docs |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(
-            f"| {r['task']} | {r['setting']} | {r['maj']:.1%} | {r['greedy']:.1%} | {r['one']:.1%} | "
-            f"{r['ties']:.0%} | {r['unreadable']:.0%} | {100 * r['diff']:+.1f} [{100 * r['low']:+.1f}, "
-            f"{100 * r['high']:+.1f}] pts | {r['docs']} |"
-        )
+        print(shown(r))
     ground = [r for r in rows if r["low"] > 0]
     if not ground:
         print(

@@ -37,6 +37,7 @@ def test_every_benchmark_script_is_covered_here():
         "dose_picture.py",
         "gpu_check.py",
         "interval_coverage.py",
+        "leak_labels.py",
         "mlm_head.py",
         "table1_compare.py",
         "grid_throughput.py",
@@ -48,6 +49,7 @@ def test_every_benchmark_script_is_covered_here():
         "shifted_reference.py",
         "tapt_step.py",
         "ttrl_answers.py",
+        "ttrl_premise.py",
         "tlm_moves.py",
         "unit_walk.py",
     }
@@ -69,6 +71,8 @@ def test_every_benchmark_script_is_covered_here():
         ("grpo_step.py", ["--base", "{llama}"], "  8 grouped "),
         ("interval_coverage.py", ["--reference", "{reference}"], "the study's BERT units at m 50 / n 50"),
         ("mlm_head.py", [], "ag_news              fitted"),
+        ("leak_labels.py", ["--base", "{bert}"], "ag_news"),
+        ("ttrl_premise.py", ["--base", "{llama}"], "| arithmetic | N 4, T 1, budget 16 |"),
     ],
 )
 def test_a_benchmark_runs_at_its_smoke_size(
@@ -76,7 +80,8 @@ def test_a_benchmark_runs_at_its_smoke_size(
 ):
     paths = {"llama": tiny_llama, "bert": tiny_bert, "reference": reference_dir, "tmp": tmp_path}
     argv = [a.format(**paths) for a in argv]
-    data = [] if name in ("bayes_speed.py", "interval_coverage.py") else ["--data-dir", str(real_data_dir)]
+    offline = ("bayes_speed.py", "interval_coverage.py", "ttrl_premise.py")  # read no data dir
+    data = [] if name in offline else ["--data-dir", str(real_data_dir)]
     assert printed in script(name, "--smoke", *data, *argv)
 
 
