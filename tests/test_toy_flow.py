@@ -2,8 +2,11 @@
 through the worker pool, and its section's key is read from the config and recorded in the unit."""
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
+import pytest
 
 from harness.cli.main import main
 from tests.helpers import write_grid_config
@@ -102,3 +105,35 @@ def test_a_flow_file_edited_between_two_runs_into_one_out_is_refused_naming_its_
     )
     assert rerun.returncode == 1 and re.search(rf"flow_code: '{first}' -> '[0-9a-f]+'", rerun.stderr)
     assert not (tdir / "units" / "1.json").exists()
+
+
+@pytest.mark.parametrize(
+    "returned, said",
+    [
+        ('test["label"] == pick', None),  # the flow as written: its units are written
+        ('np.where(test["label"] == pick, 1.0, np.nan)', "`correct` holds"),
+        ('["yes"] * len(test)', "`correct` holds 'yes'"),
+    ],
+)
+def test_what_a_flow_returns_is_checked_before_anything_is_written(
+    tmp_path, tiny_llama, data_dir, returned, said
+):
+    flow = tmp_path / "odd_flow.py"
+    flow.write_text(
+        TOY.replace('"toy"', '"toy_odd"').replace(
+            '"correct": test["label"] == pick', f'"correct": {returned}'
+        )
+    )
+    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
+    done = subprocess.run(  # a process of its own: each case's flow file registers its own flow
+        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
+        capture_output=True,
+        text=True,
+    )
+    units = list((tmp_path / "out").rglob("units/*.json"))
+    if said is None:
+        assert done.returncode == 0 and len(units) == 1
+        return
+    assert done.returncode == 1 and said in done.stderr and "nothing of it is written" in done.stderr
+    assert not units

@@ -15,10 +15,10 @@ from pathlib import Path
 from harness import results
 from harness.core import study_plan
 from harness.core import threads as thread_count
-from harness.core.errors import SettingsError, read_json_object
+from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
-from harness.grid import flow, lock, plan, resolve
+from harness.grid import flow, lock, plan, resolve, unit_record
 from harness.grid.config import GridConfig
 from harness.grid.plan import RunPlan
 from harness.grid.unit_plan import UnitKey, UnitPlan
@@ -171,6 +171,12 @@ def write_unit(planned: RunPlan, record: UnitRecord) -> Path:
     other settings wrote none since this one started)."""
     slug, k = record.key
     tdir = planned.task_dir(slug)
+    wrong = unit_record.problem(record, planned.config.grid.conditions)
+    if wrong:
+        raise UserError(
+            f"flow {planned.config.grid.flow}: {slug} subsample {k}: {wrong}; nothing of it is written. Fix "
+            "the flow's compute"
+        )
     mixed = sorted(i for i, u in results.finished(tdir).items() if u.get("settings") != planned.recorded)
     if mixed:
         raise SettingsError(

@@ -12,6 +12,7 @@ import pandas as pd
 from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions
+from harness.core.errors import UserError
 from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.scoring import zero_shot
 from harness.tasks.protocol import unlabeled
@@ -27,6 +28,23 @@ class UnitRecord:
     accs: dict
     probs: pd.DataFrame  # per test document and condition: class probabilities, prediction, correct
     record: dict  # settings, their hash, seconds per stage, training records
+
+
+def problem(record: UnitRecord, conditions_run: list[str]) -> str | None:
+    """Why a flow's unit record cannot be written (None where it can): each condition's accuracy a number
+    in [0, 1], and every test document's `correct` true or false (a flow plug-in's `compute` returns
+    what it returns: checked, as a detector's p-values are)."""
+    for cond in conditions_run:
+        value = record.accs.get(cond)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+            return f"its accuracy of {cond} is {value!r}, not a number from 0 to 1"
+    probs = record.probs
+    if "correct" not in probs or "condition" not in probs:
+        return "its per-document table has no `correct` or `condition` column (build it with record_of)"
+    odd = probs["correct"][~probs["correct"].map(lambda x: isinstance(x, bool | np.bool_))]
+    if len(odd):
+        return f"`correct` holds {odd.iloc[0]!r} for a test document: it must be True or False for each"
+    return None
 
 
 @dataclass(frozen=True)
@@ -137,6 +155,19 @@ def record_of(
     """The unit's accuracies, its per-example probabilities, and what made them (with the conditions
     whose model is not an adaptation, and why; `base_from`: the model folder whose unit of the same
     documents scored the base, where this unit read its scores)."""
+    for cond, df in scored.items():
+        odd = (
+            df["correct"][~df["correct"].map(lambda x: isinstance(x, bool | np.bool_))]
+            if "correct" in df
+            else None
+        )
+        if odd is None or len(odd):
+            held = "no `correct` column" if odd is None else f"`correct` holds {odd.iloc[0]!r}"
+            raise UserError(
+                f"flow {plan.grid.flow}: {plan.key.slug} subsample {plan.key.k}: {cond}'s scores have {held} "
+                "for a test document: it must be True or False for each; nothing of it is written. Fix the "
+                "flow's compute"
+            )
     generative = any("answer" in df for df in scored.values())
     shares = majority(docs, plan.spec.pool_majority(plan.sample), generative)
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | shares
