@@ -201,3 +201,26 @@ def test_a_score_that_raises_is_one_line_naming_its_file(tmp_path, tiny_llama, d
     finally:
         detectors.DETECTORS.pop("own text", None)
         detectors._SCORES.clear()
+
+
+@pytest.mark.parametrize(
+    "statistic, said",
+    [
+        (dict(key="{e}_odd_p", kind="p", compute=lambda t, c, s: 7.5), "returned the p-value 7.5"),
+        (
+            dict(key="{e}_adj", kind="p", across=lambda v: v, of="x"),
+            "adjusts 'x', which no statistic computes",
+        ),
+        (dict(key="{e}_adj2", kind="p", across=lambda v: v, of="{e}_nonexistent"), "bias_nonexistent"),
+    ],
+)
+def test_a_statistic_plug_ins_wrong_value_or_key_is_one_line_naming_it(tiny_grid, statistic, said):
+    from harness.api import Statistic, register_statistic
+    from harness.stats import statistics
+
+    added = register_statistic(Statistic(header="odd", effects=lambda e: e == "bias", **statistic))
+    try:
+        with pytest.raises(SystemExit, match=said):
+            main(["summarize", str(tiny_grid)])
+    finally:
+        statistics.STATISTICS.pop(added.key)

@@ -97,7 +97,16 @@ class Statistic:
         value that is not a finite number, named by its file (harness.core.plugins.real)."""
         sided = (alternative,) if self.sided else ()
         value = called("statistic", self.name(effect), self.compute, treatment, control, seed, *sided)
-        return real("statistic", self.name(effect), self.compute, value)
+        return self.in_range(effect, real("statistic", self.name(effect), self.compute, value), self.compute)
+
+    def in_range(self, effect: str, value: float, made_by) -> float:
+        """A p-value in [0, 1]; anything else named by the file that made it."""
+        if self.kind == "p" and np.isfinite(value) and not 0 <= value <= 1:
+            raise UserError(
+                f"statistic {self.name(effect)!r} ({where(made_by)}) returned the p-value {value!r}, and a "
+                "p-value lies in [0, 1]: fix that file"
+            )
+        return value
 
     def adjusted(self, effect: str, values: np.ndarray) -> np.ndarray:
         """`across`'s values, one a task; a plug-in's failure, or anything else, named by its file."""
@@ -108,6 +117,8 @@ class Statistic:
                 f"statistic {self.name(effect)!r} ({where(self.across)}) returned {out!r} for {len(values)} "
                 "tasks; it must return one number a task: fix that file"
             )
+        for value in array.astype(float):
+            self.in_range(effect, value, self.across)
         return array.astype(float)
 
 

@@ -152,6 +152,15 @@ def across_tasks(per_task: list[dict], effects: list[str]) -> list[dict]:
     out = [{} for _ in per_task]
     for st in STATISTICS.values():
         for e in [e for e in effects if st.across and st.effects(e)]:
+            missing = [t["task"] for t in per_task if st.of.format(e=e) not in t]
+            if missing:
+                from harness.core.plugins import where
+
+                known = sorted(k for k in per_task[0] if k.startswith(f"{e}_") or k.endswith(f"_{e}"))
+                raise UserError(
+                    f"statistic {st.name(e)!r} ({where(st.across)}) adjusts {st.of.format(e=e)!r}, which no "
+                    f"statistic computes for {e} ({', '.join(known)}): name one of those in its `of`"
+                )
             values = st.adjusted(e, np.array([t[st.of.format(e=e)] for t in per_task], float))
             for row, v in zip(out, values):
                 row[st.name(e)] = float(v)
