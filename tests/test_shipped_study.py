@@ -204,3 +204,22 @@ def test_the_readmes_table1_rows_are_the_shipped_records():
         assert verdict == f"{got['bias_verdict']}, confirmed"
         folder = TABLE1 / f"m{got['m']}" / f"n{got['n']}" / "minilm"
         assert confirmation(folder)["status"] == "confirmed"
+
+
+def test_the_readmes_test_time_rl_premise_is_the_shipped_records():
+    """The README's sentence on test-time RL's premise: the vote's agreement with the gold answer on
+    test's questions and the base's greedy accuracy on them are the shipped records' numbers."""
+    import json
+
+    from harness.results import collect
+
+    units = sorted(GENERATIVE.glob(f"m8/n32/{MODEL}+test-time-rl/*/units/*.json"))
+    votes = [json.loads(p.read_text())["training"]["test"]["label_accuracy"] for p in units]
+    df = collect(GENERATIVE)
+    base = df[df["model"] == f"{MODEL}+test-time-rl"]["base"].mean()
+    text = " ".join((ROOT / "README.md").read_text().split())
+    pattern = r"its vote agreed with the gold answer on ([\d.]+)% of test's questions, while the base's "
+    said = re.search(pattern + r"greedy answer was right on ([\d.]+)%", text)
+    assert len(units) == 12 and said
+    assert float(said.group(1)) == pytest.approx(100 * sum(votes) / len(votes), abs=0.051)
+    assert float(said.group(2)) == pytest.approx(100 * base, abs=0.051)
