@@ -250,7 +250,7 @@ def test_the_recipe_rows_that_say_the_same_are_the_settings_that_run_and_cite_th
     assert (s.temperature, s.prompts_per_rollout, s.prompts_per_update, s.warmup_ratio) == (1.0, 8, 1, 0.03)
     assert s.answers == "choices" and "answers choices" in rows["sampling"]
     uncited = [w for w, line in rows.items() if not re.search(r"\.(sh|py|yaml):\d+", line)]
-    assert len(rows) == 25 and not uncited, uncited  # the 23 of choices, and 2 of a generative task
+    assert len(rows) == 26 and not uncited, uncited  # the 23 of choices, and 3 of a generative task
 
 
 def test_sampling_among_the_choices_is_refused_on_a_trainer_that_cannot_do_it(tmp_path, tiny_llama, data_dir):

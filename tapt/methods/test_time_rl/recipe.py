@@ -30,11 +30,20 @@ RECIPE = recipe_table(
         ),
         (
             "answer, generative",
-            "math: the last \\boxed{} of the completion, else its last number (qwen_math_parser.py:485-525), "
-            "then normalised (LaTeX, units, spaces)",
-            "extract math: the last \\boxed{}, else the last number, commas and a trailing point dropped; "
-            "extract task: the task's own first filter, as lm-eval reads the answer it scores",
-            "the parser's LaTeX normalisation is not reproduced: exact match reads the task's own answers",
+            "math: the minerva form, else the last \\boxed{}, else what follows 'he answer is', else 'final "
+            "answer is', else the last number (qwen_math_parser.py:485-531), then normalised (LaTeX, units, "
+            "spaces)",
+            "extract math: the same rules in the same order, then its clean-up (new lines, a leading ':', a "
+            "trailing '.' or '/'); extract task: the task's own first filter, as lm-eval reads the answer it "
+            "scores",
+            "the parser's LaTeX and unit normalisation (strip_string) is not reproduced",
+        ),
+        (
+            "reward, generative",
+            "1 where the answer is equivalent to the vote, by sympy and string rules (ttt_metrics.py:27, "
+            "auto_verify.py:22)",
+            "1 where the two are equal as numbers (36, 36.0 and 36.00 agree), else as text",
+            "numeric equivalence covers the offline task's sums; symbolic answers are compared as text",
         ),
         (
             "stop, generative",
