@@ -80,3 +80,76 @@ def test_test_time_rl_settings_a_generative_task_never_reads_are_refused(tmp_pat
     ):
         main(["run", "--config", str(path)])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def inputs(tmp_path, tiny_bert, data_dir):
+    """A classifier grid over copies of the data, a task YAML and the base, all in tmp_path: one unit run."""
+    from harness.tasks.spec import TASKS_DIR
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir / "trec", data / "my_trec")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    text = (TASKS_DIR / "tapt_trec.yaml").read_text().replace("tapt_trec", "tapt_my_trec")
+    text = text.replace("slug: trec", "slug: my_trec").replace(
+        "include: _template_yaml", f"include: {TASKS_DIR / '_template_yaml'}"
+    )
+    (tasks / "tapt_my_trec.yaml").write_text(text)
+    base = tmp_path / "base"
+    shutil.copytree(tiny_bert, base)
+    cfg = {
+        "base": str(base), "model_tag": "tiny", "flow": "classifier", "tasks": ["my_trec"], "m": 12, "n": 8,
+        "method_settings": {"raw-text": {"pretrain_epochs": 1, "pretrain_batch_size": 4}}, "clf_epochs": 1,
+        "eval_batch_size": 8, "data_dir": str(data), "include_path": [str(tasks)],
+    }  # fmt: skip
+
+    def run_with(subsamples: int):
+        from helpers import write_grid_config
+
+        path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": subsamples})
+        main(["run", "--config", str(path), "--no-summary"])
+
+    run_with(1)
+    unit = json.loads(next((tmp_path / "out").rglob("units/0.json")).read_text())
+    assert set(unit["inputs"]) == {"rows", "task", "base"} and all(unit["inputs"].values())
+    return {
+        "run": run_with,
+        "data": data / "my_trec" / "data.parquet",
+        "task": tasks / "tapt_my_trec.yaml",
+        "base": base,
+    }
+
+
+def test_a_replaced_data_file_between_two_runs_into_one_out_is_refused(inputs):
+    frame = pd.read_parquet(inputs["data"])
+    frame.assign(text=frame["text"] + " (edited)").to_parquet(inputs["data"])
+    with pytest.raises(
+        SystemExit, match=r"my_trec subsample 0: the rows its draw gives \(the task's data file"
+    ):
+        inputs["run"](2)
+
+
+def test_an_edited_task_yaml_between_two_runs_into_one_out_is_refused(inputs):
+    text = inputs["task"].read_text()
+    inputs["task"].write_text(text.replace('instruction: "', 'instruction: "Read closely. '))
+    assert inputs["task"].read_text() != text
+    with pytest.raises(SystemExit, match=r"its task's definition \(the task YAML was edited\)"):
+        inputs["run"](2)
+
+
+def test_other_weights_under_the_same_base_between_two_runs_into_one_out_are_refused(inputs):
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    model = AutoModelForMaskedLM.from_pretrained(inputs["base"])
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    model.save_pretrained(inputs["base"])
+    with pytest.raises(SystemExit, match=r"the base's weight files \(other weights under the same name\)"):
+        inputs["run"](2)
+
+
+def test_unchanged_inputs_resume_and_add_the_next_unit(inputs, tmp_path):
+    inputs["run"](2)
+    assert len(list((tmp_path / "out").rglob("units/*.json"))) == 2

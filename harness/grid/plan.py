@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.core import study_plan
 from harness.core.settings import Settings, fingerprint
-from harness.grid import flow, resolve, run_checks, study_layout
+from harness.grid import fingerprints, flow, resolve, run_checks, study_layout
 from harness.grid.config import GridConfig
 from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.tasks.lm_eval_spec import folder_name
@@ -32,6 +32,7 @@ class RunPlan:
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     code: dict  # the product code's commit (study_plan.code_version)
     config_hash: str  # of the config's keys but where it reads and writes (study_plan.config_hash)
+    weights: str | None = None  # the base's weight files by content (fingerprints.base), hashed once a run
 
     def task_dir(self, slug: str) -> Path:
         return self.folder / folder_name(slug)
@@ -57,6 +58,7 @@ class RunPlan:
             settings_hash=self.settings_hash,
             base_hash=self.base_hash,
             code=self.code | {"config_hash": self.config_hash},
+            weights=self.weights,
         )
 
     def units(self, shard: tuple[int, int] = (0, 1)) -> tuple[UnitPlan, ...]:
@@ -101,6 +103,7 @@ def run_plan(cfg: GridConfig) -> RunPlan:
         base_hash=fingerprint(study_layout.base_record(recorded)),
         code=study_plan.code_version(),
         config_hash=config_hash,
+        weights=fingerprints.base(cfg.model.base),
     )
 
 

@@ -18,7 +18,7 @@ from harness.core import threads as thread_count
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.provenance import library_versions
 from harness.core.settings import differences
-from harness.grid import flow, lock, plan, resolve, unit_record
+from harness.grid import fingerprints, flow, lock, plan, resolve, unit_record
 from harness.grid.config import GridConfig
 from harness.grid.plan import RunPlan
 from harness.grid.unit_plan import UnitKey, UnitPlan
@@ -46,6 +46,27 @@ def stale_records(planned: RunPlan) -> list[tuple[Path, int, dict]]:
         for k, done in results.finished(planned.task_dir(slug)).items()
         if done.get("settings") != planned.recorded
     ]
+
+
+def check_inputs(planned: RunPlan, overwrite: bool) -> None:
+    """Refuse a run whose finished units read other content than it would; with `overwrite`, delete them."""
+    finished = {slug: results.finished(planned.task_dir(slug)) for slug in planned.config.slugs}
+    found = fingerprints.changed(planned, {slug: units for slug, units in finished.items() if units})
+    if not found:
+        return
+    if overwrite:
+        for slug, k, _ in found:
+            results.remove_unit(planned.task_dir(slug), k)
+        for tdir in sorted({planned.task_dir(slug) for slug, _, _ in found}):
+            results.rebuild(tdir)
+        log.info("--overwrite: removed %d unit(s) that read other content", len(found))
+        return
+    slug, k, what = found[0]
+    raise SettingsError(
+        f"{planned.folder} holds {len(found)} finished unit(s) that read other content than this run would "
+        f"(e.g. {slug} subsample {k}: {what}). Their numbers would be pooled across inputs that differ. "
+        "Write to a new `out`, or pass --overwrite to delete those units and recompute them"
+    )
 
 
 def check_plan_kept(planned: RunPlan) -> None:
@@ -76,8 +97,10 @@ def check_plan_kept(planned: RunPlan) -> None:
 
 
 def check_settings(planned: RunPlan, overwrite: bool) -> None:
-    """Refuse to add units to results made with other settings; with `overwrite`, delete those units."""
+    """Refuse to add units to results made with other settings, or that read other content (data, task,
+    weights: harness.grid.fingerprints); with `overwrite`, delete those units."""
     check_plan_kept(planned)
+    check_inputs(planned, overwrite)
     stale = stale_records(planned)
     if not stale:
         return
@@ -171,17 +194,17 @@ def write_unit(planned: RunPlan, record: UnitRecord) -> Path:
     other settings wrote none since this one started)."""
     slug, k = record.key
     tdir = planned.task_dir(slug)
-    wrong = unit_record.problem(record, planned.config.grid.conditions)
-    if wrong:
-        raise UserError(
-            f"flow {planned.config.grid.flow}: {slug} subsample {k}: {wrong}; nothing of it is written. Fix "
-            "the flow's compute"
-        )
     mixed = sorted(i for i, u in results.finished(tdir).items() if u.get("settings") != planned.recorded)
     if mixed:
         raise SettingsError(
             f"{tdir}: unit(s) {mixed} were written with other settings while this run ran (another run "
             f"into this --out); {slug} subsample {k} is not written. Run each config into its own --out"
+        )
+    wrong = unit_record.problem(record, planned.config.grid.conditions)
+    if wrong:
+        raise UserError(
+            f"flow {planned.config.grid.flow}: {slug} subsample {k}: {wrong}; nothing of it is written. Fix "
+            "the flow's compute"
         )
     results.write_unit(tdir, k, record.accs, record.probs, record.record)
     results.rebuild(tdir)

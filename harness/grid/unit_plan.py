@@ -51,6 +51,7 @@ class UnitPlan:
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     code: dict  # the product code's commit and the config's hash (harness/core/study_plan.py)
+    weights: str | None = None  # the base's weight files by content (harness/grid/fingerprints.py)
 
     def section(self, name: str) -> Settings:
         """One of the flow's own sections (the zero-shot flow's `form`, the classifier's `head`), an

@@ -13,6 +13,7 @@ from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions
 from harness.core.errors import UserError
+from harness.grid import fingerprints
 from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.scoring import zero_shot
 from harness.tasks.protocol import unlabeled
@@ -179,6 +180,7 @@ def record_of(
         "training": training,
         "code": plan.code,
         "draw": train_draw(plan, docs),
+        "inputs": fingerprints.of_unit(plan.spec, docs, plan.weights, plan.sample.include_path),
     }
     if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
         record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}
