@@ -153,3 +153,31 @@ def test_other_weights_under_the_same_base_between_two_runs_into_one_out_are_ref
 def test_unchanged_inputs_resume_and_add_the_next_unit(inputs, tmp_path):
     inputs["run"](2)
     assert len(list((tmp_path / "out").rglob("units/*.json"))) == 2
+
+
+def test_overwrite_in_one_shard_deletes_only_that_shards_units_and_says_which(
+    tmp_path, tiny_bert, data_dir, capsys
+):
+    from helpers import write_grid_config
+
+    cfg = {
+        "base": str(tiny_bert), "model_tag": "tiny", "flow": "classifier", "tasks": ["trec"], "m": 12, "n": 8,
+        "subsamples": 2, "method_settings": {"raw-text": {"pretrain_epochs": 1, "pretrain_batch_size": 4}},
+        "eval_batch_size": 8, "data_dir": str(data_dir), "clf_epochs": 1,
+    }  # fmt: skip
+    first = write_grid_config(tmp_path, tmp_path / "out", cfg)
+    main(["run", "--config", str(first), "--no-summary"])
+    units = tmp_path / "out" / "m12" / "n8" / "tiny" / "trec" / "units"
+    old = {k: json.loads((units / f"{k}.json").read_text())["settings"]["clf_epochs"] for k in (0, 1)}
+    changed = write_grid_config(tmp_path, tmp_path / "out", cfg | {"clf_epochs": 2})
+    capsys.readouterr()
+    main(["run", "--config", str(changed), "--shard", "0/2", "--overwrite", "--no-summary"])
+    said = capsys.readouterr().err
+    assert "--overwrite: deleted 1 unit(s) of shard 0/2 made with other settings: trec 0" in said
+    assert "kept 1 unit(s) of the other shards" in said
+    now = {k: json.loads((units / f"{k}.json").read_text())["settings"]["clf_epochs"] for k in (0, 1)}
+    assert old == {0: 1.0, 1: 1.0} and now == {0: 2.0, 1: 1.0}  # shard 1's unit kept for its own rerun
+    with pytest.raises(SystemExit, match=r"2 finished unit\(s\) in units/ and 1 in accuracies.csv"):  # stale
+        main(["summarize", str(tmp_path / "out")])
+    main(["run", "--config", str(changed), "--shard", "1/2", "--overwrite", "--no-summary"])
+    main(["summarize", str(tmp_path / "out")])  # both shards on the new settings: it reads

@@ -96,20 +96,36 @@ def check_plan_kept(planned: RunPlan) -> None:
             )
 
 
-def check_settings(planned: RunPlan, overwrite: bool) -> None:
+def check_settings(planned: RunPlan, overwrite: bool, shard: tuple[int, int] = (0, 1)) -> None:
     """Refuse to add units to results made with other settings, or that read other content (data, task,
-    weights: harness.grid.fingerprints); with `overwrite`, delete those units."""
+    weights: harness.grid.fingerprints); with `overwrite`, delete this shard's such units (another
+    shard's stay for its own rerun), saying which."""
     check_plan_kept(planned)
     check_inputs(planned, overwrite)
     stale = stale_records(planned)
     if not stale:
         return
     if overwrite:
-        for tdir, k, _ in stale:
+        mine = {(planned.task_dir(key.slug), key.k) for key in plan.shard_keys(planned.config, shard)}
+        own = [(tdir, k) for tdir, k, _ in stale if (tdir, k) in mine]
+        for tdir, k in own:
             results.remove_unit(tdir, k)
-        for tdir in sorted({tdir for tdir, _, _ in stale}):
-            results.rebuild(tdir)
-        log.info("--overwrite: removed %d unit(s) made with other settings", len(stale))
+        for tdir in sorted({tdir for tdir, _ in own}):
+            results.rebuild(tdir, planned.recorded)
+        said = ", ".join(f"{tdir.name} {k}" for tdir, k in own) or "none"
+        print(
+            f"--overwrite: deleted {len(own)} unit(s) of shard {shard[0]}/{shard[1]} made with other "
+            f"settings: {said}",
+            file=sys.stderr,
+        )
+        log.info("--overwrite: removed %d unit(s) made with other settings (%s)", len(own), said)
+        kept = len(stale) - len(own)
+        if kept:
+            print(
+                f"--overwrite: kept {kept} unit(s) of the other shards made with other settings: rerun "
+                "each of those shards with --overwrite before reading the folder (till then it is stale)",
+                file=sys.stderr,
+            )
         return
     tdir, k, old = stale[0]
     changed = differences(old, planned.recorded) if old else ["no settings recorded (an older tapt-bench)"]
@@ -188,13 +204,18 @@ def output_to(path: Path):
             terminal.close()
 
 
-def write_unit(planned: RunPlan, record: UnitRecord) -> Path:
+def write_unit(planned: RunPlan, record: UnitRecord, shard: tuple[int, int] = (0, 1)) -> Path:
     """Record the unit atomically (a rewrite of the same unit replaces it) and rebuild its task's tables;
     only where the task's finished units still hold this run's settings (another shard's run, say, with
     other settings wrote none since this one started)."""
     slug, k = record.key
     tdir = planned.task_dir(slug)
-    mixed = sorted(i for i, u in results.finished(tdir).items() if u.get("settings") != planned.recorded)
+    others = {k for _, k in planned_other_shards(planned, tdir, shard)}
+    mixed = sorted(
+        i
+        for i, u in results.finished(tdir).items()
+        if u.get("settings") != planned.recorded and i not in others
+    )
     if mixed:
         raise SettingsError(
             f"{tdir}: unit(s) {mixed} were written with other settings while this run ran (another run "
@@ -207,8 +228,17 @@ def write_unit(planned: RunPlan, record: UnitRecord) -> Path:
             "the flow's compute"
         )
     results.write_unit(tdir, k, record.accs, record.probs, record.record)
-    results.rebuild(tdir)
+    results.rebuild(tdir, planned.recorded)
     return tdir
+
+
+def planned_other_shards(planned: RunPlan, tdir: Path, shard: tuple[int, int]) -> list[tuple[Path, int]]:
+    """The units of `tdir` that the run's other shards compute (where an --overwrite kept their old ones)."""
+    if shard[1] == 1:
+        return []
+    mine = {(planned.task_dir(key.slug), key.k) for key in plan.shard_keys(planned.config, shard)}
+    every = {(planned.task_dir(key.slug), key.k) for key in plan.shard_keys(planned.config, (0, 1))}
+    return [(d, k) for d, k in every - mine if d == tdir]
 
 
 def run(
@@ -250,7 +280,7 @@ def locked_run(
     from tqdm import tqdm
 
     cfg = planned.config
-    check_settings(planned, overwrite)  # before anything is written
+    check_settings(planned, overwrite, shard)  # before anything is written
     earlier = earlier_runs(results.manifest_path(planned.folder, shard))  # an unreadable one: before, too
     planned_units = planned.units(shard)
     for tdir in {p.folder for p in planned_units}:
@@ -276,7 +306,7 @@ def locked_run(
             ) as bar,
         ):
             for record in execute(pending, keep_adapters):
-                touched.append(write_unit(planned, record))
+                touched.append(write_unit(planned, record, shard))
                 accs = " ".join(f"{c} {record.accs[c]:.3f}" for c in cfg.grid.conditions)
                 log.info(
                     "%s subsample %d: %s (%.0f s)", *record.key, accs, sum(record.record["seconds"].values())

@@ -102,9 +102,11 @@ def write_unit(
     atomic_write(record_path, data)
 
 
-def rebuild(tdir: Path) -> pd.DataFrame:
-    """Rewrite accuracies.csv and probabilities.parquet from the finished units; returns the accuracies."""
-    units = list(finished(tdir).values())
+def rebuild(tdir: Path, settings: dict | None = None) -> pd.DataFrame:
+    """Rewrite accuracies.csv and probabilities.parquet from the finished units (with `settings`, those
+    recorded with them alone: units of other settings left for their own shard's rerun, and the tables
+    then said to be stale); returns the accuracies."""
+    units = [u for u in finished(tdir).values() if settings is None or u.get("settings") == settings]
     columns = COLUMNS + [c for c in OPTIONAL if units and all(c in u for u in units)]
     acc = pd.DataFrame([{c: u[c] for c in columns} for u in units], columns=columns)
     if any(u.get(NOT_ADAPTED) for u in units):
