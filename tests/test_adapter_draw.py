@@ -62,3 +62,16 @@ def test_a_flag_that_contradicts_the_adapters_draw_is_refused_naming_both(
     with pytest.raises(SystemExit, match=r"--subsample 1, the adapter's 0"):
         exposure(adapter, tiny_llama, data_dir, tmp_path, "--subsample", "1")
     assert not list(tmp_path.glob("exposure*.json"))  # refused before anything is computed or written
+
+
+def test_an_adapter_without_its_record_is_said_to_read_the_draw_the_flags_name(adapter, tmp_path, capsys):
+    import shutil
+
+    from harness.tasks.adapters import trained_for
+
+    bare = tmp_path / "bare"
+    shutil.copytree(adapter, bare)
+    (bare / "tapt.json").unlink()
+    assert trained_for(bare, {"n": 8}, "tapt_ag_news", "ag_news") == {}
+    said = capsys.readouterr().err
+    assert f"note: {bare} has no tapt.json naming the documents it was trained on" in said and "n 8" in said

@@ -181,3 +181,13 @@ def test_overwrite_in_one_shard_deletes_only_that_shards_units_and_says_which(
         main(["summarize", str(tmp_path / "out")])
     main(["run", "--config", str(changed), "--shard", "1/2", "--overwrite", "--no-summary"])
     main(["summarize", str(tmp_path / "out")])  # both shards on the new settings: it reads
+
+
+def test_an_include_loop_is_one_line_and_leaves_the_other_tasks_readable(tmp_path, data_dir, capsys):
+    (tmp_path / "a.yaml").write_text("include: b.yaml\ntask: tapt_a\n")
+    (tmp_path / "b.yaml").write_text("include: a.yaml\n")
+    with pytest.raises(SystemExit):
+        main(["tasks", "validate", str(tmp_path)])
+    assert "its includes come back to a file they came from" in capsys.readouterr().out
+    main(["tasks", "show", "--task", "ag_news", "--include-path", str(tmp_path), "--data-dir", str(data_dir)])
+    assert "<- target" in capsys.readouterr().out

@@ -25,8 +25,18 @@ def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata
         value = given.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise UserError(f"task {task}: {flag} {key} must be a whole number, got {value!r}")
-    if path is None or not path.is_file():
-        return {}  # an adapter tapt-bench did not write: --metadata (or its defaults) names the draw
+    if path is None:
+        return {}
+    if not path.is_file():  # an adapter tapt-bench did not write, or its record deleted: said, not guessed
+        import sys
+
+        named = ", ".join(f"{k} {given[k]}" for k in TRAINED if k in given) or "none: the defaults"
+        print(
+            f"note: {peft} has no tapt.json naming the documents it was trained on; {flag} name the draw "
+            f"({named})",
+            file=sys.stderr,
+        )
+        return {}
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as err:

@@ -175,14 +175,19 @@ class TaskSpec:
         return [*folder, "--tasks", task, "--metadata", json.dumps(metadata)]
 
 
-def load_task_config(path: str | Path) -> dict[str, Any]:
+def load_task_config(path: str | Path, _within: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The merged config of one task YAML: its `include`s first (relative to the file), its own keys
-    over them.
+    over them; an include that comes back to a file it came from is an error naming the loop.
 
     Written here because lm-eval's loader is private API (`lm_eval.tasks._yaml_loader`, absent in
     some 0.4.x releases); we need only its `include` merge.
     """
     path = Path(path)
+    if path.resolve() in _within:
+        loop = " -> ".join(str(p) for p in (*_within, path.resolve()))
+        raise TaskError(
+            f"{_within[0]}: its includes come back to a file they came from ({loop}): break the loop"
+        )
     if not path.is_file():
         raise TaskError(f"{path}: no such task YAML")
     stat = path.stat()
@@ -198,7 +203,7 @@ def load_task_config(path: str | Path) -> dict[str, Any]:
                 f"{TASKS_DIR / TEMPLATE}`, or let `tapt-bench tasks new SLUG --out {path.parent}` write a "
                 "new task file with it"
             )
-        merged.update(load_task_config(target))
+        merged.update(load_task_config(target, (*_within, path.resolve())))
     return merged | cfg
 
 
