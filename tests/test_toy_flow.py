@@ -137,3 +137,30 @@ def test_what_a_flow_returns_is_checked_before_anything_is_written(
         return
     assert done.returncode == 1 and said in done.stderr and "nothing of it is written" in done.stderr
     assert not units
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        ("return None", "returned NoneType for ag_news subsample 0; its compute must return a UnitRecord"),
+        ("raise ValueError('a plug-in bug')", "failed: ValueError: a plug-in bug; fix that file"),
+        ("return record_of(plan, docs, {c: scored[c] for c in scored if c != 'test'}, {}, {}, {}, {})",
+         "its accuracy of test is None"),
+    ],
+)  # fmt: skip
+def test_a_flows_failure_or_odd_return_is_one_line_naming_its_file(
+    tmp_path, tiny_llama, data_dir, body, said
+):
+    flow = tmp_path / "odd_flow.py"
+    odd = TOY.replace('"toy"', '"toy_bad"')
+    odd = odd.replace("    return record_of(plan, docs, scored, {}, {}, {}, {})", f"    {body}")
+    flow.write_text(odd)
+    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-500:]
+    assert not list((tmp_path / "out").rglob("units/*.json"))

@@ -98,8 +98,19 @@ def check_exposure_parts(grid: GridSettings, runs_them: bool) -> None:
 
 
 def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
-    """One unit computed by its flow; nothing is written but kept adapters."""
-    return get(plan.grid.flow).compute(plan, keep_adapters)
+    """One unit computed by its flow; nothing is written but kept adapters. A plug-in flow's failure, or
+    anything but a UnitRecord it returns, is one line naming its file."""
+    from harness.core.plugins import called, where
+
+    served = get(plan.grid.flow)
+    record = called("flow", served.name, served.compute, plan, keep_adapters)
+    if not isinstance(record, UnitRecord):
+        raise SettingsError(
+            f"flow {served.name!r} ({where(served.compute)}) returned {type(record).__name__} for "
+            f"{plan.key.slug} subsample {plan.key.k}; its compute must return a UnitRecord (build it with "
+            "harness.api.record_of): fix that file"
+        )
+    return record
 
 
 def get(name: str) -> Flow:
