@@ -164,3 +164,35 @@ def test_a_flows_failure_or_odd_return_is_one_line_naming_its_file(
     )
     assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-500:]
     assert not list((tmp_path / "out").rglob("units/*.json"))
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (('name="toy"', 'name="classifier"'), "its Flow is named 'classifier', the name of another flow"),
+        (
+            ("check=lambda cfg: None", "check=lambda cfg: 1 / 0"),
+            "failed: ZeroDivisionError: division by zero",
+        ),
+        (('{"toy": (ToySettings, "the toy flow")}', '{"toy": (dict, "t")}'), "a section is (a Settings"),
+        (('{"toy": (ToySettings, "the toy flow")}', '{"toy": ToySettings}'), "a section is (a Settings"),
+        (
+            ('{"toy": (ToySettings, "the toy flow")}', '{"grid": (ToySettings, "t")}'),
+            "a section every config",
+        ),
+        (("tilt: int = option(", "seed: int = option("), "declares ['seed'], key(s) a config already has"),
+    ],
+)
+def test_a_flow_plug_ins_faults_are_one_line_naming_its_file(tmp_path, tiny_llama, data_dir, change, said):
+    flow = tmp_path / "faulty_flow.py"  # run in a process of its own: no flow of this file is registered
+    assert change[0] in TOY
+    flow.write_text(TOY.replace(*change))
+    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-600:]
+    assert str(flow) in done.stderr and not (tmp_path / "out").exists()

@@ -56,8 +56,10 @@ class GridConfig(Sections):
     def check(self) -> None:
         """The keys' values against each other, with no I/O: a config is a value. What needs the disk or a
         plug-in (the out folder, each method, each cell) is checked once for a run, by `check_run`."""
+        from harness.core.plugins import called
+
         served = flow.get(self.grid.flow)
-        served.check(self)
+        called("flow", served.name, served.check, self)
         if self.grid.model_tag is not None and not methods.NAME.fullmatch(self.grid.model_tag):
             problem = (
                 f"{self.grid.model_tag!r} names a results folder: use letters, digits, '.', '_' or '-' (no "
@@ -161,14 +163,37 @@ def config_class(raw: object, overrides: dict | None = None) -> type[GridConfig]
     name = (overrides or {}).get("flow") or (raw.get("flow") if isinstance(raw, dict) else None)
     if not isinstance(name, str) or name in flow.builtin():
         return GridConfig
-    try:
-        found = flow.get(name)
-    except SettingsError:
-        return GridConfig  # the config's check names the flow
-    extra = tuple(
-        (k, cls, title) for k, (cls, title) in found.sections.items() if k not in GridConfig.SECTIONS
-    )
+    found = flow.get(name)  # a flow that cannot load is the config's first error, naming the flow
+    extra = tuple((k, *section_of(found, k, spec)) for k, spec in found.sections.items())
     return with_sections(found.name, extra) if extra else GridConfig
+
+
+def section_of(found: flow.Flow, key: str, spec: object) -> tuple[type, str]:
+    """A plug-in flow's section, checked: a (Settings dataclass, title) pair under a name of its own,
+    whose keys no other section holds; else one line naming the flow's file and the fix."""
+    import dataclasses
+
+    from harness.core.plugins import where
+    from harness.core.settings import Settings
+
+    source = f"flow {found.name!r} ({where(found.compute)})"
+    ok = isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], type)
+    if not ok or not (issubclass(spec[0], Settings) and dataclasses.is_dataclass(spec[0])):
+        raise SettingsError(
+            f"{source}: its section {key!r} is {spec!r}; a section is (a Settings dataclass, its title): "
+            "fix that file"
+        )
+    if key in GridConfig.SECTIONS:
+        raise SettingsError(
+            f"{source}: its section is named {key!r}, a section every config has: name it otherwise"
+        )
+    clash = sorted(set(field_names(spec[0])) & set(field_names(GridConfig)))
+    if clash:
+        raise SettingsError(
+            f"{source}: its section {key!r} declares {clash}, key(s) a config already has: name them "
+            "otherwise"
+        )
+    return spec[0], str(spec[1])
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:

@@ -121,6 +121,14 @@ def get(name: str) -> Flow:
     except PluginError as err:
         raise SettingsError.of("flow", str(err)) from None
     if FLOWS.get(found.name) is not found:
+        if found.name in builtin() or FLOWS.get(found.name) is not None:
+            from harness.core.plugins import where
+
+            problem = (
+                f"{name}: its Flow is named {found.name!r}, the name of another flow "
+                f"({where(found.compute)}): name it otherwise"
+            )
+            raise SettingsError.of("flow", problem)
         FLOWS.register(found)
     return found
 
