@@ -24,6 +24,9 @@ def confirmation(mdir: Path) -> dict[str, Any]:
     config its run recorded, its plan among its keys; the summary reads its test from it)}."""
     found = results.manifests(mdir)
     configs = [(m.get("config") or {}, m.get("config_hash")) for m in found]
+    units = {tdir.name: results.finished(tdir) for tdir in results.task_dirs(mdir)}
+    records = [r for per_task in units.values() for r in per_task.values()]
+    draws = dict(Counter(train_draw(r) for r in records))
     edited = [
         path.name
         for path, (config, recorded) in zip(results.manifest_paths(mdir), configs)
@@ -31,11 +34,11 @@ def confirmation(mdir: Path) -> dict[str, Any]:
     ]
     if not configs:
         why = "no run manifest here (results made elsewhere): no plan on record"
-        return {"status": EXPLORATORY, "why": [why], "config": {}}
+        return {"status": EXPLORATORY, "why": [why], "config": {}, "draws": draws}
     declared = [(c, h) for c, h in configs if c.get("confirmatory")]
     if not declared:
         why = "its config declares no plan (confirmatory: true), so its test was not fixed before it ran"
-        return {"status": EXPLORATORY, "why": [why], "config": configs[0][0]}
+        return {"status": EXPLORATORY, "why": [why], "config": configs[0][0], "draws": draws}
     plan, planned_hash = declared[0]  # the config that declares the plan, and its hash
     why = [
         f"{name} was edited after its run wrote it (its config no longer matches its hash): the plan it "
@@ -46,10 +49,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         why.append(
             f"its {len(configs)} runs read different configs (hashes {sorted({str(h) for _, h in configs})})"
         )
-    units = {tdir.name: results.finished(tdir) for tdir in results.task_dirs(mdir)}
     why += missing_units(plan, units)
-    records = [r for per_task in units.values() for r in per_task.values()]
-    draws = Counter(train_draw(r) for r in records)
     codes = [r.get("code") or {} for r in records]
     unrecorded = sum(not c.get("commit") for c in codes)
     if unrecorded:
@@ -74,7 +74,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         "commit": commit,
         "config": plan,
         "left_out": left_out,
-        "draws": dict(draws),
+        "draws": draws,
     }
 
 
