@@ -191,3 +191,21 @@ def test_an_include_loop_is_one_line_and_leaves_the_other_tasks_readable(tmp_pat
     assert "its includes come back to a file they came from" in capsys.readouterr().out
     main(["tasks", "show", "--task", "ag_news", "--include-path", str(tmp_path), "--data-dir", str(data_dir)])
     assert "<- target" in capsys.readouterr().out
+
+
+def test_a_write_that_fails_is_one_line_keeping_what_was_written(tmp_path, monkeypatch):
+    from harness import results
+
+    target = tmp_path / "out" / "table.csv"
+    results.atomic_write(target, b"before")
+
+    def full(self, data):  # a full disk, as the kernel reports it
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(target), "write_bytes", full)
+    with pytest.raises(
+        results.paths.UserError, match=r"cannot write .*table.csv \(No space left on device\)"
+    ):
+        results.atomic_write(target, b"after")
+    monkeypatch.undo()
+    assert target.read_bytes() == b"before" and not list(target.parent.glob(".*.tmp"))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import conditions
-from harness.core.errors import read_json_object
+from harness.core.errors import UserError, read_json_object
 
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
 
@@ -136,14 +136,20 @@ def folder_problem(path: str | Path) -> str | None:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary file and rename, so `path` is either old or complete, never partial."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):  # a read-only folder refuses even this: the write's error counts
             tmp.unlink(missing_ok=True)  # no stray temporary file beside the output
+        if isinstance(err, OSError):  # a full disk, a folder made read-only: said, with what was kept
+            raise UserError(
+                f"cannot write {path} ({err.strerror or type(err).__name__}); it is as it was before this "
+                "write, and everything written before it is kept: free the disk or fix the folder's "
+                "permissions, then run the same command again"
+            ) from err
         raise
 
 
