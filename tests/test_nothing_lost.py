@@ -209,3 +209,10 @@ def test_a_write_that_fails_is_one_line_keeping_what_was_written(tmp_path, monke
         results.atomic_write(target, b"after")
     monkeypatch.undo()
     assert target.read_bytes() == b"before" and not list(target.parent.glob(".*.tmp"))
+
+
+def test_a_users_note_in_units_is_not_read_as_a_damaged_unit(tmp_path, tiny_grid):
+    out = tmp_path / "full"
+    shutil.copytree(tiny_grid, out)
+    (out / TINY_GRID_DIR / "units" / "my_notes.json").write_text('{"seen": "fine"}')
+    main(["summarize", str(out)])  # reads as before

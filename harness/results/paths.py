@@ -24,7 +24,7 @@ OPTIONAL = list(conditions.OPTIONAL)  # a run with the planted leak adds its col
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 
 
-UNITS = "m*/n*/*/*/units/*.json"
+UNITS = "m*/n*/*/*/units/[0-9]*.json"
 
 
 UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")

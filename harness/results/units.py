@@ -46,7 +46,10 @@ def read_unit(path: Path) -> dict[str, Any]:
 def unit_records(tdir: Path) -> list[Path]:
     """The finished units' records of a task dir (unit_paths: a record whose table is missing is not a
     finished unit), in order."""
-    return [p for p in sorted((tdir / "units").glob("*.json")) if p.with_suffix(".parquet").is_file()]
+    found = [
+        p for p in (tdir / "units").glob("*.json") if p.stem.isdigit()
+    ]  # a note of the user's is no unit
+    return [p for p in sorted(found, key=lambda p: int(p.stem)) if p.with_suffix(".parquet").is_file()]
 
 
 def null_records(tdir: Path) -> list[Path]:
@@ -61,7 +64,7 @@ def task_dirs(mdir: Path) -> list[Path]:
 
 def any_unit(mdir: Path) -> Path | None:
     """A unit record of a model folder (its first), None where it has none."""
-    return next(iter(sorted(mdir.glob("*/units/*.json"))), None)
+    return next(iter(sorted(mdir.glob("*/units/[0-9]*.json"))), None)
 
 
 def finished(tdir: Path) -> dict[int, dict[str, Any]]:
@@ -125,7 +128,7 @@ def exposure_tests(root: str | Path) -> pd.DataFrame:
     condition (m, n, model, task, subsample, condition, calibrated, and per statistic its effect and
     the p-values of both sides); empty where no unit did."""
     rows = []
-    for path in sorted(Path(root).rglob("units/*.json")):
+    for path in sorted(Path(root).rglob("units/[0-9]*.json")):
         match = UNIT_LAYOUT.search(path.as_posix())
         unit = read_unit(path) if match else {}
         for cond, test in unit.get("exposure", {}).get("tests", {}).items():
