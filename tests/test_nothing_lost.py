@@ -216,3 +216,10 @@ def test_a_users_note_in_units_is_not_read_as_a_damaged_unit(tmp_path, tiny_grid
     shutil.copytree(tiny_grid, out)
     (out / TINY_GRID_DIR / "units" / "my_notes.json").write_text('{"seen": "fine"}')
     main(["summarize", str(out)])  # reads as before
+
+
+def test_a_peft_adapter_given_as_a_checkpoint_is_named_as_an_adapter(tmp_path, data_dir):
+    (tmp_path / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+    argv = ["contamination", "exposure", "--task", "ag_news", "--checkpoint", str(tmp_path)]
+    with pytest.raises(SystemExit, match="is a PEFT adapter .*: pass it as --peft, with its base as --base"):
+        main([*argv, "--data-dir", str(data_dir), "--m", "4", "--n", "8"])

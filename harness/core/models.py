@@ -126,6 +126,20 @@ def check_base(base: str, what: str = "base model") -> None:
     try:
         AutoConfig.from_pretrained(base)
     except (OSError, ValueError) as err:
+        folder = Path(str(base)).expanduser()
+        if (folder / "adapter_config.json").is_file():  # there, and a PEFT adapter: named as what it is
+            fix = (
+                "--peft" if what == "--checkpoint" else "a PEFT adapter's flag (--peft, or peft= for lm_eval)"
+            )
+            raise UserError(
+                f"{what} {base!r} is a PEFT adapter (its adapter_config.json), not a full model: pass it as "
+                f"{fix}, with its base as --base"
+            ) from err
+        if folder.is_dir():
+            raise UserError(
+                f"{what} {base!r} is a folder, not a model transformers can read (no config.json): name "
+                f"a model folder ({err})"
+            ) from err
         raise UserError(
             f"{what} {base!r} not found: not a local model dir and not loadable from the hub ({err})"
         ) from err
