@@ -19,7 +19,8 @@ T = TypeVar("T")
 
 def cannot_import(target: str, module: str, err: Exception) -> str:
     """Why `target` (whose module part is `module`) did not import, and the fix."""
-    fix = "check the path" if module.endswith(".py") else "put its folder on PYTHONPATH"
+    by_path = module.endswith(".py") or Path(module).is_dir()
+    fix = "check the path" if by_path else "put its folder on PYTHONPATH"
     return f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
 
 
@@ -70,6 +71,8 @@ def load_attr(target: str, example: str):
 
 def load_module(module: str):
     """An importable module by name, or a Python file by path (`my_method.py`, run once per process)."""
+    if Path(module).is_dir():  # a folder is no module: name a file in it
+        raise ImportError(f"{module} is a folder; name a .py file in it")
     if not module.endswith(".py"):
         return importlib.import_module(module)
     return _load_file(Path(module).resolve())
