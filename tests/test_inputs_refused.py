@@ -9,7 +9,7 @@ from helpers import tiny_grid_config
 
 from harness import results
 from harness.cli.main import main
-from harness.core.errors import SettingsError
+from harness.core.errors import SettingsError, UserError
 from harness.grid import resolve
 from harness.grid.calibrate import load_detectors
 from harness.grid.config import GridConfig, load_config
@@ -96,7 +96,7 @@ def test_an_output_file_is_checked_before_any_work_and_leaves_no_temporary_file(
         with pytest.raises(SystemExit, match=f"--out: .*{said}"):
             main(["analyze", shipped, "--out", str(out)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match=r"cannot write .*adir .*it is as it was"):
         results.atomic_write(tmp_path / "adir", b"x")  # a failed write leaves no .adir.<pid>.tmp beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
     with pytest.raises(SystemExit, match="is a file; name the results folder a run wrote"):

@@ -216,7 +216,10 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         problem = f"cannot read the config ({err}){near}; shipped configs: {', '.join(shipped)}"
         raise SettingsError(f"{path}: {problem}") from err
     overrides = overrides or {}
-    cls = config_class(raw, overrides)
+    try:
+        cls = config_class(raw, overrides)
+    except SettingsError as err:
+        raise as_set(err, path, overrides) from None
     if isinstance(raw, dict):
         raw = study_layout.read_old_keys(raw, set(field_names(cls)), str(path))
         raw = narrowed(against_folder(raw, path.resolve().parent), overrides)
