@@ -327,6 +327,19 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
         )
         assert bad.returncode in (1, 2) and "Traceback" not in bad.stderr, bad.stderr[-1500:]
         assert said in bad.stderr.strip().splitlines()[-1]
+    adapter_config["base_model_name_or_path"] = str(tiny_llama)  # the adapter's own base again
+    (ad / "adapter_config.json").write_text(json.dumps(adapter_config))
+    record = json.loads((ad / "tapt.json").read_text())
+    (ad / "tapt.json").write_text(json.dumps({**record, "adapter_sha256": "f" * 64}))  # another's record
+    copied = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={ad}", "--tasks", "tapt_ag_news"],
+        capture_output=True,
+        text=True,
+    )
+    assert copied.returncode == 1 and "Traceback" not in copied.stderr, copied.stderr[-1500:]
+    said = copied.stderr.strip().splitlines()[-1]
+    assert f"records adapter_sha256 ffffffffffff…, but the adapter's own files hash {trained[:12]}…" in said
+    (ad / "tapt.json").write_text(json.dumps(record))
     typo = subprocess.run(
         [lm_eval, "--model", "hf", "--model_args", f"peft={ad}", "--tasks", "tapt_ag_nwes"],
         capture_output=True,
