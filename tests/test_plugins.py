@@ -2,6 +2,7 @@
 `harness.api` alone) appears in `calibrate`'s table beside the built-ins, with its error rates."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -224,3 +225,23 @@ def test_a_statistic_plug_ins_wrong_value_or_key_is_one_line_naming_it(tiny_grid
             main(["summarize", str(tiny_grid)])
     finally:
         statistics.STATISTICS.pop(added.key)
+
+
+@pytest.mark.parametrize(
+    "key, header, said",
+    [
+        ("{x}_gap", "gap", "its key '{x}_gap' holds {x}; the one name it may hold is {e}"),
+        ("{e}_gap", "{boost}", "its header '{boost}' holds {boost}"),
+        ("{e}_gap{", "gap", "holds a brace without its pair"),
+    ],
+)
+def test_a_statistic_whose_key_or_header_names_more_than_the_effect_is_refused_as_it_registers(
+    key, header, said
+):
+    from harness.api import Statistic, register_statistic
+    from harness.core.plugins import PluginError
+    from harness.stats import statistics
+
+    with pytest.raises(PluginError, match=re.escape(said)):
+        register_statistic(Statistic(key, header, "points", lambda e: True, lambda t, c, s: 0.0))
+    assert key not in statistics.STATISTICS  # nothing registered: summarize reads as before

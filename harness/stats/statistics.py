@@ -140,7 +140,24 @@ def register(statistic: Statistic) -> Statistic:
         raise PluginError(f"statistic {statistic.key!r}: kind must be one of {KINDS}, got {statistic.kind!r}")
     if isinstance(statistic, Statistic) and (statistic.compute is None) == (statistic.across is None):
         raise PluginError(f"statistic {statistic.key!r}: give it either compute or across")
+    if isinstance(statistic, Statistic):
+        for field in ("key", "header", "of"):
+            text = getattr(statistic, field)
+            try:
+                str(text).format(e="bias")
+            except (KeyError, IndexError, ValueError) as err:
+                made_by = where(statistic.compute or statistic.across)
+                raise PluginError(
+                    f"statistic {statistic.key!r} ({made_by}): its {field} {text!r} holds "
+                    f"{held(err)}; the one name it may hold is {{e}}, the effect's (a literal brace is "
+                    "written {{ or }})"
+                ) from None
     return STATISTICS.register(statistic)
+
+
+def held(err: Exception) -> str:
+    """What a key's str.format failed on: the name in braces, or a brace without its pair."""
+    return f"{{{err.args[0]}}}" if isinstance(err, KeyError) else "a brace without its pair"
 
 
 def tested(e: str) -> bool:
