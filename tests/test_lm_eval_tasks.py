@@ -203,7 +203,38 @@ def test_validate_flags_a_bad_slug_and_a_duplicate_of_a_shipped_task(tmp_path, d
     with pytest.raises(SystemExit):
         main(["tasks", "validate", str(tmp_path), "--data-dir", str(data_dir)])
     shown = capsys.readouterr().out
-    assert "slug 'Fine' is not valid" in shown and "task tapt_trec is also the shipped" in shown
+    assert "slug 'Fine' is not valid" in shown
+    assert f"task tapt_trec is defined in {TASKS_DIR.resolve() / 'tapt_trec.yaml'} too" in shown
+
+
+def test_validate_says_a_task_name_two_files_define_an_output_type_it_cannot_run_and_an_empty_folder(
+    tmp_path, data_dir, capsys
+):
+    for folder in ("a", "b"):
+        main(["tasks", "new", "twice", "--out", str(tmp_path / folder)])
+    generative = tmp_path / "a" / "gen.yaml"  # a generative YAML beside a tapt one, under the same name
+    generative.write_text("task: tapt_twice\noutput_type: generate_until\ndataset_path: x\n")
+    odd = tmp_path / "b" / "odd.yaml"
+    odd.write_text("task: my_odd\noutput_type: loglikelihood_rolling\ndataset_path: x\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["tasks", "validate", str(tmp_path / "a"), "--include-path", str(tmp_path / "b")])
+    shown = capsys.readouterr().out
+    assert exit_.value.code == 1
+    twice = f"{tmp_path / 'a' / 'tapt_twice.yaml'}: task tapt_twice is defined in {generative}, "
+    assert twice + f"{tmp_path / 'b' / 'tapt_twice.yaml'} too" in shown
+    assert "0 ok, 2 with problems" in shown
+    with pytest.raises(SystemExit) as exit_:
+        main(["tasks", "validate", str(tmp_path / "b")])
+    said = f"FAIL {odd}\n     - {odd}: output_type 'loglikelihood_rolling': the design scores"
+    assert said in capsys.readouterr().out and exit_.value.code == 1  # was "0 ok, 0 with problems", exit 0
+    with pytest.raises(SystemExit, match="task tapt_twice is defined twice"):  # the flag given twice: both
+        main(
+            ["tasks", "show", "--task", "twice", "--include-path", str(tmp_path / "a"), "--include-path"]
+            + [str(tmp_path / "b")]
+        )
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="empty: no task YAML in it"):
+        main(["tasks", "validate", str(tmp_path / "empty")])
 
 
 def test_tasks_list_refuses_a_data_dir_that_does_not_exist(tmp_path):

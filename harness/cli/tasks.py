@@ -126,15 +126,26 @@ def show_lm_eval_task(spec, chosen) -> None:
 
 
 def cmd_tasks_validate(args: argparse.Namespace) -> None:
-    from harness.tasks.spec import validation_targets
+    from harness.core.errors import UserError
+    from harness.tasks.spec import defined_twice, load_task_config, validation_targets
     from harness.tasks.subsample import SampleSettings
     from harness.tasks.validate import problems
 
     sample = from_namespace(SampleSettings, args)
     paths = validation_targets(Path(args.path))
+    if not paths:
+        raise UserError(
+            f"{args.path}: no task YAML in it (a .yaml with a `task` key); name a task YAML or its folder"
+        )
+    twice = defined_twice(paths, sample.include_path)
     failed = 0
     for path in paths:
-        found = problems(path, sample)
+        others = ", ".join(map(str, twice.get(path, [])))
+        found = [
+            f"{path}: task {load_task_config(path)['task']} is defined in {others} too: lm-eval would read "
+            "one and skip the others; rename its `task` (and `dataset_kwargs.slug`)"
+        ][: bool(others)]
+        found += problems(path, sample)
         failed += bool(found)
         print(f"{'FAIL' if found else 'ok  '} {path}")
         for problem in found:

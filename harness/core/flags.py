@@ -58,6 +58,16 @@ class Switch(argparse.BooleanOptionalAction):
         self.help = help  # set after: some Pythons' BooleanOptionalAction append a default of their own
 
 
+class Listed(argparse.Action):
+    """A list flag given twice (`--include-path a --include-path b`) holds both, as `--include-path a b`
+    does; its first use replaces the default. (argparse's `extend` would add to the default.)"""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        held = getattr(namespace, self.dest, None)
+        first = held is None or held is self.default  # the default object itself: not given yet
+        setattr(namespace, self.dest, [*([] if first else held), *values])
+
+
 class FlagParser(argparse.ArgumentParser):
     """A parser that reads `--x_y` as `--x-y` and `--x false` (or `--x=false`) as `--no-x`; its
     subcommands by name are `subcommands()` (the docs list every command's help from them)."""
@@ -164,7 +174,7 @@ def add_field(where, field: dataclasses.Field, tp: Any, from_file: bool = False)
         choices = list(typing.get_args(tp))
         kw |= {"choices": choices, "type": type(choices[0])}
     elif origin is list:
-        kw |= {"nargs": "+", "type": (typing.get_args(tp) or (str,))[0]}
+        kw |= {"nargs": "+", "type": (typing.get_args(tp) or (str,))[0], "action": Listed}
     elif tp is dict or origin is dict:
         kw["type"] = mapping
     else:

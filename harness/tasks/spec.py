@@ -364,20 +364,43 @@ def all_slugs(include_path: Sequence[str] = ()) -> list[str]:
 
 
 def validation_targets(target: Path) -> list[Path]:
-    """A YAML, or a folder's task YAMLs: those tagged tapt_tasks, plain multiple-choice lm-eval tasks,
-    and those that do not load (to report)."""
+    """A YAML, or a folder's task YAMLs (a group's is not one): those tagged tapt_tasks, any other lm-eval
+    task (one the design cannot run is reported), and those that do not load (to report)."""
     if not target.is_dir():
         return [target]
     found = []
     for path in sorted(target.glob("*.yaml")):
         try:
             cfg = load_task_config(path)
-            plain = cfg.get("output_type") in ("multiple_choice", generative.GENERATE) and "task" in cfg
-            if is_task(cfg) or plain:
+            if is_task(cfg) or ("task" in cfg and "group" not in cfg):  # a task it cannot run is said
                 found.append(path)
         except TaskError:
             found.append(path)
     return found
+
+
+def defined_twice(paths: Sequence[Path], include_path: Sequence[str] = ()) -> dict[Path, list[Path]]:
+    """Each of `paths` whose task name another YAML (among them, the shipped tasks or the include
+    folders) defines too, with those others: lm-eval would load one of them and skip the rest."""
+    by_name: dict[str, set[Path]] = {}
+    folders = [*task_folders(include_path), *{p.parent for p in paths}]
+    for path in {*paths, *(y for f in folders for y in f.glob("*.yaml"))}:
+        try:
+            name = load_task_config(path).get("task")
+        except TaskError:
+            continue
+        if isinstance(name, str):
+            by_name.setdefault(name, set()).add(path.resolve())
+    out = {}
+    for path in paths:
+        try:
+            name = load_task_config(path).get("task")
+        except TaskError:
+            continue
+        others = sorted(by_name.get(name, set()) - {path.resolve()}) if isinstance(name, str) else []
+        if others:
+            out[path] = others
+    return out
 
 
 def lm_eval_tasks(include_path: Sequence[str], metadata: dict[str, Any]):

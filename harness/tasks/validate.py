@@ -8,8 +8,9 @@ from typing import Any
 
 from harness.core.errors import TaskError
 from harness.core.settings import pick
+from harness.tasks import generative
 from harness.tasks.data import load_pool
-from harness.tasks.spec import is_task, lm_eval_tasks, load_task_config, spec_from_config, task_files
+from harness.tasks.spec import is_task, lm_eval_tasks, load_task_config, spec_from_config
 from harness.tasks.subsample import SampleSettings, draw
 
 EXTRA_KEYS = {"include", "group", "group_alias"}  # lm-eval YAML keys outside TaskConfig
@@ -58,6 +59,12 @@ def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSetting
         ]
     if not isinstance(name, str):
         return [f"{path}: no `task` name"]
+    kind = cfg.get("output_type", "generate_until")  # lm-eval's own default
+    if kind not in ("multiple_choice", generative.GENERATE):
+        return [
+            f"{path}: output_type {kind!r}: the design scores a task's answers, so it runs multiple_choice "
+            f"and {generative.GENERATE} tasks; write the task as one of those"
+        ]
     try:
         spec = load_lm_eval_spec(name, [*sample.include_path, str(Path(path).parent)])
         if spec is None:
@@ -112,11 +119,6 @@ def problems(path: Path, sample: SampleSettings) -> list[str]:
     except TaskError as err:
         return found + [str(err)]
     found += unedited(spec, path)
-    shipped = task_files(())
-    if spec.slug in shipped and path.resolve() != shipped[spec.slug].resolve():
-        found.append(
-            f"{path}: task {spec.task_name} is also the shipped {shipped[spec.slug]}; rename its slug"
-        )
     try:
         pool = load_pool(spec, sample.data_dir)
     except TaskError as err:
