@@ -431,3 +431,26 @@ def test_every_lm_eval_function_the_install_wraps_still_takes_the_parameters_it_
         assert names[: len(params)] == params, (qualname, names)
         assert why
     assert len(PATCHED) == 4
+
+
+def test_tasks_show_reads_a_generative_task_without_metric_list_and_names_a_yaml_lm_eval_cannot_build(
+    tmp_path, capsys
+):
+    rows = [{"q": f"question {i}?", "a": ["yes", "no"][i % 2]} for i in range(60)]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    head = f"dataset_path: json\ndataset_kwargs:\n  data_files: {tmp_path / 'd.jsonl'}\ntest_split: train\n"
+    (tmp_path / "gen.yaml").write_text(
+        f"task: my_gen\n{head}output_type: generate_until\n"
+        "doc_to_text: '{{q}}'\ndoc_to_target: '{{a}}'\n"
+    )
+    (tmp_path / "bad.yaml").write_text(  # a target that is neither an index nor a template of one
+        f"task: my_bad\n{head}output_type: multiple_choice\ndoc_to_text: '{{{{q}}}}'\n"
+        "doc_to_choice: '{{a}}'\ndoc_to_target: 7\n"
+    )
+    argv = ["tasks", "show", "--include-path", str(tmp_path), "--m", "10", "--n", "10"]
+    main([*argv, "--task", "my_gen"])  # was IndexError: list index out of range
+    assert "metrics: ['exact_match'] (none named: lm-eval's default); the summary reads exact_match" in (
+        capsys.readouterr().out
+    )
+    with pytest.raises(SystemExit, match="task 'my_bad': lm-eval cannot build it \\(ValueError: malformed"):
+        main([*argv, "--task", "my_bad"])  # was lm-eval's traceback

@@ -92,7 +92,9 @@ def show_lm_eval_task(spec, chosen) -> None:
             f"generative: the model writes its answer ({spec.task.config.generation_kwargs}); "
             "draws are uniform"
         )
-        print(f"metrics: {metrics}; the summary reads {metrics[0]}, per document, after the task's filters")
+        named = metrics or ["exact_match"]  # none named: lm-eval's default for generate_until
+        said = "" if metrics else " (none named: lm-eval's default)"
+        print(f"metrics: {named}{said}; the summary reads {named[0]}, per document, after the task's filters")
     else:
         print(
             "choices: "

@@ -75,6 +75,10 @@ def find_task(name: str, include_path: Sequence[str] = ()):
                     "(dataset_path: json, dataset_kwargs: {data_files: ...}) in a folder given with "
                     "--include-path"
                 ) from None
+            except Exception as err:  # lm-eval's own build of the YAML (a Jinja template, a target)
+                raise TaskError(
+                    f"task {name!r}: lm-eval cannot build it ({type(err).__name__}: {err}); fix its YAML"
+                ) from None
             return loaded["tasks"][name] if "tasks" in loaded else loaded[name]
     return None
 
