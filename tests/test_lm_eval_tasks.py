@@ -2,6 +2,7 @@
 on exactly the test docs, the classifier-flow refusal, and writing a new task file."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -371,6 +372,17 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     said = copied.stderr.strip().splitlines()[-1]
     assert f"records adapter_sha256 ffffffffffff…, but the adapter's own files hash {trained[:12]}…" in said
     (ad / "tapt.json").write_text(json.dumps(record))
+    cut = tmp_path / "cut"  # an adapter copied half way: one line, not safetensors' traceback
+    shutil.copytree(ad, cut)
+    with open(cut / "adapter_model.safetensors", "r+b") as f:
+        f.truncate((cut / "adapter_model.safetensors").stat().st_size // 2)
+    damaged = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={cut}", "--tasks", "tapt_ag_news"],
+        capture_output=True,
+        text=True,
+    )
+    assert damaged.returncode == 1 and "Traceback" not in damaged.stderr, damaged.stderr[-1500:]
+    assert f"peft={cut}: adapter_model.safetensors is not a whole weights file" in damaged.stderr
     typo = subprocess.run(
         [lm_eval, "--model", "hf", "--model_args", f"peft={ad}", "--tasks", "tapt_ag_nwes"],
         capture_output=True,

@@ -223,3 +223,33 @@ def test_a_peft_adapter_given_as_a_checkpoint_is_named_as_an_adapter(tmp_path, d
     argv = ["contamination", "exposure", "--task", "ag_news", "--checkpoint", str(tmp_path)]
     with pytest.raises(SystemExit, match="is a PEFT adapter .*: pass it as --peft, with its base as --base"):
         main([*argv, "--data-dir", str(data_dir), "--m", "4", "--n", "8"])
+
+
+def test_weights_cut_short_are_named_before_anything_loads_or_is_written(tmp_path, tiny_llama, data_dir):
+    import torch
+    from safetensors.torch import save_file
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_llama, base)
+    whole = (base / "model.safetensors").stat().st_size
+    with open(base / "model.safetensors", "r+b") as f:
+        f.truncate(whole // 2)  # a copy that stopped half way
+    argv = ["--task", "ag_news", "--data-dir", str(data_dir), "--m", "4", "--n", "8"]
+    cut = r"model.safetensors is not a whole weights file \(.*\): it was cut short or partly copied"
+    with pytest.raises(SystemExit, match=f"--base {base}: {cut}"):  # was SafetensorError's traceback
+        main(["train", *argv, "--split", "test", "--base", str(base), "--out", str(tmp_path / "ad")])
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    save_file({"w": torch.zeros(64)}, adapter / "adapter_model.safetensors")
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({"peft_type": "LORA", "base_model_name_or_path": str(tiny_llama)})
+    )
+    with open(adapter / "adapter_model.safetensors", "r+b") as f:
+        f.truncate(100)
+    out = tmp_path / "exposure.json"
+    with pytest.raises(SystemExit, match=f"--peft {adapter}: adapter_{cut}"):
+        main(
+            ["contamination", "exposure", *argv, "--base", str(tiny_llama), "--peft", str(adapter)]
+            + ["--out", str(out)]
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter", "base"]  # nothing written

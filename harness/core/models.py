@@ -143,6 +143,27 @@ def check_base(base: str, what: str = "base model") -> None:
         raise UserError(
             f"{what} {base!r} not found: not a local model dir and not loadable from the hub ({err})"
         ) from err
+    check_weights(base, what)
+
+
+def check_weights(folder: str, what: str) -> None:
+    """Each safetensors file of a local model or adapter folder whole (its header read, not its tensors):
+    one cut short or partly copied is named, with the fix, before anything loads."""
+    path = Path(str(folder)).expanduser()
+    if not path.is_dir():
+        return  # a hub id: transformers checks what it downloads
+    from safetensors import SafetensorError, safe_open
+
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), "pt"):
+                pass
+        except (SafetensorError, OSError) as err:
+            named = f"{what}{folder}" if what.endswith("=") else f"{what} {folder}"
+            raise UserError(
+                f"{named}: {file.name} is not a whole weights file ({err}): it was cut short or "
+                "partly copied; copy it again, or write it again"
+            ) from None
 
 
 def tokenizer(base: str):
@@ -277,6 +298,7 @@ def load_scoring_model(pretrained: str, peft: str | None = None, masked: bool = 
     check_base(pretrained)
     if peft:
         check_adapter_base(pretrained, peft)
+        check_weights(peft, "--peft")
     model = (AutoModelForMaskedLM if masked else AutoModelForCausalLM).from_pretrained(
         pretrained, dtype=torch.float32, device_map={"": device()}
     )

@@ -153,6 +153,15 @@ def pretrained_from_adapter(huggingface) -> None:
             same_base(pretrained, kwargs["peft"])
         if not isinstance(pretrained, str):
             return init(self, pretrained, *args, **kwargs)
+        from harness.core.errors import UserError
+        from harness.core.models import check_weights
+
+        try:
+            check_weights(pretrained, "pretrained=")
+            if kwargs.get("peft"):
+                check_weights(kwargs["peft"], "peft=")
+        except UserError as err:
+            raise one_line(str(err)) from None
         try:
             init(self, pretrained, *args, **kwargs)
         except OSError as err:  # no such folder, or a hub id out of reach: transformers' traceback
