@@ -383,6 +383,21 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     )
     assert damaged.returncode == 1 and "Traceback" not in damaged.stderr, damaged.stderr[-1500:]
     assert f"peft={cut}: adapter_model.safetensors is not a whole weights file" in damaged.stderr
+    moved = tmp_path / "moved"  # its config names a base that is gone: said as the adapter's, not as
+    shutil.copytree(ad, moved)  # a pretrained= the user never wrote
+    moved_config = json.loads((moved / "adapter_config.json").read_text())
+    (moved / "adapter_config.json").write_text(
+        json.dumps({**moved_config, "base_model_name_or_path": "/gone"})
+    )
+    gone = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={moved}", "--tasks", "tapt_ag_news"],
+        capture_output=True,
+        text=True,
+    )
+    last = gone.stderr.strip().splitlines()[-1]
+    assert gone.returncode == 1 and "Traceback" not in gone.stderr, gone.stderr[-1500:]
+    assert f"peft={moved}: its base (adapter_config.json's base_model_name_or_path) /gone: cannot" in last
+    assert last.endswith("pass pretrained=BASE, the base it was trained on, or fix that key")
     typo = subprocess.run(
         [lm_eval, "--model", "hf", "--model_args", f"peft={ad}", "--tasks", "tapt_ag_nwes"],
         capture_output=True,

@@ -147,8 +147,10 @@ def pretrained_from_adapter(huggingface) -> None:
             from harness.core.models import resolve
 
             pretrained = resolve(pretrained)  # an embedded default by name: its prepared folder
+        named = "pretrained="  # as the user gave it, or the adapter's config where they did not
         if pretrained is None:
             pretrained = base_of(kwargs.get("peft"))
+            named = f"peft={kwargs.get('peft')}: its base (adapter_config.json's base_model_name_or_path) "
         elif kwargs.get("peft") and isinstance(pretrained, str):
             same_base(pretrained, kwargs["peft"])
         if not isinstance(pretrained, str):
@@ -157,7 +159,7 @@ def pretrained_from_adapter(huggingface) -> None:
         from harness.core.models import check_weights
 
         try:
-            check_weights(pretrained, "pretrained=")
+            check_weights(pretrained, named)
             if kwargs.get("peft"):
                 check_weights(kwargs["peft"], "peft=")
         except UserError as err:
@@ -165,10 +167,10 @@ def pretrained_from_adapter(huggingface) -> None:
         try:
             init(self, pretrained, *args, **kwargs)
         except OSError as err:  # no such folder, or a hub id out of reach: transformers' traceback
-            raise one_line(
-                f"pretrained={pretrained}: cannot load it ({first_line(err)}); name a model "
-                "folder, or a hub id this machine can reach"
-            ) from None
+            fix = "name a model folder, or a hub id this machine can reach"
+            if named != "pretrained=":
+                fix = "pass pretrained=BASE, the base it was trained on, or fix that key"
+            raise one_line(f"{named}{pretrained}: cannot load it ({first_line(err)}); {fix}") from None
         except RuntimeError as err:
             if "size mismatch" not in str(err):
                 raise
