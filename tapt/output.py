@@ -25,10 +25,10 @@ def staged(out: Path, overwrite: bool) -> Iterator[Path]:
     out = Path(os.path.abspath(os.path.expanduser(out)))  # `.` and `..` by their names
     if not out.name:
         raise UserError(f"output {out} is the file system's root: name a folder for the output")
+    if out.exists():
+        refuse_foreign(out)  # first: --overwrite is offered only where it would be taken
     if out.exists() and not overwrite:
         raise UserError(f"output {out} exists; pass --overwrite to replace it")
-    if out.exists():
-        refuse_foreign(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:

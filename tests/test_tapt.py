@@ -200,6 +200,10 @@ def test_bad_input(tiny_llama, data_dir, tmp_path, change, message):
 def test_existing_output_is_kept_unless_overwrite(tiny_llama, data_dir, tmp_path):
     (tmp_path / "ad").mkdir()
     (tmp_path / "ad" / "keep.txt").write_text("old")
+    with pytest.raises(UserError, match="did not write .*name another --out, or remove it yourself") as said:
+        train(adapter_args(tiny_llama, data_dir, tmp_path))  # a user's folder: --overwrite is not offered
+    assert "pass --overwrite" not in str(said.value)  # it would be refused: the advice looped
+    (tmp_path / "ad" / "tapt.json").write_text("{}")  # tapt-bench's own output: --overwrite replaces it
     with pytest.raises(UserError, match="exists; pass --overwrite"):
         train(adapter_args(tiny_llama, data_dir, tmp_path))
     assert (tmp_path / "ad" / "keep.txt").read_text() == "old"
