@@ -196,3 +196,36 @@ def test_a_flow_plug_ins_faults_are_one_line_naming_its_file(tmp_path, tiny_llam
     )
     assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-600:]
     assert str(flow) in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_an_identical_flow_file_read_from_another_folder_resumes_the_same_units(
+    tmp_path, tiny_llama, data_dir
+):
+    own = TOY.replace('"toy"', '"toy_moved"')  # a flow name of its own: this process registered "toy"
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "toy_flow.py").write_text(own)
+    cfg = {"base": str(tiny_llama), "tasks": ["ag_news"], "m": 4, "n": 6, "data_dir": str(data_dir)}
+    first = cfg | {"flow": f"{tmp_path / 'a' / 'toy_flow.py'}:FLOW", "subsamples": 1}
+    main(["run", "--config", str(write_grid_config(tmp_path, tmp_path / "out", first)), "--no-summary"])
+    moved = cfg | {"flow": f"{tmp_path / 'b' / 'toy_flow.py'}:FLOW", "subsamples": 2}
+    rerun = subprocess.run(  # a new process, as a rerun is
+        [sys.executable, "-m", "harness.cli", "run", "--config"]
+        + [str(write_grid_config(tmp_path, tmp_path / "out", moved)), "--no-summary"],
+        capture_output=True,
+        text=True,
+    )
+    assert rerun.returncode == 0, rerun.stderr[-1500:]  # was: refused, "their numbers would be mixed"
+    (tdir,) = (tmp_path / "out").rglob("ag_news")
+    assert len(pd.read_csv(tdir / "accuracies.csv")) == 2  # unit 0 kept, unit 1 added beside it
+
+
+def test_a_flows_default_method_that_is_no_method_is_blamed_on_its_file(tmp_path, tiny_llama, data_dir):
+    flow = tmp_path / "toy_flow.py"
+    flow.write_text(TOY.replace('"toy"', '"toy_dm"').replace('f"{__file__}:METHOD"', '"no-such-method"'))
+    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"data_dir": str(data_dir)})
+    said = f"key 'flow' 'toy_dm' \\({flow}\\): its default_method 'no-such-method' is not a method"
+    with pytest.raises(SystemExit, match=said):  # was blamed on a key 'method' the config lacks
+        main(["run", "--config", str(path)])
+    assert not (tmp_path / "out").exists()

@@ -129,8 +129,25 @@ def get(name: str) -> Flow:
                 f"({where(found.compute)}): name it otherwise"
             )
             raise SettingsError.of("flow", problem)
+        known_method(found)
         FLOWS.register(found)
     return found
+
+
+def known_method(found: Flow) -> None:
+    """A plug-in flow's default method is one: else its file is at fault, not a config's `method` key."""
+    from tapt import methods
+
+    try:
+        methods.find(found.default_method)
+    except SettingsError as err:
+        from harness.core.plugins import where
+
+        raise SettingsError.of(
+            "flow",
+            f"{found.name!r} ({where(found.compute)}): its default_method {found.default_method!r} is not "
+            f"a method ({err.problem}): fix that file",
+        ) from None
 
 
 def default_method(name: str) -> str:

@@ -24,7 +24,7 @@ def stale_records(planned: RunPlan) -> list[tuple[Path, int, dict]]:
         (planned.task_dir(slug), k, done.get("settings", {}))
         for slug in planned.config.slugs
         for k, done in results.finished(planned.task_dir(slug)).items()
-        if done.get("settings") != planned.recorded
+        if not results.same_settings(done.get("settings"), planned.recorded)
     ]
 
 

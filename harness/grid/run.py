@@ -113,7 +113,7 @@ def write_unit(planned: RunPlan, record: UnitRecord, shard: tuple[int, int] = (0
     mixed = sorted(
         i
         for i, u in results.finished(tdir).items()
-        if u.get("settings") != planned.recorded and i not in others
+        if not results.same_settings(u.get("settings"), planned.recorded) and i not in others
     )
     if mixed:
         raise SettingsError(

@@ -105,11 +105,22 @@ def write_unit(
     atomic_write(record_path, data)
 
 
+def same_settings(old: dict | None, new: dict) -> bool:
+    """Recorded settings alike; a plug-in flow's file read from another folder is the same flow where its
+    code is the same (its flow_code): where it lies changes no number."""
+    if old == new or not old:
+        return old == new
+    code = old.get("flow_code")
+    return bool(code) and code == new.get("flow_code") and {**old, "flow": 0} == {**new, "flow": 0}
+
+
 def rebuild(tdir: Path, settings: dict | None = None) -> pd.DataFrame:
     """Rewrite accuracies.csv and probabilities.parquet from the finished units (with `settings`, those
     recorded with them alone: units of other settings left for their own shard's rerun, and the tables
     then said to be stale); returns the accuracies."""
-    units = [u for u in finished(tdir).values() if settings is None or u.get("settings") == settings]
+    units = [
+        u for u in finished(tdir).values() if settings is None or same_settings(u.get("settings"), settings)
+    ]
     columns = COLUMNS + [c for c in OPTIONAL if units and all(c in u for u in units)]
     acc = pd.DataFrame([{c: u[c] for c in columns} for u in units], columns=columns)
     if any(u.get(NOT_ADAPTED) for u in units):
