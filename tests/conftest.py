@@ -16,7 +16,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of several test processes: a co
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
-from helpers import tiny_grid_config
+from helpers import make_tiny_llama, tiny_grid_config
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_DATA = REPO / "tests" / "data"  # made-up texts of 4 tasks (tests/data/make_fixtures.py)
@@ -54,32 +54,8 @@ def reference_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> Path:
-    """A 2-layer Llama with random weights and SmolLM2's real tokenizer (read from its GGUF, not
-    from the dequantised model), saved as a model dir."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from harness.core import models
-
-    tok = models.embedded_tokenizer(models.SMOLLM2)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    out = tmp_path_factory.mktemp("tiny_llama")
-    LlamaForCausalLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    """A 2-layer Llama with random weights and SmolLM2's real tokenizer (helpers.make_tiny_llama)."""
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny_llama"))
 
 
 @pytest.fixture(scope="session")

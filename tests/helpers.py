@@ -184,3 +184,31 @@ def planted(tiny_llama, tokenizer, spec, docs, answers: bool, labels=None):
         for offset in range(len(ctx)):  # a context is read whole, or after a prefix from the cache
             model.memorised.setdefault(tuple(ctx[offset:]), {})[offset] = plan
     return model
+
+
+def make_tiny_llama(out: Path) -> Path:
+    """A 2-layer Llama with random weights and SmolLM2's real tokenizer (read from its GGUF, not from the
+    dequantised model), saved as a model dir in `out`: the tests' tiny_llama, and the input probes'."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from harness.core import models
+
+    tok = models.embedded_tokenizer(models.SMOLLM2)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
