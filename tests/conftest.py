@@ -16,7 +16,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of several test processes: a co
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
-from helpers import make_tiny_llama, tiny_grid_config
+from helpers import make_tiny_bert, make_tiny_llama, tiny_grid_config
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_DATA = REPO / "tests" / "data"  # made-up texts of 4 tasks (tests/data/make_fixtures.py)
@@ -60,26 +60,8 @@ def tiny_llama(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
-    """A 2-layer BERT with random weights and all-MiniLM-L6-v2's real tokenizer."""
-    import torch
-    from transformers import BertConfig, BertForMaskedLM
-
-    from harness.core import models
-
-    tok = models.embedded_tokenizer(models.MINILM)
-    torch.manual_seed(0)
-    cfg = BertConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=512,
-    )
-    out = tmp_path_factory.mktemp("tiny_bert")
-    BertForMaskedLM(cfg).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    """A 2-layer BERT with random weights and all-MiniLM-L6-v2's real tokenizer (helpers.make_tiny_bert)."""
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
 @pytest.fixture(scope="session")

@@ -186,29 +186,46 @@ def planted(tiny_llama, tokenizer, spec, docs, answers: bool, labels=None):
     return model
 
 
+SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)  # 2 layers
+
+
 def make_tiny_llama(out: Path) -> Path:
     """A 2-layer Llama with random weights and SmolLM2's real tokenizer (read from its GGUF, not from the
     dequantised model), saved as a model dir in `out`: the tests' tiny_llama, and the input probes'."""
-    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from harness.core import models
 
     tok = models.embedded_tokenizer(models.SMOLLM2)
-    torch.manual_seed(0)
+    ids = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     cfg = LlamaConfig(
         vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
+        **SMALL,
+        **ids,
     )
-    LlamaForCausalLM(cfg).save_pretrained(out)
+    return saved(LlamaForCausalLM, cfg, tok, out)
+
+
+def make_tiny_bert(out: Path) -> Path:
+    """A 2-layer BERT with random weights and all-MiniLM-L6-v2's real tokenizer, saved in `out`."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from harness.core import models
+
+    tok = models.embedded_tokenizer(models.MINILM)
+    return saved(
+        BertForMaskedLM, BertConfig(vocab_size=len(tok), max_position_embeddings=512, **SMALL), tok, out
+    )
+
+
+def saved(model_class, cfg, tok, out: Path) -> Path:
+    """The model of `cfg`, its weights drawn from seed 0, saved with `tok` in `out`."""
+    import torch
+
+    torch.manual_seed(0)
+    model_class(cfg).save_pretrained(out)
     tok.save_pretrained(out)
     return out
