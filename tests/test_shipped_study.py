@@ -223,3 +223,29 @@ def test_the_readmes_test_time_rl_premise_is_the_shipped_records():
     assert len(units) == 12 and said
     assert float(said.group(1)) == pytest.approx(100 * sum(votes) / len(votes), abs=0.051)
     assert float(said.group(2)) == pytest.approx(100 * base, abs=0.051)
+
+
+def test_the_readmes_table1_its_way_row_is_the_shipped_plan():
+    """The README's row of the study's Table 1 run its way: units, boost, bias and leak (each mean and
+    interval end) are the summary of the shipped plan, read as confirmed, with the study's draw."""
+    import json
+
+    from harness.stats.confirmation import confirmation
+    from harness.stats.summary import of_folder
+
+    plan = ROOT / "benchmarks" / "table1_minilm_plan"
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### The study's Table 1, its way", 1)[1].split("\n### ", 1)[0]
+    (line,) = [row for row in section.splitlines() if row.startswith("| ours, MiniLM, the study's draw")]
+    _, units, *effects, verdict = [c.strip() for c in line.strip().strip("|").split("|")]
+    (got,) = of_folder(plan)["configs"]
+    assert int(units) == got["bias_units"] == 90  # the plan's 15 tasks x 6
+    for name, cell in zip(("boost", "bias", "leak"), effects, strict=True):
+        shown = [float(x) for x in re.findall(r"[-+]\d+\.\d+", cell)]
+        assert shown == pytest.approx(
+            [100 * got[f"{name}_{end}"] for end in ("mean", "low", "high")], abs=0.006
+        )
+    assert verdict == f"{got['bias_verdict']}, confirmed"
+    assert confirmation(plan / "m50" / "n50" / "minilm")["status"] == "confirmed"
+    draws = {json.loads(p.read_text())["draw"]["train"] for p in plan.rglob("units/*.json")}
+    assert draws == {"balanced"}
