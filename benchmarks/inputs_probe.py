@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,7 +55,9 @@ def plain(name: str, rest: str) -> str:
 def grid(w: Path, out: str, extra: dict | None = None) -> Path:
     cfg = {"base": "{TINY}", "model_tag": "tiny", "tasks": ["ag_news"], "m": 4, "n": 6, "subsamples": 2}
     cfg |= {"conditions": ["base", "extra", "test"], "quantize": "none", "data_dir": "{DATA}", "out": out}
-    cfg |= {"method_settings": {"prompt-tapt": {"lr": 0.01, "batch_size": 4}}} | (extra or {})
+    if "flow" not in (extra or {}):  # a plug-in flow runs its own method
+        cfg["method_settings"] = {"prompt-tapt": {"lr": 0.01, "batch_size": 4}}
+    cfg |= extra or {}
     path = w / f"{out}.yaml"
     path.write_text(json.dumps(cfg))
     return path
@@ -269,8 +272,9 @@ PROBES = [
     ),
     Probe(
         "table1_compare: a cell the study lacks",
-        f"{{PY}} {ROOT}/benchmarks/table1_compare.py --results {ROOT}/benchmarks/table1_minilm "
-        "--model minilm --m 7",
+        f"{{PY}} {ROOT}/benchmarks/table1_compare.py --results g --model tiny",
+        configs=lambda w: grid(w, "g"),
+        setup=GRID,
     ),
 ]
 
@@ -298,6 +302,7 @@ def run_probe(probe: Probe, env: dict, tiny: str, data: str) -> dict:
     )
     left = sorted(str(p.relative_to(w)) for p in set(w.rglob("*")) - before if p.is_file())
     out = {"probe": probe.name, "rc": done.returncode, "left": len(left), "tb": "Traceback" in done.stderr}
+    out["files"] = [re.sub(r"\d{8}-\d{6}", "DATE", f) for f in left]
     out |= {"said": last(done), "seconds": round(time.time() - start, 1)}
     shutil.rmtree(w, ignore_errors=True)
     return out
