@@ -142,11 +142,13 @@ def cmd_tasks_validate(args: argparse.Namespace) -> None:
     twice = defined_twice(paths, sample.include_path)
     failed = 0
     for path in paths:
-        others = ", ".join(map(str, twice.get(path, [])))
-        found = [
-            f"{path}: task {load_task_config(path)['task']} is defined in {others} too: lm-eval would read "
-            "one and skip the others; rename its `task` (and `dataset_kwargs.slug`)"
-        ][: bool(others)]
+        found = []
+        if path in twice:  # its YAML reads: another file names its task
+            found.append(
+                f"{path}: task {load_task_config(path)['task']} is defined in "
+                f"{', '.join(map(str, twice[path]))} too: lm-eval would read one and skip the others; "
+                "rename its `task` (and `dataset_kwargs.slug`)"
+            )
         found += problems(path, sample)
         failed += bool(found)
         print(f"{'FAIL' if found else 'ok  '} {path}")
