@@ -13,6 +13,7 @@ from contamination.logprobs import logprobs_batched
 from harness.core.errors import SettingsError
 from harness.core.models import ModelSettings, load_scoring_model
 from harness.core.settings import Settings, option
+from harness.tasks import adapters
 from harness.tasks.protocol import Spec, SplitSettings
 
 SEPARATOR = "\n"  # between the examples of one concatenation
@@ -117,6 +118,8 @@ def run(args: ContaminationArgs) -> dict[str, Any]:
     spec, docs = args.docs()
     texts = shard_texts(examples(spec, docs, args.format), args.shards, args.permutations, args.seed)
     model, tokenizer = load_scoring_model(args.base, args.peft)  # after the checks: loading is slow
+    if args.peft:
+        adapters.check_record(args.peft, model)  # a tapt.json copied from another adapter: other documents
     start = time.perf_counter()
     result = score_texts(
         model,

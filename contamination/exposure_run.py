@@ -16,7 +16,7 @@ from harness.core import models
 from harness.core.errors import UserError
 from harness.core.models import ModelSettings
 from harness.core.settings import Settings, option
-from harness.tasks import documents
+from harness.tasks import adapters, documents
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 
@@ -166,6 +166,8 @@ def scores_of(path: str, peft: str | None, spec: Spec, docs: pd.DataFrame, args:
 
     masked = args.format == "raw" and not models.is_decoder(path)
     model, tokenizer = models.load_scoring_model(path, peft, masked=masked)
+    if peft:
+        adapters.check_record(peft, model)  # a tapt.json copied from another adapter names other documents
     if args.format == "prompt":
         k, seed = args.codec_context, args.seed
         return doc_scores.prompt_scores(

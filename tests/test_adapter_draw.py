@@ -75,3 +75,18 @@ def test_an_adapter_without_its_record_is_said_to_read_the_draw_the_flags_name(a
     assert trained_for(bare, {"n": 8}, "tapt_ag_news", "ag_news") == {}
     said = capsys.readouterr().err
     assert f"note: {bare} has no tapt.json naming the documents it was trained on" in said and "n 8" in said
+
+
+def test_an_adapter_whose_tapt_json_is_another_adapters_is_refused_by_the_checks(
+    adapter, tiny_llama, data_dir, tmp_path
+):
+    import shutil
+
+    copied = tmp_path / "copied"
+    shutil.copytree(adapter, copied)
+    record = json.loads((copied / "tapt.json").read_text())
+    (copied / "tapt.json").write_text(json.dumps({**record, "adapter_sha256": "f" * 64}))  # another's
+    said = rf"{copied}: its tapt.json records adapter_sha256 ffffffffffff…, but the adapter's own files hash "
+    with pytest.raises(SystemExit, match=said + record["adapter_sha256"][:12]):
+        exposure(copied, tiny_llama, data_dir, tmp_path)  # was: read the record's draw, scored, written
+    assert not list(tmp_path.glob("exposure*.json"))

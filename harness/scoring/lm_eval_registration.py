@@ -180,7 +180,12 @@ def pretrained_from_adapter(huggingface) -> None:
                 "pretrained=, or fix base_model_name_or_path in its adapter_config.json"
             ) from None
         if kwargs.get("peft"):
-            record_is_its_own(kwargs["peft"], self._model)
+            from harness.tasks.adapters import check_record
+
+            try:
+                check_record(kwargs["peft"], self._model)
+            except UserError as err:
+                raise one_line(f"peft={err}") from None
 
     with_base.tapt_bench = True
     huggingface.HFLM.__init__ = with_base
@@ -196,31 +201,6 @@ def pretrained_from_adapter(huggingface) -> None:
         return out
 
     huggingface.HFLM.get_model_info = with_adapter_hash
-
-
-def record_is_its_own(peft: str, model) -> None:
-    """An adapter's tapt.json names the draw lm-eval scores: it must be this adapter's own. A record
-    copied from another adapter (its adapter_sha256 is not this one's) would score another subsample."""
-    import json
-    from pathlib import Path
-
-    path = Path(peft).expanduser() / "tapt.json"
-    try:
-        recorded = json.loads(path.read_text()).get("adapter_sha256")
-    except (OSError, ValueError, AttributeError):
-        return  # none, or not whole: the task's draw says so when it reads it
-    if not recorded:
-        return
-    from harness.core.weights import adapter_sha256
-
-    found = adapter_sha256(model)
-    if found is not None and found != recorded:
-        raise one_line(
-            f"peft={peft}: its tapt.json records adapter_sha256 {recorded[:12]}…, but the adapter's own "
-            f"files hash {found[:12]}…: the record is another adapter's (copied, or the adapter was "
-            "replaced), so it names documents this adapter was not trained on; write the adapter again "
-            "with tapt-bench train, or delete tapt.json and name the draw with --metadata"
-        )
 
 
 def embedded(name: str) -> bool:

@@ -87,3 +87,25 @@ def given_flags(argv: list[str], keys=TRAINED) -> set[str]:
     """The keys of `keys` whose flag (`--m`, `--train-draw`) a command line names."""
     flags = {"--" + k.replace("_", "-"): k for k in keys}
     return {flags[a.split("=", 1)[0]] for a in argv if a.split("=", 1)[0] in flags}
+
+
+def check_record(peft, model) -> None:
+    """An adapter's tapt.json names the draw that is scored: it must be this adapter's own. A record copied
+    from another adapter (its adapter_sha256 is not this one's) names documents this one never read."""
+    path = Path(str(peft)).expanduser() / "tapt.json"
+    try:
+        recorded = json.loads(path.read_text()).get("adapter_sha256")
+    except (OSError, ValueError, AttributeError):
+        return  # none, or not whole: trained_for says so where it reads the draw
+    if not recorded:
+        return
+    from harness.core.weights import adapter_sha256
+
+    found = adapter_sha256(model)
+    if found is not None and found != recorded:
+        raise UserError(
+            f"{peft}: its tapt.json records adapter_sha256 {recorded[:12]}…, but the adapter's own files "
+            f"hash {found[:12]}…: the record is another adapter's (copied, or the adapter was replaced), "
+            "so it names documents this adapter was not trained on; write the adapter again with tapt-bench "
+            "train, or delete tapt.json and name the draw"
+        )
