@@ -36,6 +36,7 @@ def test_every_benchmark_script_is_covered_here():
         "contamination_speed.py",
         "dose_picture.py",
         "gpu_check.py",
+        "inputs_probe.py",
         "interval_coverage.py",
         "leak_labels.py",
         "mlm_head.py",
@@ -268,3 +269,18 @@ def test_table1_compare_sets_a_replications_cell_beside_the_studys_released_one(
         said = script("table1_compare.py", "--results", str(tmp_path), "--reference", str(reference_dir))
         assert f"bias, against the study's tasks in common: {read}" in said
         assert "without a positive control" not in said
+
+
+def test_the_input_probes_run_against_this_checkout_and_say_what_each_command_said(tiny_llama, data_dir):
+    """Two probes through the script (each a subprocess of the code probed): one line each, no traceback,
+    exit 1, nothing left behind, and what the command said."""
+    out = script(
+        "inputs_probe.py", "--tiny", str(tiny_llama), "--data-dir", str(data_dir),
+        "--only", "statistic key {x}", "a folder with no task",
+    )  # fmt: skip
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 2
+    for row in rows:
+        _, rc, left, traceback, said = [c.strip() for c in row.strip("|").split(" | ")]
+        assert (rc, left, traceback) == ("1", "0", "no") and said.startswith("tapt-bench: error:")
+    assert "its key '{x}_gap' holds {x}" in rows[0] and "no task YAML in it" in rows[1]

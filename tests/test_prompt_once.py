@@ -230,7 +230,12 @@ def test_the_lm_eval_command_logs_the_same_samples_as_hf(tiny_llama, data_dir, t
         argv = [
             *f"-m lm_eval --model {model} --tasks tapt_trec --include_path {TASKS_DIR} --device cpu".split(),
             *["--model_args", f"pretrained={tiny_llama}", "--batch_size", "4", "--log_samples"],
-            *["--metadata", json.dumps({"data_dir": str(data_dir), "n": 10}), "--output_path", str(out)],
+            *[
+                "--metadata",
+                json.dumps({"data_dir": str(data_dir), "m": 24, "n": 10}),
+                "--output_path",
+                str(out),
+            ],
         ]
         done = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
