@@ -57,6 +57,20 @@ FLOW = Flow(
 '''
 
 
+def run_flow_file(flow, text: str, tiny_llama, data_dir) -> subprocess.CompletedProcess:
+    """`text` written as a flow file and run into <its folder>/out for one unit of ag_news, in a process
+    of its own (so that no flow of this file is registered yet)."""
+    flow.write_text(text)
+    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
+    cfg |= {"subsamples": 1, "data_dir": str(data_dir)}
+    path = write_grid_config(flow.parent, flow.parent / "out", cfg)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
+        capture_output=True,
+        text=True,
+    )
+
+
 def test_a_flow_from_one_file_with_a_section_of_its_own_runs_a_unit_through_the_pool(
     tmp_path, tiny_llama, data_dir
 ):
@@ -151,17 +165,9 @@ def test_what_a_flow_returns_is_checked_before_anything_is_written(
 def test_a_flows_failure_or_odd_return_is_one_line_naming_its_file(
     tmp_path, tiny_llama, data_dir, body, said
 ):
-    flow = tmp_path / "odd_flow.py"
     odd = TOY.replace('"toy"', '"toy_bad"')
     odd = odd.replace("    return record_of(plan, docs, scored, {}, {}, {}, {})", f"    {body}")
-    flow.write_text(odd)
-    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
-    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
-        capture_output=True,
-        text=True,
-    )
+    done = run_flow_file(tmp_path / "odd_flow.py", odd, tiny_llama, data_dir)
     assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-500:]
     assert not list((tmp_path / "out").rglob("units/*.json"))
 
@@ -184,16 +190,9 @@ def test_a_flows_failure_or_odd_return_is_one_line_naming_its_file(
     ],
 )
 def test_a_flow_plug_ins_faults_are_one_line_naming_its_file(tmp_path, tiny_llama, data_dir, change, said):
-    flow = tmp_path / "faulty_flow.py"  # run in a process of its own: no flow of this file is registered
+    flow = tmp_path / "faulty_flow.py"
     assert change[0] in TOY
-    flow.write_text(TOY.replace(*change))
-    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
-    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
-        capture_output=True,
-        text=True,
-    )
+    done = run_flow_file(flow, TOY.replace(*change), tiny_llama, data_dir)
     assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr[-600:]
     assert str(flow) in done.stderr and not (tmp_path / "out").exists()
 
