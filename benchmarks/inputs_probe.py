@@ -32,10 +32,8 @@ TOY_FLOW = ROOT / "tests" / "test_toy_flow.py"  # its TOY flow, read as text: th
 
 def toy_flow(name: str, edit: tuple[str, str] = ("", "")) -> str:
     """The tests' toy flow under its own name (each probe runs in a new process), with one edit."""
-    text = TOY_FLOW.read_text().split("TOY = '''", 1)[1].split("'''", 1)[0]
-    return (
-        text.replace('"toy"', f'"{name}"').replace(*edit) if edit[0] else text.replace('"toy"', f'"{name}"')
-    )
+    text = TOY_FLOW.read_text().split("TOY = '''", 1)[1].split("'''", 1)[0].replace('"toy"', f'"{name}"')
+    return text.replace(*edit) if edit[0] else text
 
 
 STAT = (
@@ -68,6 +66,7 @@ TRAIN = f"{TAPT} train --task ag_news --split test --m 4 --n 6 --quantize none -
 LM_EVAL = '{BIN}/lm_eval --model hf --tasks tapt_ag_news --metadata \'{{"data_dir":"{DATA}"}}\''
 
 
+EXPOSURE = f"{TAPT} contamination exposure --task ag_news --data-dir {{DATA}}"
 ADAPTER = [f"{TRAIN} --base {{TINY}} --out ad"]  # an adapter of ag_news at m 4 / n 6, from the code probed
 GRID = [f"{TAPT} run --config {{W}}/g.yaml --no-summary"]  # a tiny zero-shot grid into g/
 
@@ -175,19 +174,18 @@ PROBES = [
     ),
     Probe(
         "exposure: adapter weights cut short",
-        f"{TAPT} contamination exposure --task ag_news --base {{TINY}} --peft ad --data-dir {{DATA}} "
-        "--out e.json",
+        f"{EXPOSURE} --base {{TINY}} --peft ad --out e.json",
         setup=ADAPTER,
         damage=lambda w: cut(w / "ad" / "adapter_model.safetensors"),
     ),
     Probe(
         "exposure: --n not the adapter's",
-        f"{TAPT} contamination exposure --task ag_news --base {{TINY}} --peft ad --n 12 --data-dir {{DATA}}",
+        f"{EXPOSURE} --base {{TINY}} --peft ad --n 12",
         setup=ADAPTER,
     ),
     Probe(
         "exposure: a PEFT adapter as --checkpoint",
-        f"{TAPT} contamination exposure --task ag_news --checkpoint ad --data-dir {{DATA}} --m 4 --n 6",
+        f"{EXPOSURE} --checkpoint ad --m 4 --n 6",
         setup=ADAPTER,
     ),
     Probe(

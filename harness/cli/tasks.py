@@ -129,7 +129,7 @@ def show_lm_eval_task(spec, chosen) -> None:
 
 def cmd_tasks_validate(args: argparse.Namespace) -> None:
     from harness.core.errors import UserError
-    from harness.tasks.spec import defined_twice, load_task_config, validation_targets
+    from harness.tasks.spec import defined_twice, validation_targets
     from harness.tasks.subsample import SampleSettings
     from harness.tasks.validate import problems
 
@@ -143,11 +143,11 @@ def cmd_tasks_validate(args: argparse.Namespace) -> None:
     failed = 0
     for path in paths:
         found = []
-        if path in twice:  # its YAML reads: another file names its task
+        if path in twice:  # another file names its task
+            name, others = twice[path]
             found.append(
-                f"{path}: task {load_task_config(path)['task']} is defined in "
-                f"{', '.join(map(str, twice[path]))} too: lm-eval would read one and skip the others; "
-                "rename its `task` (and `dataset_kwargs.slug`)"
+                f"{path}: task {name} is defined in {', '.join(map(str, others))} too: lm-eval would read "
+                "one and skip the others; rename its `task` (and `dataset_kwargs.slug`)"
             )
         found += problems(path, sample)
         failed += bool(found)

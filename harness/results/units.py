@@ -108,9 +108,9 @@ def write_unit(
 def same_settings(old: dict | None, new: dict) -> bool:
     """Recorded settings alike; a plug-in flow's file read from another folder is the same flow where its
     code is the same (its flow_code): where it lies changes no number."""
-    if old == new or not old:
-        return old == new
-    code = old.get("flow_code")
+    if old == new:
+        return True
+    code = (old or {}).get("flow_code")
     return bool(code) and code == new.get("flow_code") and {**old, "flow": 0} == {**new, "flow": 0}
 
 

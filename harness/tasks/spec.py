@@ -379,27 +379,26 @@ def validation_targets(target: Path) -> list[Path]:
     return found
 
 
-def defined_twice(paths: Sequence[Path], include_path: Sequence[str] = ()) -> dict[Path, list[Path]]:
+def defined_twice(
+    paths: Sequence[Path], include_path: Sequence[str] = ()
+) -> dict[Path, tuple[str, list[Path]]]:
     """Each of `paths` whose task name another YAML (among them, the shipped tasks or the include
-    folders) defines too, with those others: lm-eval would load one of them and skip the rest."""
-    by_name: dict[str, set[Path]] = {}
+    folders) defines too: its name and those others. lm-eval would load one of them and skip the rest."""
     folders = [*task_folders(include_path), *{p.parent for p in paths}]
+    names: dict[Path, str] = {}
     for path in {*paths, *(y for f in folders for y in f.glob("*.yaml"))}:
         try:
             name = load_task_config(path).get("task")
         except TaskError:
             continue
         if isinstance(name, str):
-            by_name.setdefault(name, set()).add(path.resolve())
+            names[path.resolve()] = name
     out = {}
     for path in paths:
-        try:
-            name = load_task_config(path).get("task")
-        except TaskError:
-            continue
-        others = sorted(by_name.get(name, set()) - {path.resolve()}) if isinstance(name, str) else []
-        if others:
-            out[path] = others
+        name = names.get(path.resolve())
+        others = sorted(p for p, n in names.items() if n == name and p != path.resolve())
+        if name and others:
+            out[path] = (name, others)
     return out
 
 
