@@ -1,5 +1,5 @@
 """The bias, the planted leak and the boost against a method's dose, with their two-sided 95% intervals,
-as a PNG (the picture the report draws, for the README). Usage:
+as a PNG (the picture the report draws, for docs/results.md). Usage:
     python benchmarks/dose_picture.py benchmarks/methods_confirm --out docs/img/dose.png
 """
 

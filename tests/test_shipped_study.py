@@ -1,5 +1,5 @@
 """The methods study's records ship with the repository: its units and per-document scores (not its
-adapters). The README's answer per method (verdict, pooled bias, MDE, units, leak) is what `summarize`
+adapters). The results page's answer per method (verdict, pooled bias, MDE, units, leak) is what `summarize`
 computes from them, so a reader checks the claims without the compute."""
 
 import re
@@ -12,6 +12,7 @@ from harness.results import collect
 from harness.stats.summary import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS_PAGE = ROOT / "docs" / "results.md"  # the shipped studies' tables (the README links it)
 RECORDS = ROOT / "benchmarks" / "methods_study"
 # each shipped config by name, and the folder its records ship in
 SHIPPED = {"methods_study": RECORDS, "methods_study_tlm": ROOT / "benchmarks" / "methods_study_tlm"}
@@ -19,8 +20,8 @@ MODEL = "SmolLM2-135M-Instruct"
 
 
 def readme_rows() -> dict[str, list[str]]:
-    """The README's methods table: its cells by method name."""
-    text = (ROOT / "README.md").read_text()
+    """The results page's methods table: its cells by method name."""
+    text = RESULTS_PAGE.read_text()
     section = text.split("## The methods study", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -99,7 +100,7 @@ def test_the_readmes_counts_of_collapsed_models_are_the_records_and_the_report_s
     from harness.cli.main import main
     from harness.stats.summary import one_class
 
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join(RESULTS_PAGE.read_text().split())
     for name, model in (("Prompt TAPT:", MODEL), ("Test-time RL:", f"{MODEL}+test-time-rl")):
         bullet = text.split(f"**{name}", 1)[1].split("- **", 1)[0]
         extra, test = map(int, re.search(r"\(extra (\d+), test (\d+)\)", bullet).groups())
@@ -115,9 +116,9 @@ CONFIRM = ROOT / "benchmarks" / "methods_confirm"
 
 
 def confirm_rows() -> dict[str, list[str]]:
-    """The README's confirmatory table: its cells by model folder (`prompt-tapt, lr 0.0002` is the
+    """The results page's confirmatory table: its cells by model folder (`prompt-tapt, lr 0.0002` is the
     folder SmolLM2-135M-Instruct@lr=0.0002)."""
-    text = (ROOT / "README.md").read_text()
+    text = RESULTS_PAGE.read_text()
     section = text.split("### Confirmatory", 1)[1].split("\n### ", 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -149,13 +150,13 @@ GENERATIVE = ROOT / "benchmarks" / "methods_generative"
 
 
 def test_the_readmes_generative_table_is_the_shipped_records():
-    """The README's two rows on tapt_arithmetic: each verdict, bias, unit count, leak and boost is the
+    """The results page's two rows on tapt_arithmetic: each verdict, bias, unit count, leak and boost is the
     summary of the shipped records, and both models read as confirmed."""
     from harness.stats.confirmation import confirmation
     from harness.stats.summary import of_folder
 
     configs = {c["model"]: c for c in of_folder(GENERATIVE)["configs"]}
-    text = (ROOT / "README.md").read_text()
+    text = RESULTS_PAGE.read_text()
     section = text.split("### On a generative task", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
     tags = {"prompt TAPT, lr 2e-3": MODEL, "test-time RL": f"{MODEL}+test-time-rl"}
     rows = {}
@@ -179,13 +180,13 @@ TABLE1 = ROOT / "benchmarks" / "table1_minilm"
 
 
 def test_the_readmes_table1_rows_are_the_shipped_records():
-    """The README's replication row of each shipped cell (MiniLM): its units, boost, bias and planted
+    """The results page's replication row of each shipped cell (MiniLM): its units, boost, bias and planted
     leak, each mean and interval end, are the summary of the shipped records, read as confirmed; a
-    cell in the README is shipped, and a shipped cell is in the README."""
+    cell on the results page is shipped, and a shipped cell is on the results page."""
     from harness.stats.confirmation import confirmation
     from harness.stats.summary import of_folder
 
-    text = (ROOT / "README.md").read_text()
+    text = RESULTS_PAGE.read_text()
     section = text.split("### The study's Table 1 on real weights", 1)[1].split("\n### ", 1)[0]
     tables = {
         int(m): block
@@ -207,7 +208,7 @@ def test_the_readmes_table1_rows_are_the_shipped_records():
 
 
 def test_the_readmes_test_time_rl_premise_is_the_shipped_records():
-    """The README's sentence on test-time RL's premise: the vote's agreement with the gold answer on
+    """The results page's sentence on test-time RL's premise: the vote's agreement with the gold answer on
     test's questions and the base's greedy accuracy on them are the shipped records' numbers."""
     import json
 
@@ -217,7 +218,7 @@ def test_the_readmes_test_time_rl_premise_is_the_shipped_records():
     votes = [json.loads(p.read_text())["training"]["test"]["label_accuracy"] for p in units]
     df = collect(GENERATIVE)
     base = df[df["model"] == f"{MODEL}+test-time-rl"]["base"].mean()
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join(RESULTS_PAGE.read_text().split())
     pattern = r"its vote agreed with the gold answer on ([\d.]+)% of test's questions, while the base's "
     said = re.search(pattern + r"greedy answer was right on ([\d.]+)%", text)
     assert len(units) == 12 and said
@@ -226,7 +227,7 @@ def test_the_readmes_test_time_rl_premise_is_the_shipped_records():
 
 
 def test_the_readmes_table1_its_way_row_is_the_shipped_plan():
-    """The README's row of the study's Table 1 run its way: units, boost, bias and leak (each mean and
+    """The results page's row of the study's Table 1 run its way: units, boost, bias and leak (each mean and
     interval end) are the summary of the shipped plan, read as confirmed, with the study's draw."""
     import json
 
@@ -234,7 +235,7 @@ def test_the_readmes_table1_its_way_row_is_the_shipped_plan():
     from harness.stats.summary import of_folder
 
     plan = ROOT / "benchmarks" / "table1_minilm_plan"
-    text = (ROOT / "README.md").read_text()
+    text = RESULTS_PAGE.read_text()
     section = text.split("### The study's Table 1, its way", 1)[1].split("\n### ", 1)[0]
     (line,) = [row for row in section.splitlines() if row.startswith("| ours, MiniLM, the study's draw")]
     _, units, *effects, verdict = [c.strip() for c in line.strip().strip("|").split("|")]

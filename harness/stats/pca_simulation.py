@@ -13,8 +13,8 @@ and regressions in one call).
 
 Two things move with the rank: a test-fitted PCA keeps more of the test points' own variance (and
 so of their signal), and it also stretches the test scores along its components, which magnifies
-the error of the coefficients fitted on train. Which one wins depends on m and n (the README gives the
-measured curves at m = n = 100 and 50).
+the error of the coefficients fitted on train. Which one wins depends on m and n (`tapt-bench simulate
+pca` measures it; docs/grid.md, "Where pretraining on test does bias a score").
 """
 
 from __future__ import annotations
