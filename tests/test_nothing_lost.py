@@ -253,3 +253,17 @@ def test_weights_cut_short_are_named_before_anything_loads_or_is_written(tmp_pat
             + ["--out", str(out)]
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter", "base"]  # nothing written
+
+
+def test_tables_that_disagree_with_no_units_beside_them_say_a_rerun_computes_every_unit(tmp_path, tiny_grid):
+    out = tmp_path / "copied"
+    shutil.copytree(tiny_grid, out)
+    tdir = out / TINY_GRID_DIR
+    shutil.rmtree(tdir / "units")  # tables copied without their units
+    acc = pd.read_csv(tdir / "accuracies.csv")
+    acc.iloc[:-1].to_csv(tdir / "accuracies.csv", index=False)
+    with pytest.raises(SystemExit) as stop:
+        main(["summarize", str(out)])
+    said = str(stop.value)
+    assert "the two tables disagree; no unit records lie beside them (units/)" in said
+    assert "compute every unit again" in said and "rebuild both from the finished units" not in said

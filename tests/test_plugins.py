@@ -245,3 +245,15 @@ def test_a_statistic_whose_key_or_header_names_more_than_the_effect_is_refused_a
     with pytest.raises(PluginError, match=re.escape(said)):
         register_statistic(Statistic(key, header, "points", lambda e: True, lambda t, c, s: 0.0))
     assert key not in statistics.STATISTICS  # nothing registered: summarize reads as before
+
+
+def test_a_plug_in_raising_an_error_with_no_message_is_named_by_the_line_that_raised_it(tmp_path):
+    from harness.core.errors import UserError
+    from harness.core.plugins import called, load_attr
+
+    path = tmp_path / "quiet.py"
+    path.write_text("def compute(x):\n    raise TypeError\n")
+    fn = load_attr(f"{path}:compute", "quiet.py:compute")
+    with pytest.raises(UserError) as err:
+        called("flow", "quiet", fn, 1)
+    assert "failed: TypeError (no message, raised at quiet.py:2); fix that file" in str(err.value)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, tracebacks
 
 ABOUT = (
     "Does task-adaptive pretraining on a test set's unlabeled text inflate the scores on it? And did a "
@@ -46,6 +47,15 @@ def main(argv: list[str] | None = None) -> None:
         # exit; that is noise after the one line
         sys.unraisablehook = lambda unraisable: None
         sys.exit(130)
+    except OSError as err:
+        if err.errno != errno.ENOSPC or tracebacks():
+            raise
+        # a write the tool did not make atomically (a log line, a library's cache): said in one line
+        where = f" writing {err.filename}" if err.filename else ""
+        sys.exit(
+            f"tapt-bench: error: the disk is full (No space left on device{where}); everything finished "
+            "before it is kept: free the disk, then run the same command again"
+        )
     except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.errors import UserError, read_json_object
+from harness.core.errors import UserError, named, read_json_object
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -43,7 +43,7 @@ def cmd_report(args: argparse.Namespace) -> None:
         if not inputs:  # nothing a user wrote by hand was read: the fault is the report's own
             raise
         raise UserError(
-            f"report: a value of the wrong form in {inputs} ({type(err).__name__}: {err}); write them "
+            f"report: a value of the wrong form in {inputs} ({named(err)}); write them "
             "again with the command that makes them (`tapt-bench analyze`, `contamination calibrate`)"
         ) from None
     try:

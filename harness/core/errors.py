@@ -56,10 +56,22 @@ def read_json_object(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{what}: not valid JSON ({type(err).__name__}: {err}); {fix}") from err
+        raise UserError(f"{what}: not valid JSON ({named(err)}); {fix}") from err
     if not isinstance(value, dict):
         raise UserError(f"{what}: a JSON object was expected, got {type(value).__name__}; {fix}")
     return value
+
+
+def named(err: BaseException) -> str:
+    """`Kind: message`, for a one-line error; where the message is empty (`raise TypeError`), the place
+    that raised it instead, so the line still says something."""
+    if str(err):
+        return f"{type(err).__name__}: {err}"
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f", raised at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb else ""
+    return f"{type(err).__name__} (no message{where})"
 
 
 def tracebacks() -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.core.errors import UserError, read_json_object
+from harness.core.errors import UserError, named, read_json_object
 from harness.core.settings import WHEN_SET, Settings, option
 
 CACHE_ENV = "TAPT_BENCH_CACHE"
@@ -206,7 +206,7 @@ def load_causal_lm(base: str, quantize: str = "none", fallback_lora: bool = Fals
         except (ImportError, RuntimeError, ValueError) as err:
             if not fallback_lora:
                 raise UserError(
-                    f"cannot load {base} in 4-bit ({type(err).__name__}: {err}); pass --quantize none "
+                    f"cannot load {base} in 4-bit ({named(err)}); pass --quantize none "
                     "or --fallback-lora to train plain LoRA instead"
                 ) from err
             warnings.warn(

@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness.core.errors import named
+
 T = TypeVar("T")
 
 
@@ -21,7 +23,7 @@ def cannot_import(target: str, module: str, err: Exception) -> str:
     """Why `target` (whose module part is `module`) did not import, and the fix."""
     by_path = module.endswith(".py") or Path(module).is_dir()
     fix = "check the path" if by_path else "put its folder on PYTHONPATH"
-    return f"{target!r} cannot be imported ({type(err).__name__}: {err}); {fix}"
+    return f"{target!r} cannot be imported ({named(err)}); {fix}"
 
 
 def own_import_failed(module: str, err: ImportError) -> bool:
@@ -36,7 +38,7 @@ def own_import_failed(module: str, err: ImportError) -> bool:
 def failed_loading(target: str, err: BaseException) -> str:
     """What a plug-in file's own code did as it loaded (a syntax error, a raise), and the fix."""
     where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
-    return f"{target!r} failed as it loaded{where}: {type(err).__name__}: {err}; fix that file"
+    return f"{target!r} failed as it loaded{where}: {named(err)}; fix that file"
 
 
 def load_entry_points(group: str) -> list[str]:
@@ -162,9 +164,7 @@ def called(kind: str, name: str, fn, *args):
     except (KeyboardInterrupt, SystemExit, UserError):
         raise
     except Exception as err:
-        raise UserError(
-            f"{kind} {name!r} ({where(fn)}) failed: {type(err).__name__}: {err}; fix that file"
-        ) from None
+        raise UserError(f"{kind} {name!r} ({where(fn)}) failed: {named(err)}; fix that file") from None
 
 
 def real(kind: str, name: str, fn, value, low: float | None = None, high: float | None = None) -> float:

@@ -91,8 +91,15 @@ def held(mdir: Path, shard: tuple[int, int], alone: bool = False) -> Iterator[Pa
                 "for it to end, or write to another --out; if no run is writing there (the run ended on "
                 "another machine, or its PID now belongs to another program), delete the lock file"
             ) from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(me, f)
+        except OSError as err:  # a full disk: an empty lock left behind would read as a run starting
+            path.unlink(missing_ok=True)
+            raise UserError(
+                f"cannot write the lock {path} ({err.strerror}); nothing was run: free the disk, then run "
+                "the same command again"
+            ) from err
         break
     else:
         raise UserError(f"could not take the lock {path}; delete it if no run is writing {mdir}")

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from harness.core import threads as thread_count
-from harness.core.errors import UserError
+from harness.core.errors import UserError, named
 from harness.grid import flow
 from harness.grid.base_model import LOADED
 from harness.grid.unit_plan import UnitPlan
@@ -105,11 +105,7 @@ def serve(index: int, jobs, done, parent: int) -> None:
             base_first(job.plan)
             record = flow.compute(job.plan, job.keep_adapters)
         except BaseException as err:  # reported, not raised: this process decides what follows
-            done.put(
-                Failed(
-                    index, job.plan.key, is_oom(err), f"{type(err).__name__}: {err}", traceback.format_exc()
-                )
-            )
+            done.put(Failed(index, job.plan.key, is_oom(err), named(err), traceback.format_exc()))
             if isinstance(err, KeyboardInterrupt):
                 return
             free_gpu_memory()
@@ -228,7 +224,8 @@ class Pool:
                         len(self.procs),
                     )
                 else:
-                    print(reply.trace, file=sys.stderr)
+                    with contextlib.suppress(OSError):  # a full disk refuses the log: the error still shows
+                        print(reply.trace, file=sys.stderr)
                     raise UserError(
                         f"unit {reply.key.slug} subsample {reply.key.k} failed in a worker: {reply.error}\n"
                         "(its traceback is in the run's log) Finished units are kept; the same command "

@@ -36,11 +36,39 @@ def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[UnitKey]:
     return [key for key in plan.shard_keys(cfg, shard) if not results.is_done(task_dir(cfg, key.slug), key.k)]
 
 
+class RunLog(logging.FileHandler):
+    """The run's log file; a line it cannot write (a full disk) is said once on the terminal, not as
+    logging's traceback per line."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord | None = None) -> None:
+        if not self.failed:
+            self.failed = True
+            error = sys.exc_info()[1]
+            print(
+                f"note: cannot write the run's log {self.baseFilename} ({error}); it stops here",
+                file=sys.stderr,
+            )
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError:
+            self.handleError()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError:
+            self.handleError()
+
+
 def start_log(folder: Path, shard: tuple[int, int]) -> logging.FileHandler:
     """A log file per run under <model dir>/logs, with what this run does and how long each unit took."""
     path = results.new_log_path(folder, shard)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path)
+    handler = RunLog(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
@@ -85,8 +113,8 @@ def output_to(path: Path):
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     terminal = os.fdopen(os.dup(2), "w")
+    logfile = open(path, "a", buffering=1)  # noqa: SIM115 (closed below, where a full disk may refuse it)
     with (
-        open(path, "a", buffering=1) as logfile,
         contextlib.redirect_stdout(logfile),
         contextlib.redirect_stderr(logfile),
     ):  # Python-level writers too (a replaced sys.stdout, say)
@@ -95,12 +123,15 @@ def output_to(path: Path):
         try:
             yield terminal
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            with contextlib.suppress(OSError):  # a full disk: the log is cut, and the terminal comes back
+                sys.stdout.flush()
+                sys.stderr.flush()
             for fd, copy in zip((1, 2), saved):
                 os.dup2(copy, fd)
                 os.close(copy)
             terminal.close()
+            with contextlib.suppress(OSError):
+                logfile.close()
 
 
 def write_unit(planned: RunPlan, record: UnitRecord, shard: tuple[int, int] = (0, 1)) -> Path:

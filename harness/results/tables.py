@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core import conditions
-from harness.core.errors import UserError, read_json_object
+from harness.core.errors import UserError, named, read_json_object
 from harness.results.outcomes import FLIPS, collapsed, flips, predicted, test_majority
 from harness.results.paths import (
     COLUMNS,
@@ -21,7 +21,7 @@ from harness.results.paths import (
     calibration_path,
     shard_locks,
 )
-from harness.results.units import stale_tables
+from harness.results.units import finished, stale_tables
 
 
 def read_accuracies(path: Path, n: int) -> pd.DataFrame:
@@ -29,7 +29,7 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
     except Exception as err:  # any parser failure means an unusable file
-        raise UserError(f"{path}: unreadable accuracies.csv ({type(err).__name__}: {err})") from err
+        raise UserError(f"{path}: unreadable accuracies.csv ({named(err)})") from err
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise UserError(f"{path}: missing column(s) {missing}; expected {COLUMNS}")
@@ -111,9 +111,17 @@ def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | Non
     probs = pd.read_parquet(probs_path)
     ks = [int(k) for k in pd.unique(probs["subsample"])]
     if len(ks) != rows:
+        kept = len(finished(probs_path.parent))
+        fix = (
+            f"rerun the grid with the same config and --out: it rebuilds both from the {kept} unit record(s) "
+            "in units/ and computes nothing they hold"
+            if kept
+            else "no unit records lie beside them (units/), so nothing can rebuild them: restore the two as "
+            "they were written, or rerun the grid into the same --out to compute every unit again"
+        )
         raise UserError(
-            f"{probs_path}: holds {len(ks)} units and its accuracies.csv {rows}: the two tables disagree; "
-            "rerun the grid into the same --out to rebuild both from the finished units"
+            f"{probs_path}: holds {len(ks)} units and its accuracies.csv {rows}: the two tables "
+            f"disagree; {fix}"
         )
     units = [group for _, group in predicted(probs).groupby("subsample", sort=False)]
     flipped = [flips(u) for u in units]

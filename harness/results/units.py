@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, named
 from harness.results.paths import (
     COLUMNS,
     NOT_ADAPTED,
@@ -32,7 +32,7 @@ def read_unit(path: Path) -> dict[str, Any]:
         record = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserError(
-            f"{path}: not a readable unit record ({type(err).__name__}: {err}); delete it and its "
+            f"{path}: not a readable unit record ({named(err)}); delete it and its "
             f"{Path(path).with_suffix('.parquet').name} to recompute that unit (rerun the grid)"
         ) from None
     if not isinstance(record, dict) or not isinstance(record.get("subsample"), int):

@@ -41,7 +41,7 @@ def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata
         record = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise UserError(
-            f"task {task}: {path} is not a whole adapter record ({type(err).__name__}: {err}); it names the "
+            f"task {task}: {path} is not a whole adapter record ({named(err)}); it names the "
             "documents the adapter was trained for: write it again (tapt-bench train), or delete it and name "
             f"the draw with {flag}"
         ) from None

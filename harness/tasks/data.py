@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.core.errors import TaskError
+from harness.core.errors import TaskError, named
 
 if TYPE_CHECKING:  # the spec's own methods load its pool through this module
     from harness.tasks.spec import TaskSpec
@@ -64,7 +64,7 @@ def read_local(path: Path) -> pd.DataFrame:
     except TaskError:
         raise
     except Exception as err:  # any other reader error means the file is unusable
-        raise TaskError(f"{path}: cannot be read ({type(err).__name__}: {err})") from err
+        raise TaskError(f"{path}: cannot be read ({named(err)})") from err
 
 
 def read_jsonl(path: Path) -> pd.DataFrame:
@@ -98,7 +98,7 @@ def read_hub(spec: TaskSpec) -> pd.DataFrame:
     except Exception as err:  # offline, missing or renamed dataset: all end here
         raise TaskError(
             f"task {spec.task_name}: cannot load {spec.hub_id!r} from the Hugging Face hub "
-            f"({type(err).__name__}: {err}). Offline, name a data directory holding {spec.slug}/data.parquet "
+            f"({named(err)}). Offline, name a data directory holding {spec.slug}/data.parquet "
             f"(columns `text`, `label`): --data-dir DIR (tapt-bench), the config key data_dir, "
             f'--metadata \'{{"data_dir": "DIR"}}\' (lm_eval), or ${DATA_DIR_ENV}.'
         ) from err

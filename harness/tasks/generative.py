@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.errors import TaskError
+from harness.core.errors import TaskError, named
 
 GENERATE = "generate_until"
 # lm-eval metrics whose value is a property of one document's answer (then averaged): a unit's
@@ -200,10 +200,7 @@ def answering_problems(how: Answering, gold: list[str], task: str) -> list[str]:
     try:
         read = how.extract(list(gold))
     except Exception as err:  # lm-eval's filters raise what they raise: each is a finding
-        return [
-            f"task {task}: its first filter fails on the gold answers ({type(err).__name__}: {err}); fix "
-            "filter_list"
-        ]
+        return [f"task {task}: its first filter fails on the gold answers ({named(err)}); fix filter_list"]
     if not any(equivalent(r, g) for r, g in zip(read, gold)):
         shown = ", ".join(f"{g!r} -> {r!r}" for g, r in list(zip(gold, read))[:3])
         out.append(

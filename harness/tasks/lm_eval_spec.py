@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.core.errors import SettingsError, TaskError, UserError
+from harness.core.errors import SettingsError, TaskError, UserError, named
 from harness.tasks import generative
 from harness.tasks.subsample import (
     DRAWS,
@@ -69,7 +69,7 @@ def find_task(name: str, include_path: Sequence[str] = ()):
                 loaded = manager.load([name])
             except (ConnectionError, OSError) as err:  # its dataset is on the hub, and the hub is not here
                 raise TaskError(
-                    f"task {name!r}: lm-eval cannot load its dataset ({type(err).__name__}: {err}). It is "
+                    f"task {name!r}: lm-eval cannot load its dataset ({named(err)}). It is "
                     "lm-eval's own task, whose data lm-eval fetches from the Hugging Face hub: run with hub "
                     "access (HF_HUB_OFFLINE unset), or write the task as a YAML over a local file "
                     "(dataset_path: json, dataset_kwargs: {data_files: ...}) in a folder given with "
@@ -77,7 +77,7 @@ def find_task(name: str, include_path: Sequence[str] = ()):
                 ) from None
             except Exception as err:  # lm-eval's own build of the YAML (a Jinja template, a target)
                 raise TaskError(
-                    f"task {name!r}: lm-eval cannot build it ({type(err).__name__}: {err}); fix its YAML"
+                    f"task {name!r}: lm-eval cannot build it ({named(err)}); fix its YAML"
                 ) from None
             return loaded["tasks"][name] if "tasks" in loaded else loaded[name]
     return None

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import TaskError
+from harness.core.errors import TaskError, named
 from harness.core.settings import pick
 from harness.tasks import generative
 from harness.tasks.data import load_pool
@@ -78,7 +78,7 @@ def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSetting
     except TaskError as err:
         return [str(err)]
     except Exception as err:  # lm-eval's own loading errors, and the design's, are all findings
-        return [f"task {name}: {type(err).__name__}: {err}"]
+        return [f"task {name}: {named(err)}"]
     return []
 
 
@@ -132,5 +132,5 @@ def problems(path: Path, sample: SampleSettings) -> list[str]:
     try:
         render_first(build_task(path, pick(sample, SampleSettings), sample.include_path))
     except Exception as err:  # anything lm-eval raises while building or rendering is a finding
-        found.append(f"task {spec.task_name}: lm-eval cannot render the prompt: {type(err).__name__}: {err}")
+        found.append(f"task {spec.task_name}: lm-eval cannot render the prompt: {named(err)}")
     return found

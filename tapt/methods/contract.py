@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, named
 from harness.core.settings import Settings
 from harness.tasks.protocol import Spec
 
@@ -126,9 +126,7 @@ class Method:
         except (UserError, KeyboardInterrupt):
             raise
         except Exception as err:
-            raise UserError(
-                f"method {self.name} ({self.source}) failed: {type(err).__name__}: {err}"
-            ) from err
+            raise UserError(f"method {self.name} ({self.source}) failed: {named(err)}") from err
         self.check_returned(out, given_dir)
         out.use_cache = use_cache
         if self.diagnostics:  # the summary and the report read the columns from the record itself
