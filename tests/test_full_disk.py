@@ -24,18 +24,17 @@ def test_a_lock_the_disk_refuses_is_said_and_not_left_behind(tmp_path, monkeypat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(lock.json, "dump", full)
-    with pytest.raises(UserError, match=r"cannot write the lock .*No space left on device.*free the disk"):
-        with lock.held(tmp_path, (0, 1)):
-            pass
+    refused = r"cannot write the lock .*No space left on device.*free the disk"
+    with pytest.raises(UserError, match=refused), lock.held(tmp_path, (0, 1)):
+        pass
     assert list(tmp_path.iterdir()) == []  # an empty lock would read as a run starting, forever
 
 
 def test_the_terminal_comes_back_when_the_log_cannot_take_the_last_lines():
     before = os.fstat(2)
-    with pytest.raises(UserError, match="the run's own error"):
-        with run.output_to(FULL):
-            print("a line the full log refuses at its end", end="")
-            raise UserError("the run's own error")
+    with pytest.raises(UserError, match="the run's own error"), run.output_to(FULL):
+        print("a line the full log refuses at its end", end="")
+        raise UserError("the run's own error")
     after = os.fstat(2)
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)  # not left on the log
 
