@@ -299,17 +299,21 @@ def run_probe(probe: Probe, env: dict, tiny: str, data: str) -> dict:
         probe.command.format(**fill), shell=True, cwd=w, env=env, capture_output=True, text=True
     )
     left = sorted(str(p.relative_to(w)) for p in set(w.rglob("*")) - before if p.is_file())
+    for line in Path("/proc/mounts").read_text().splitlines():  # the full-disk probe's tmpfs
+        if line.split()[1].startswith(str(w)):
+            subprocess.run(["umount", line.split()[1]], check=False)
     out = {"probe": probe.name, "rc": done.returncode, "left": len(left), "tb": "Traceback" in done.stderr}
     out["files"] = [re.sub(r"\d{8}-\d{6}", "DATE", f) for f in left]
-    out |= {"said": last(done), "seconds": round(time.time() - start, 1)}
+    out |= {"said": last(done).replace(f"{w}/", ""), "seconds": round(time.time() - start, 1)}
     shutil.rmtree(w, ignore_errors=True)
     return out
 
 
 def last(done: subprocess.CompletedProcess) -> str:
-    """What the command said of the input: validate's first problem, else the last line of its errors,
-    else of its output."""
+    """What the command said of the input: validate's first problem or the first note, else the last line
+    of its errors, else of its output."""
     problems = [ln.strip()[2:] for ln in done.stdout.splitlines() if ln.startswith("     - ")]
+    problems += [ln for ln in done.stderr.splitlines() if ln.startswith("note:")]  # a finished run's word
     lines = [ln for ln in (done.stderr if done.returncode else done.stdout).splitlines() if ln.strip()]
     said = problems[0] if problems else (lines or [""])[-1]
     return said.replace("|", "/")[:200]
@@ -332,7 +336,9 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(args.code).resolve()), "HF_HUB_OFFLINE": "1"}
     rows = []
     print("| probe | rc | files left | traceback | the last line said |\n|---|---|---|---|---|")
-    for probe in PROBES:
+    from input_cases import CASES, NEW  # round five's items and the new inputs
+
+    for probe in [*PROBES, *CASES, *NEW]:
         if args.only and not any(o in probe.name for o in args.only):
             continue
         row = run_probe(probe, env, str(Path(args.tiny).resolve()), str(Path(args.data_dir).resolve()))

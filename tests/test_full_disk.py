@@ -67,3 +67,15 @@ def test_a_full_disk_anywhere_else_is_one_line(monkeypatch, capsys):
     monkeypatch.setenv("TAPT_BENCH_TRACEBACK", "1")
     with pytest.raises(OSError):  # asked for: the traceback
         cli_main.main(["run"])
+
+
+def test_a_method_that_runs_out_of_disk_says_so_in_one_line():
+    from harness.api import Method, Settings
+    from tapt.methods.contract import Inputs
+
+    def adapt(inputs):
+        raise OSError(errno.ENOSPC, "No space left on device", "/out/checkpoint-1/model.safetensors")
+
+    method = Method("full-disk", ("full",), Settings, adapt, "runs out of disk")
+    with pytest.raises(UserError, match=r"method full-disk ran out of disk \(No space left on device: /out/"):
+        method.run(Inputs(None, None, None, None, Settings(), 0, Path("w"), model_dir="base"))

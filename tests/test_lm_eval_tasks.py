@@ -2,6 +2,7 @@
 on exactly the test docs, the classifier-flow refusal, and writing a new task file."""
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -481,3 +482,28 @@ def test_tasks_show_reads_a_generative_task_without_metric_list_and_names_a_yaml
     )
     with pytest.raises(SystemExit, match="task 'my_bad': lm-eval cannot build it \\(ValueError: malformed"):
         main([*argv, "--task", "my_bad"])  # was lm-eval's traceback
+
+
+@pytest.mark.parametrize(
+    "rest, said",
+    [
+        ("doc_to_choice: ['yes', 'no']\ndoc_to_target: [1, 2]\n",
+         "doc_to_target gives [1, 2] for a document; the design scores one gold answer each"),
+        ("doc_to_target: '{{a}}'\n", "output_type multiple_choice and no doc_to_choice: add doc_to_choice"),
+    ],
+)  # fmt: skip
+def test_a_multiple_choice_yaml_without_one_gold_answer_among_its_choices_is_one_line(
+    tmp_path, capsys, rest, said
+):
+    rows = [{"q": f"question {i}?", "a": ["yes", "no"][i % 2]} for i in range(60)]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        f"task: my_t\ndataset_path: json\ndataset_kwargs:\n  data_files: {tmp_path / 'd.jsonl'}\n"
+        f"test_split: train\noutput_type: multiple_choice\ndoc_to_text: '{{{{q}}}}'\n{rest}"
+    )
+    with pytest.raises(SystemExit) as exit_:
+        main(["tasks", "validate", str(path), "--m", "10", "--n", "10"])
+    assert exit_.value.code == 1 and f"task my_t: {said}" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=re.escape(said)):  # show, where it was a bare traceback
+        main(["tasks", "show", "--task", "my_t", "--include-path", str(tmp_path), "--m", "10", "--n", "10"])

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.core.power import mde_at, power_at, units_for_bound
-from harness.grid.pilot import per_task_floor
+from harness.grid.pilot import MARK, per_task_floor
 
 CONFIG = {
     "model_tag": "tiny",
@@ -88,7 +88,17 @@ def test_the_pilot_refuses_its_own_seed_as_the_plans_and_an_existing_plan_before
 ):
     with pytest.raises(SystemExit, match="--plan-seed 6 is the pilot's own seed"):
         pilot(tmp_path, tiny_bert, data_dir, seed=6)
-    (tmp_path / "plan.yaml").write_text("# mine\n")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("# mine\n")
+    for extra in ([], ["--overwrite"]):  # a file the pilot did not write: never replaced
+        with pytest.raises(SystemExit, match="plan.yaml exists and is not a plan `tapt-bench pilot` wrote"):
+            pilot(tmp_path, tiny_bert, data_dir, *extra)
+    assert not (tmp_path / "pilot").exists() and plan.read_text() == "# mine\n"
+    plan.write_text(f"# {MARK} --config x` from its pilot\n")
     with pytest.raises(SystemExit, match="plan.yaml exists: name another --plan, or pass --overwrite"):
         pilot(tmp_path, tiny_bert, data_dir)
-    assert not (tmp_path / "pilot").exists() and (tmp_path / "plan.yaml").read_text() == "# mine\n"
+    plan.unlink()
+    plan.mkdir()
+    with pytest.raises(SystemExit, match="--plan .*plan.yaml is a folder: name the plan's file"):
+        pilot(tmp_path, tiny_bert, data_dir)
+    assert not (tmp_path / "pilot").exists()

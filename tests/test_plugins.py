@@ -257,3 +257,14 @@ def test_a_plug_in_raising_an_error_with_no_message_is_named_by_the_line_that_ra
     with pytest.raises(UserError) as err:
         called("flow", "quiet", fn, 1)
     assert "failed: TypeError (no message, raised at quiet.py:2); fix that file" in str(err.value)
+
+
+def test_a_statistic_that_chooses_no_effect_is_refused_as_it_registers():
+    from harness.api import Statistic, register_statistic
+    from harness.core.plugins import PluginError
+    from harness.stats import statistics
+
+    never = Statistic("{e}_never", "never", "points", lambda e: e == "bias_x", lambda t, c, s: 0.0)
+    with pytest.raises(PluginError, match=r"choose none of the effects a summary holds \(boost, bias, leak"):
+        register_statistic(never)
+    assert "{e}_never" not in statistics.STATISTICS

@@ -121,23 +121,24 @@ def test_a_flow_file_edited_between_two_runs_into_one_out_is_refused_naming_its_
     assert not (tdir / "units" / "1.json").exists()
 
 
+CORRECT, ROW = '"correct": test["label"] == pick', '"row": test["row"]'
+
+
 @pytest.mark.parametrize(
-    "returned, said",
+    "edit, said",
     [
-        ('test["label"] == pick', None),  # the flow as written: its units are written
-        ('np.where(test["label"] == pick, 1.0, np.nan)', "`correct` holds"),
-        ('["yes"] * len(test)', "`correct` holds 'yes'"),
+        ((CORRECT, CORRECT), None),  # the flow as written: its units are written
+        ((CORRECT, '"correct": np.where(test["label"] == pick, 1.0, np.nan)'), "`correct` holds"),
+        ((CORRECT, '"correct": ["yes"] * len(test)'), "`correct` holds 'yes'"),
+        ((ROW, '"row": test["row"] + 10**7'), "base's scores hold row 1000"),  # rows not in the pool
+        ((ROW, '"row": [test["row"].iloc[0]] * len(test)'), "cover 1 of its 6 test documents in 6 rows"),
     ],
 )
 def test_what_a_flow_returns_is_checked_before_anything_is_written(
-    tmp_path, tiny_llama, data_dir, returned, said
+    tmp_path, tiny_llama, data_dir, edit, said
 ):
     flow = tmp_path / "odd_flow.py"
-    flow.write_text(
-        TOY.replace('"toy"', '"toy_odd"').replace(
-            '"correct": test["label"] == pick', f'"correct": {returned}'
-        )
-    )
+    flow.write_text(TOY.replace('"toy"', '"toy_odd"').replace(*edit))
     cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
     path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
     done = subprocess.run(  # a process of its own: each case's flow file registers its own flow

@@ -37,6 +37,10 @@ def own_import_failed(module: str, err: ImportError) -> bool:
 
 def failed_loading(target: str, err: BaseException) -> str:
     """What a plug-in file's own code did as it loaded (a syntax error, a raise), and the fix."""
+    from harness.core.errors import UserError
+
+    if isinstance(err, UserError) and str(err).endswith("fix that file"):  # a check named the file already
+        return f"{target!r} failed as it loaded: {err}"
     where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
     return f"{target!r} failed as it loaded{where}: {named(err)}; fix that file"
 

@@ -177,6 +177,13 @@ def run_pilot(
     if not strengths or strengths[0] < 1:
         raise SettingsError(f"--strengths must be whole numbers of at least 1, got {opts.strengths}")
     target = Path(opts.plan)
+    if target.is_dir():
+        raise UserError(f"--plan {target} is a folder: name the plan's file, such as {target / 'plan.yaml'}")
+    if target.exists() and MARK not in target.read_text(errors="replace")[:200]:
+        raise UserError(
+            f"--plan {target} exists and is not a plan `tapt-bench pilot` wrote: name another file, or "
+            "remove it yourself"
+        )
     if target.exists() and not opts.overwrite:
         raise UserError(f"{target} exists: name another --plan, or pass --overwrite to replace it")
     out = Path(cfg.grid.out)
@@ -239,6 +246,9 @@ def run_pilot(
 PILOT_ONLY = ("seed", "subsamples", "out", "data_dir", "include_path", "confirmatory", "cells")
 
 
+MARK = "A confirmatory plan written by `tapt-bench pilot"  # a plan file's first words: --overwrite's own
+
+
 def write_plan(opts: PilotOptions, cfg: GridConfig, given: dict, found: dict) -> None:
     """The study's config file with the pilot's plan in it, checked as a config, then written."""
     from harness.grid.config import load_config
@@ -260,7 +270,7 @@ def write_plan(opts: PilotOptions, cfg: GridConfig, given: dict, found: dict) ->
     leak = next(lk for lk in found["leaks"] if lk["strength"] == found["strength"])
     p = cfg.plan
     header = [
-        f"A confirmatory plan written by `tapt-bench pilot --config {opts.config}` from its pilot (seed "
+        f"{MARK} --config {opts.config}` from its pilot (seed "
         f"{found['pilot_seed']}, {cfg.grid.subsamples} subsample(s) a task; every number in "
         f"{Path(cfg.grid.out) / 'pilot.json'}). Commit it before its first unit.",
         f"Screen ({RULE}): {len(entered)} of {len(found['screen'])} tasks enter.",

@@ -143,6 +143,20 @@ def answer_shares(scored: pd.DataFrame) -> dict:
     }
 
 
+def other_rows(scored: pd.DataFrame, test: pd.DataFrame) -> str | None:
+    """How a condition's scored rows differ from the unit's test documents (None where they are the same,
+    each once)."""
+    if "row" not in scored:
+        return "have no `row` column (the pool row of each test document)"
+    got, want = scored["row"].tolist(), set(test["row"].tolist())
+    extra = [r for r in got if r not in want]
+    if extra:
+        return f"hold row {extra[0]!r}, not one of its test documents ({len(extra)} such)"
+    if len(got) != len(set(got)) or set(got) != want:
+        return f"cover {len(set(got))} of its {len(want)} test documents in {len(got)} rows"
+    return None
+
+
 def record_of(
     plan: UnitPlan,
     docs: dict,
@@ -167,6 +181,13 @@ def record_of(
             raise UserError(
                 f"flow {plan.grid.flow}: {plan.key.slug} subsample {plan.key.k}: {cond}'s scores have {held} "
                 "for a test document: it must be True or False for each; nothing of it is written. Fix the "
+                "flow's compute"
+            )
+        wrong = other_rows(df, docs["test"])
+        if wrong:
+            raise UserError(
+                f"flow {plan.grid.flow}: {plan.key.slug} subsample {plan.key.k}: {cond}'s scores {wrong}: a "
+                "condition scores each of the unit's test documents once; nothing of it is written. Fix the "
                 "flow's compute"
             )
     generative = any("answer" in df for df in scored.values())

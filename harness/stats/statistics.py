@@ -152,6 +152,14 @@ def register(statistic: Statistic) -> Statistic:
                     f"{held(err)}; the one name it may hold is {{e}}, the effect's (a literal brace is "
                     "written {{ or }})"
                 ) from None
+    if isinstance(statistic, Statistic):
+        chosen = [e for e in conditions.EFFECTS if called("statistic", statistic.key, statistic.effects, e)]
+        if not chosen:
+            raise PluginError(
+                f"statistic {statistic.key!r} ({where(statistic.compute or statistic.across)}): its effects "
+                f"choose none of the effects a summary holds ({', '.join(conditions.EFFECTS)}), so it would "
+                "never show: choose among those names"
+            )
     return STATISTICS.register(statistic)
 
 

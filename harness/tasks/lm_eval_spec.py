@@ -126,6 +126,11 @@ class LmEvalSpec:
         """The doc's choices; a generative task's gold answer, its one choice."""
         if self.generative:
             return [str(self.task.doc_to_target(doc))]
+        if self.task.config.doc_to_choice is None:  # lm-eval's own error is a bare TypeError
+            raise TaskError(
+                f"task {self.task_name}: output_type multiple_choice and no doc_to_choice: add doc_to_choice "
+                "(a list of the answers, or a template giving each document's)"
+            )
         return [str(c) for c in self.task.doc_to_choice(doc)]
 
     def gold(self, doc: dict, choices: list[str]) -> int:
@@ -136,6 +141,16 @@ class LmEvalSpec:
             if target not in choices:
                 raise TaskError(f"task {self.task_name}: gold {target!r} is not one of its choices {choices}")
             return choices.index(target)
+        if (
+            isinstance(target, bool)
+            or not isinstance(target, int | str)
+            or not 0 <= int(target) < len(choices)
+        ):
+            raise TaskError(
+                f"task {self.task_name}: doc_to_target gives {target!r} for a document; the design scores "
+                f"one gold answer each: one of its choices {choices}, or its index from 0 to "
+                f"{len(choices) - 1}. Fix doc_to_target"
+            )
         return int(target)
 
     def frame(self, docs) -> pd.DataFrame:

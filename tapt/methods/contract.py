@@ -3,6 +3,7 @@ its name, flows, settings and one `adapt` call), with the record keys the grid r
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from collections.abc import Callable
@@ -126,6 +127,12 @@ class Method:
         except (UserError, KeyboardInterrupt):
             raise
         except Exception as err:
+            if isinstance(err, OSError) and err.errno == errno.ENOSPC:  # its checkpoints, its cache
+                at = f": {err.filename}" if err.filename else ""
+                raise UserError(
+                    f"method {self.name} ran out of disk ({err.strerror}{at}); finished units are kept: free "
+                    "the disk, then run the same command again"
+                ) from err
             raise UserError(f"method {self.name} ({self.source}) failed: {named(err)}") from err
         self.check_returned(out, given_dir)
         out.use_cache = use_cache
