@@ -6,7 +6,7 @@ permuted (contamination.codec.block_test). Units run with a context per document
 Records written before CoDeC's test moved whole blocks treated a block's drops as independent, which
 they are not (they share one context): on the base that test flagged more than its 5%. This rewrites
 only the CoDeC entries and the block column; prints, per folder, how many records changed. Usage:
-    python benchmarks/codec_retest.py benchmarks/methods_study [--dry-run]
+    python benchmarks/codec_retest.py studies/methods_study [--dry-run]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The bias, the planted leak and the boost against a method's dose, with their two-sided 95% intervals,
 as a PNG (the picture the report draws, for docs/results.md). Usage:
-    python benchmarks/dose_picture.py benchmarks/methods_confirm --out docs/img/dose.png
+    python benchmarks/dose_picture.py studies/methods_confirm --out docs/img/dose.png
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ STAT_P = (
     "from harness.api import Statistic, register_statistic\nregister_statistic(Statistic('odd_p', 'odd p', "
     "'p', lambda e: e == 'bias', lambda t, c, s: 7.5, pooled=lambda e: True))\n"
 )
-SUMMARIZE = f"{TAPT} summarize {ROOT}/benchmarks/methods_confirm"
+SUMMARIZE = f"{TAPT} summarize {ROOT}/studies/methods_confirm"
 
 
 def cfg(extra: dict | None = None, out: str = "cfg"):
@@ -401,12 +401,12 @@ NEW = [
     Probe("summarize: --statistics missing", f"{SUMMARIZE} --statistics nope.py"),
     Probe(
         "report: --out over a file it did not write",
-        f"{TAPT} report {ROOT}/benchmarks/methods_confirm --out r.html",
+        f"{TAPT} report {ROOT}/studies/methods_confirm --out r.html",
         {"r.html": "<html>mine</html>"},
     ),
     Probe(
         "analyze fit: a model the folder lacks",
-        f"{TAPT} analyze fit {ROOT}/benchmarks/methods_confirm --models nope",
+        f"{TAPT} analyze fit {ROOT}/studies/methods_confirm --models nope",
     ),
     Probe("tasks new: a shipped task's name", f"{TAPT} tasks new ag_news --out t"),
     Probe("tasks new: a name with a slash", f"{TAPT} tasks new a/b --out t"),

@@ -97,7 +97,7 @@ class Probe:
     damage: Callable | None = None  # the bad input, made after the setup
 
 
-SUMMARIZE = f"{TAPT} summarize {ROOT}/benchmarks/methods_confirm --statistics"
+SUMMARIZE = f"{TAPT} summarize {ROOT}/studies/methods_confirm --statistics"
 GEN = "output_type: generate_until\ndoc_to_text: '{{q}}'\ndoc_to_target: '{{a}}'\n"
 PROBES = [
     Probe("statistic key {x}", f"{SUMMARIZE} x.py", {"x.py": STAT.format(key="{x}_gap", head="gap")}),

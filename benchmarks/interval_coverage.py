@@ -25,7 +25,7 @@ from harness.core.settings import Settings, option, parse_script  # noqa: E402
 from harness.stats.sign_flip import SignFlip  # noqa: E402
 
 TRUTH, EDGE = 0.02, 1e-9
-SHIPPED = ROOT / "benchmarks" / "methods_confirm"
+SHIPPED = ROOT / "studies" / "methods_confirm"
 SHIPPED_MODEL = "SmolLM2-135M-Instruct@lr=0.0002"
 
 

@@ -4,7 +4,7 @@
 in every method's unit of a (task, subsample), so its p-value is listed once per method: here it counts
 once. A (task, subsample)'s models across methods share their documents, so the interval by unit
 clusters them together (harness.core.power.clustered_wilson). Usage:
-    python benchmarks/pooled_rates.py benchmarks/methods_study benchmarks/methods_study_tlm
+    python benchmarks/pooled_rates.py studies/methods_study studies/methods_study_tlm
 """
 
 from __future__ import annotations

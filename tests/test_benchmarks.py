@@ -13,6 +13,7 @@ import pytest
 from helpers import tiny_grid_config
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+STUDIES = BENCHMARKS.parent / "studies"  # the shipped studies' records
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +38,7 @@ def test_every_benchmark_script_is_covered_here():
         "dose_picture.py",
         "gpu_check.py",
         "inputs_probe.py",
+        "input_cases.py",
         "interval_coverage.py",
         "leak_labels.py",
         "mlm_head.py",
@@ -167,7 +169,7 @@ def test_codec_retest_gives_records_of_the_old_test_the_block_test_the_shipped_o
     from contamination.exposure import codec_test
 
     model = "SmolLM2-135M-Instruct+self-training"  # units with null models
-    shipped = BENCHMARKS / "methods_study" / "m8" / "n32" / model / "trec"
+    shipped = STUDIES / "methods_study" / "m8" / "n32" / model / "trec"
     tdir = tmp_path / "m8" / "n32" / model / "trec"
     shutil.copytree(shipped, tdir)
     import pandas as pd
@@ -190,9 +192,7 @@ def test_codec_retest_gives_records_of_the_old_test_the_block_test_the_shipped_o
 
 
 def test_pooled_rates_count_the_base_once_on_the_shipped_studies():
-    printed = script(
-        "pooled_rates.py", str(BENCHMARKS / "methods_study"), str(BENCHMARKS / "methods_study_tlm")
-    )
+    printed = script("pooled_rates.py", str(STUDIES / "methods_study"), str(STUDIES / "methods_study_tlm"))
     codec = next(line for line in printed.splitlines() if line.startswith("CoDeC |"))
     assert codec.startswith("CoDeC | 9/150 ") and "base alone 5/57 " in codec
 
@@ -275,12 +275,20 @@ def test_the_input_probes_run_against_this_checkout_and_say_what_each_command_sa
     """Two probes through the script (each a subprocess of the code probed): one line each, no traceback,
     exit 1, nothing left behind, and what the command said."""
     out = script(
-        "inputs_probe.py", "--tiny", str(tiny_llama), "--data-dir", str(data_dir),
-        "--only", "statistic key {x}", "a folder with no task",
-    )  # fmt: skip
+        "inputs_probe.py",
+        "--tiny",
+        str(tiny_llama),
+        "--data-dir",
+        str(data_dir),
+        "--only",
+        "statistic key {x}",
+        "a folder with no task",
+        "draw: m 0",
+    )  # fmt: skip  (the third is one of input_cases.py's)
     rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert len(rows) == 2
+    assert len(rows) == 3
     for row in rows:
         _, rc, left, traceback, said = [c.strip() for c in row.strip("|").split(" | ")]
         assert (rc, left, traceback) == ("1", "0", "no") and said.startswith("tapt-bench: error:")
     assert "its key '{x}_gap' holds {x}" in rows[0] and "no task YAML in it" in rows[1]
+    assert "cfg.yaml: key 'm' must be at least 1, got 0" in rows[2] and "/tmp/probe-" not in rows[2]

@@ -15,7 +15,7 @@ from harness.grid.calibrate import load_detectors
 from harness.grid.config import GridConfig, load_config
 from harness.grid.run_checks import load_run
 
-SHIPPED = str(Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study")  # a shipped study
+SHIPPED = str(Path(__file__).resolve().parents[1] / "studies" / "methods_study")  # a shipped study
 
 
 def test_a_task_override_names_a_task_of_the_run_and_valid_values_by_their_path(

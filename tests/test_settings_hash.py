@@ -17,7 +17,7 @@ from harness.grid import resolve
 from harness.grid.config import CONFIGS_DIR, GridConfig, read
 
 HASHES = Path(__file__).parent / "data" / "settings_hashes.json"
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"  # the shipped studies: methods_study*
+STUDIES = Path(__file__).resolve().parents[1] / "studies"  # the shipped studies' records: methods_study*
 VARIANTS = {
     "exposure": {"exposure": True},
     "codec": {"exposure": True, "codec_context": 1},
@@ -108,13 +108,13 @@ CHANGED_METHOD = {"self-training": {"completion_only": False}}  # a method's def
 def test_a_shipped_runs_manifest_rebuilds_the_config_that_made_it():
     """With the defaults that changed since pinned as the shipped config files pin them; without them a
     manifest that predates those keys no longer does, and that run is refused rather than mixed."""
-    manifests = sorted(BENCHMARKS.glob("methods_study*/m*/n*/*/manifest-shard*.json"))
+    manifests = sorted(STUDIES.glob("methods_study*/m*/n*/*/manifest-shard*.json"))
     assert len(manifests) >= 3
     changed = 0
     for path in manifests:
         manifest = json.loads(path.read_text())
         config = manifest["config"]
-        shipped = yaml.safe_load((CONFIGS_DIR / f"{path.relative_to(BENCHMARKS).parts[0]}.yaml").read_text())
+        shipped = yaml.safe_load((CONFIGS_DIR / f"{path.relative_to(STUDIES).parts[0]}.yaml").read_text())
         on = {
             "codec_context": bool(config.get("codec_context")),
             "conditions": "stream" in config["conditions"],

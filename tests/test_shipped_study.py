@@ -13,9 +13,9 @@ from harness.stats.summary import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_PAGE = ROOT / "docs" / "results.md"  # the shipped studies' tables (the README links it)
-RECORDS = ROOT / "benchmarks" / "methods_study"
+RECORDS = ROOT / "studies" / "methods_study"
 # each shipped config by name, and the folder its records ship in
-SHIPPED = {"methods_study": RECORDS, "methods_study_tlm": ROOT / "benchmarks" / "methods_study_tlm"}
+SHIPPED = {"methods_study": RECORDS, "methods_study_tlm": ROOT / "studies" / "methods_study_tlm"}
 MODEL = "SmolLM2-135M-Instruct"
 
 
@@ -112,7 +112,7 @@ def test_the_readmes_counts_of_collapsed_models_are_the_records_and_the_report_s
     assert "<h3>Collapsed models</h3>" in section
 
 
-CONFIRM = ROOT / "benchmarks" / "methods_confirm"
+CONFIRM = ROOT / "studies" / "methods_confirm"
 
 
 def confirm_rows() -> dict[str, list[str]]:
@@ -146,7 +146,7 @@ def test_the_readmes_confirmatory_table_is_the_shipped_records():
         assert number(boost) == pytest.approx(100 * got["boost_mean"], abs=0.051), tag
 
 
-GENERATIVE = ROOT / "benchmarks" / "methods_generative"
+GENERATIVE = ROOT / "studies" / "methods_generative"
 
 
 def test_the_readmes_generative_table_is_the_shipped_records():
@@ -176,7 +176,7 @@ def test_the_readmes_generative_table_is_the_shipped_records():
         assert confirmation(GENERATIVE / "m8" / "n32" / tag)["status"] == "confirmed", tag
 
 
-TABLE1 = ROOT / "benchmarks" / "table1_minilm"
+TABLE1 = ROOT / "studies" / "table1_minilm"
 
 
 def test_the_readmes_table1_rows_are_the_shipped_records():
@@ -234,7 +234,7 @@ def test_the_readmes_table1_its_way_row_is_the_shipped_plan():
     from harness.stats.confirmation import confirmation
     from harness.stats.summary import of_folder
 
-    plan = ROOT / "benchmarks" / "table1_minilm_plan"
+    plan = ROOT / "studies" / "table1_minilm_plan"
     text = RESULTS_PAGE.read_text()
     section = text.split("### The study's Table 1, its way", 1)[1].split("\n### ", 1)[0]
     (line,) = [row for row in section.splitlines() if row.startswith("| ours, MiniLM, the study's draw")]

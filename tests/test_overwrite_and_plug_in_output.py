@@ -1,4 +1,4 @@
-"""Nothing lost, round two: an --overwrite that takes no user's file, plug-ins whose output is checked and
+"""An --overwrite that takes no user's file, plug-ins whose output is checked and
 whose failure is one line naming their file, and inputs that were silent or unclear, refused with the
 key, flag or file named."""
 
@@ -23,7 +23,9 @@ from harness.grid.run_checks import load_run
 from harness.stats import statistics
 from tapt import output
 
-SHIPPED = str(Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study")
+HERE = Path(__file__).name  # the plug-ins below are defined in this file
+
+SHIPPED = str(Path(__file__).resolve().parents[1] / "studies" / "methods_study")
 
 
 def adapter(folder: Path, files: dict[str, str]) -> None:
@@ -118,7 +120,7 @@ def plugin_detector(value):
 )
 def test_a_detectors_p_value_is_checked_and_its_failure_names_its_file(value, message, monkeypatch):
     monkeypatch.setattr(detectors, "DETECTORS", {"planted": plugin_detector(value)})
-    with pytest.raises(UserError, match=f"detector 'planted' \\(.*test_round_two.py\\) {message}"):
+    with pytest.raises(UserError, match=f"detector 'planted' \\(.*{HERE}\\) {message}"):
         detectors.unit_pvalues({"tests": {"extra": {}}}, [])
 
 
@@ -137,7 +139,7 @@ def test_a_statistics_value_is_checked_and_its_failure_names_its_file(value, mes
         return value
 
     planted = statistics.Statistic("planted_{e}", "planted", "points", lambda e: True, compute=compute)
-    with pytest.raises(UserError, match=f"statistic 'planted_bias' \\(.*test_round_two.py\\) {message}"):
+    with pytest.raises(UserError, match=f"statistic 'planted_bias' \\(.*{HERE}\\) {message}"):
         planted.value("bias", np.ones(3), np.zeros(3), 0)
 
 

@@ -36,7 +36,7 @@ def test_the_pooled_mde_is_the_summarys(tmp_path):
     from harness.core.settings import from_mapping
     from harness.grid.config import config_path
 
-    records = Path(__file__).resolve().parents[1] / "benchmarks" / "methods_study"
+    records = Path(__file__).resolve().parents[1] / "studies" / "methods_study"
     raw = yaml.safe_load(config_path("methods_study").read_text())
     cfg = from_mapping(GridConfig, raw | {"out": str(records)}, "methods_study")
     (self_training,) = [c for c in cfg.run_configs() if resolve.tag(c).endswith("+self-training")]

@@ -1,4 +1,4 @@
-"""Nothing lost, round four: a confirmed result no later edit keeps confirmed, a plug-in's code in its
+"""A confirmed result no later edit keeps confirmed, a plug-in's code in its
 units, one dose however it is spelt, a report of any run, and inputs that get one line."""
 
 import json
