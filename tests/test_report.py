@@ -130,3 +130,34 @@ def test_the_report_heads_each_model_with_its_pooled_bias_test(tmp_path):
         (tmp_path / "report.html").read_text(),
     )
     assert head and float(head.group(1)) < 0.05 and 0 < float(head.group(2)) < 9.17
+
+
+def test_an_effect_added_in_conditions_alone_shows_in_the_summary_the_report_and_the_plots(
+    tmp_path, tiny_llama, data_dir, capsys, monkeypatch
+):
+    """An effect is one line of harness/core/conditions.py: `gain`, test against base, added there alone
+    (as a contributor would), is read by the summary, the report's dose table and the dose plot."""
+    from helpers import tiny_grid_config
+
+    from harness.core import conditions
+    from harness.stats import plots
+
+    doses = {"doses": {"prompt-tapt": {"lr": [0.01, 0.02]}}, "subsamples": 1, "exposure": False}
+    path = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", **doses)
+    main(["run", "--config", str(path), "--no-summary"])
+    monkeypatch.setitem(conditions.EFFECTS, "gain", (conditions.BASE, conditions.TEST))
+    capsys.readouterr()
+    main(["summarize", str(tmp_path / "out")])
+    assert "gain (test-base)" in capsys.readouterr().out
+    drawn = []
+    dose_response = plots.dose_response
+    monkeypatch.setattr(
+        plots, "dose_response", lambda configs: drawn.append(dose_response(configs)) or drawn[-1]
+    )
+    main(["report", str(tmp_path / "out")])
+    page = (tmp_path / "out" / "report.html").read_text()
+    dose_table = page.split("<h2>The bias against the dose</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.search(r"<th[^>]*>gain</th>", dose_table), "the dose table has no gain column"
+    (figure,) = drawn
+    labels = {t.get_text() for ax in figure.axes if ax.get_legend() for t in ax.get_legend().texts}
+    assert "gain (test - base)" in labels, labels

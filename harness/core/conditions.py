@@ -26,6 +26,13 @@ TESTED = ("bias", "leak")  # given a one-sided paired permutation test (treatmen
 PRIMARY = "bias"  # the design's question: the effect whose detectable size (MDE) is reported
 READ_TEST = tuple(e for e, (_, t) in EFFECTS.items() if TAPT.get(t, ("",))[0] == TEST)  # bias, leak, online
 OPTIONAL = tuple(c for c in ALL if c not in PAIRED)  # conditions a run may add to the paired three
+STUDIED = ("boost", PRIMARY)  # the study's two effects: what `analyze` fits unless told one
+
+
+def shown() -> tuple[str, ...]:
+    """The effects in the order the report and the plots show them: the primary, the other tested ones
+    (shown even where a run lacks them: a missing positive control is news), then the rest."""
+    return (PRIMARY, *(e for e in TESTED if e != PRIMARY), *(e for e in EFFECTS if e not in TESTED))
 
 
 def label(effect: str, sep: str = "-") -> str:

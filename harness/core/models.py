@@ -159,9 +159,9 @@ def check_weights(folder: str, what: str) -> None:
             with safe_open(str(file), "pt"):
                 pass
         except (SafetensorError, OSError) as err:
-            named = f"{what}{folder}" if what.endswith("=") else f"{what} {folder}"
+            who = f"{what}{folder}" if what.endswith("=") else f"{what} {folder}"
             raise UserError(
-                f"{named}: {file.name} is not a whole weights file ({err}): it was cut short or "
+                f"{who}: {file.name} is not a whole weights file ({err}): it was cut short or "
                 "partly copied; copy it again, or write it again"
             ) from None
 

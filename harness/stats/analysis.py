@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
+from harness.core import conditions
 from harness.core.errors import UserError
 from harness.core.settings import option, pick
 from harness.stats.bayes import CellData, cell_data, model_of
@@ -26,7 +27,11 @@ class AnalysisSettings(FitSettings):
 
     MINIMUM = {"subsamples": 1}
 
-    effect: Literal["both", "bias", "boost"] = option("both", "bias: test vs extra; boost: extra vs base")
+    effect: Literal[("both", *conditions.EFFECTS)] = option(  # the effects, from their one home
+        "both",
+        "both: the study's boost and bias; or one effect: "
+        + ", ".join(f"{e} ({t} vs {c})" for e, (c, t) in conditions.EFFECTS.items()),
+    )
     m: int | None = option(None, "only the cells with this m")
     n: int | None = option(None, "only the cells with this n")
     models: list[str] = option(
@@ -155,7 +160,7 @@ def cells_of(df: pd.DataFrame, s: AnalysisSettings, source: str) -> list[tuple[i
 
 
 def effects_of(s: AnalysisSettings) -> list[str]:
-    return ["boost", "bias"] if s.effect == "both" else [s.effect]
+    return list(conditions.STUDIED) if s.effect == "both" else [s.effect]
 
 
 def fits_of(df: pd.DataFrame, s: AnalysisSettings, source: str, progress: bool = False):

@@ -10,6 +10,9 @@ import pandas as pd
 from harness.core import conditions
 from harness.stats.verdict import key
 
+# each effect's colour and dose-plot marker, in conditions.EFFECTS's and conditions.shown()'s order
+COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown", "tab:pink")
+MARKERS = "osD^v<>"
 BIAS_SHOWN = 0.03  # eq. 12 plot: the tasks whose observed mean bias reaches +3 points in some cell
 
 
@@ -43,7 +46,7 @@ def average_differences(fits: list[dict], title: str, path: Path) -> Path:
         sharex=True,
         layout="constrained",
     )
-    colors = {"boost": "tab:blue", "bias": "tab:red"}
+    colors = dict(zip(conditions.EFFECTS, COLORS))
     for f in fits:
         r = f["record"]
         ax = axes[ms.index(r["m"])][ns.index(r["n"])]
@@ -235,15 +238,14 @@ def dose_response(configs: list[dict]):
     for ax, ((model, setting, m, n), points) in zip(axes[0], sorted(groups.items())):
         points.sort(key=lambda p: p[0])
         x = np.array([p[0] for p in points])
-        drawn = [e for e in ("bias", "leak", "boost") if all(key(e, "mean") in c for _, c in points)]
+        drawn = [e for e in conditions.shown() if all(key(e, "mean") in c for _, c in points)]
         values = [100 * c[key(e, s)] for e in drawn for _, c in points for s in ("mean", "low", "high")]
         finite = [v for v in values if np.isfinite(v)] or [0.0]
         pad = max(1.0, 0.15 * (max(finite) - min(finite)))
         bottom, top = min(finite) - pad, max(finite) + pad
-        for effect, marker in zip(("bias", "leak", "boost"), "osD"):
+        for i, (effect, marker) in enumerate(zip(conditions.shown(), MARKERS)):
             if effect not in drawn:
                 continue
-            i = ("bias", "leak", "boost").index(effect)
             rows = [c for _, c in points]
             mean = np.array([100 * c[key(effect, "mean")] for c in rows])
             low = np.array([100 * c[key(effect, "low")] for c in rows])

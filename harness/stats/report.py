@@ -100,10 +100,15 @@ def dose_section(configs: list[dict]) -> str:
     if not dosed:
         return ""
     primary = conditions.PRIMARY
+    effects = [
+        e
+        for e in conditions.shown()
+        if e in conditions.TESTED or any(verdict.key(e, "mean") in c for c in dosed)
+    ]
     rows = []
     for c in dosed:
         row = [(c["model"], c["model"])]
-        for e in ("bias", "leak", "boost"):
+        for e in effects:
             if verdict.key(e, "mean") not in c:  # a run without the leak: no leak to show
                 row.append(("not run", None))
                 continue
@@ -120,7 +125,7 @@ def dose_section(configs: list[dict]) -> str:
         "Per model and dose, pooled over every task's units, in points, with two-sided 95% intervals; "
         "collapsed: units whose extra and test models give every test document the same one class."
     )
-    headers = ["model", "bias", "leak", "boost", "collapsed", "verdict"]
+    headers = ["model", *effects, "collapsed", "verdict"]
     fig = figure(
         plots.png(plots.dose_response(dosed)),
         "The bias (test - extra), the planted leak and the boost against the dose, with 95% intervals.",

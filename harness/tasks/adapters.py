@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.core.errors import UserError
+from harness.core.errors import UserError, named
 
 # what an adapter tapt-bench wrote records of its draw, read as the defaults of --metadata
 TRAINED = ("m", "n", "seed", "subsample", "prompt_format", "train_draw")
@@ -30,10 +30,10 @@ def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata
     if not path.is_file():  # an adapter tapt-bench did not write, or its record deleted: said, not guessed
         import sys
 
-        named = ", ".join(f"{k} {given[k]}" for k in TRAINED if k in given) or "none: the defaults"
+        draw = ", ".join(f"{k} {given[k]}" for k in TRAINED if k in given) or "none: the defaults"
         print(
             f"note: {peft} has no tapt.json naming the documents it was trained on; {flag} name the draw "
-            f"({named})",
+            f"({draw})",
             file=sys.stderr,
         )
         return {}
@@ -45,11 +45,11 @@ def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata
             "documents the adapter was trained for: write it again (tapt-bench train), or delete it and name "
             f"the draw with {flag}"
         ) from None
-    named = record.get("task", slug) if isinstance(record, dict) else record
-    if not isinstance(named, str):
+    recorded = record.get("task", slug) if isinstance(record, dict) else record
+    if not isinstance(recorded, str):
         raise UserError(
-            f"task {task}: {path} names no task slug (task: {named!r}); it was edited: write it again with "
-            "tapt-bench train"
+            f"task {task}: {path} names no task slug (task: {recorded!r}); it was edited: write it again "
+            "with tapt-bench train"
         )
     optional = ("prompt_format", "train_draw")
     missing = [k for k in TRAINED if record.get(k) is None and k not in given and k not in optional]
