@@ -264,7 +264,7 @@ def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None
             rows += read
             notes += read_notes(cell, grid, mode, opts, with_nulls, read, unadapted)
             if opts.exchangeability:
-                rows += exchangeability_rows(grid, mode, opts, Path(cfg.grid.out) / "exchangeability.json")
+                rows += exchangeability_rows(grid, mode, opts, results.exchangeability_path(cfg.grid.out))
     if not rows and not opts.train:
         raise UserError(
             f"nothing to calibrate under {cfg.grid.out}: no finished unit of these settings, and train is "

@@ -6,9 +6,8 @@ base), each module with a module-level `FLOW`; a flow from outside the package i
 
 A flow declares the config sections it brings beside the shared ones (`sections`, with their settings
 classes: harness.grid.config composes them), checks a config, a task and a base, computes a unit, and
-says what a worker keeps loaded between units. A built-in flow's file is imported when the flow is first
-named (harness.core.plugins.Registry), so that the config's checks can ask a flow without importing the
-other."""
+says what a worker keeps loaded between units. The built-in flows' files are all imported as the config
+module loads (harness.grid.config composes their sections); a plug-in flow's when a config names it."""
 
 from __future__ import annotations
 

@@ -234,7 +234,7 @@ def run_pilot(
         "strength": chosen.strength,
         "leak_seen_with_power": seen,
     }
-    results.write_json(out / "pilot.json", found)
+    results.write_json(results.pilot_path(out), found)
     write_plan(opts, cfg, given, found)
     say(
         f"plan: {target} ({size['subsamples']} subsamples of {len(entered)} tasks, seed {opts.plan_seed}); "
@@ -272,7 +272,7 @@ def write_plan(opts: PilotOptions, cfg: GridConfig, given: dict, found: dict) ->
     header = [
         f"{MARK} --config {opts.config}` from its pilot (seed "
         f"{found['pilot_seed']}, {cfg.grid.subsamples} subsample(s) a task; every number in "
-        f"{Path(cfg.grid.out) / 'pilot.json'}). Commit it before its first unit.",
+        f"{results.pilot_path(cfg.grid.out)}). Commit it before its first unit.",
         f"Screen ({RULE}): {len(entered)} of {len(found['screen'])} tasks enter.",
         f"Spread: the per-unit sd of test - extra over their pilot units is {found['sd']:.2f} points.",
         f"K: a {p.sides}-sided paired test at alpha {p.alpha:g} sees {p.equivalence_bound:g} points with 80% "

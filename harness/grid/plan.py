@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import results
 from harness.core import study_plan
 from harness.core.settings import Settings, fingerprint
 from harness.grid import fingerprints, flow, resolve, run_checks, study_layout
@@ -35,7 +36,7 @@ class RunPlan:
     weights: str | None = None  # the base's weight files by content (fingerprints.base), hashed once a run
 
     def task_dir(self, slug: str) -> Path:
-        return self.folder / folder_name(slug)
+        return results.task_dir(self.folder, folder_name(slug))
 
     def unit(self, key: UnitKey, spec: Spec | None = None) -> UnitPlan:
         """The plan of unit `key`, the task's overrides applied (its spec found, unless given)."""

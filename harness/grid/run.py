@@ -28,7 +28,7 @@ log = logging.getLogger("tapt_bench.grid")
 
 
 def task_dir(cfg: GridConfig, slug: str) -> Path:
-    return resolve.folder(cfg) / folder_name(slug)
+    return results.task_dir(resolve.folder(cfg), folder_name(slug))
 
 
 def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[UnitKey]:

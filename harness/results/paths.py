@@ -57,8 +57,9 @@ def model_dir(out: str | Path, m: int, n: int, model_tag: str) -> Path:
     return Path(out) / f"m{m}" / f"n{n}" / model_tag
 
 
-def task_dir(out: str | Path, m: int, n: int, model_tag: str, slug: str) -> Path:
-    return model_dir(out, m, n, model_tag) / slug
+def task_dir(mdir: Path, folder: str) -> Path:
+    """A task's folder in a model folder (`folder`: the task's folder name, harness.tasks' folder_name)."""
+    return Path(mdir) / folder
 
 
 def screen_path(out: str | Path, m: int, n: int, base: str) -> Path:
@@ -100,6 +101,16 @@ def adapter_path(tdir: Path, subsample: int, cond: str) -> Path:
 def report_path(root: str | Path) -> Path:
     """`tapt-bench report`'s page of a results folder, by default."""
     return Path(root) / "report.html"
+
+
+def exchangeability_path(root: str | Path) -> Path:
+    """`contamination calibrate`'s exchangeability p-values, at the results folder's top."""
+    return Path(root) / "exchangeability.json"
+
+
+def pilot_path(out: str | Path) -> Path:
+    """Every number a pilot read (`tapt-bench pilot`), in its results folder."""
+    return Path(out) / "pilot.json"
 
 
 def calibration_path(root: str | Path) -> Path:

@@ -37,7 +37,7 @@ class SampleSettings(DataSettings):
     """The design of a cell: sizes and seed (the study's default cell: m = n = 100)."""
 
     MINIMUM = {"m": 1, "n": 1, "seed": 0}
-    BELOW = {"seed": 2**31}  # training seeds the seed plus a unit's index; torch and numpy take 32 bits
+    BELOW = {"seed": 2**31}  # the classifier flow seeds its head with the seed plus the unit's index: 32 bits
     # prompt_format: added after the first results; chat_model: the run's base, recorded as such;
     # train_draw: every result before it drew proportionally, so those keep their hash (since)
     RECORD = {"prompt_format": WHEN_SET, "chat_model": NEVER, "train_draw": since("proportional")}
