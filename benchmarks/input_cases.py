@@ -51,9 +51,12 @@ def flow_file(edit: tuple[str, str]) -> dict:
 
 
 def my_task(w: Path) -> None:
-    """A copy of the shipped ag_news task as tapt_my_ag, in tasks/ (its data read from data/ag_news)."""
+    """A copy of the shipped ag_news task as tapt_my_ag in tasks/ (its data: ag_news's, in data/my_ag)."""
     text = (TASKS_DIR / "tapt_ag_news.yaml").read_text().replace("tapt_ag_news", "tapt_my_ag")
-    text = text.replace("include: _template_yaml", f"include: {TASKS_DIR / '_template_yaml'}")
+    template = (
+        Path(os.environ.get("TAPT_PROBE_CODE", ROOT)) / "tasks_yaml" / "_template_yaml"
+    )  # the code probed's
+    text = text.replace("include: _template_yaml", f"include: {template}")
     text = text.replace("slug: ag_news", "slug: my_ag")
     (w / "tasks").mkdir(exist_ok=True)
     (w / "tasks" / "tapt_my_ag.yaml").write_text(text)
@@ -127,8 +130,10 @@ CASES = [
         f"{TAPT} run --config {{W}}/two.yaml --no-summary",
         configs=lambda w: (
             my_task(w),
-            grid(w, "one", {"tasks": ["my_ag"], "include_path": ["tasks"], "subsamples": 1}),
-            grid(w, "two", {"tasks": ["my_ag"], "include_path": ["tasks"], "out": "one"}),
+            grid(
+                w, "one", {"tasks": ["my_ag"], "include_path": ["tasks"], "data_dir": "data", "subsamples": 1}
+            ),
+            grid(w, "two", {"tasks": ["my_ag"], "include_path": ["tasks"], "data_dir": "data", "out": "one"}),
         ),
         setup=[
             "mkdir -p data && cp -r {DATA}/ag_news data/my_ag",

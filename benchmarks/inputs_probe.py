@@ -277,6 +277,54 @@ PROBES = [
 ]
 
 
+# the inputs the tool should take (exit 0), each with words its answer must hold; any other input should be
+# refused (exit 1 or 2) in one line. An input refused that should be taken, or taken that should be
+# refused, is "silent" in the table below; a traceback is one whatever the exit code.
+ACCEPTED = {
+    "show: generative task without metric_list": "lm_eval --model hf",
+    "an include loop beside the shipped tasks": "<- target",
+    "run: the same flow file read from another folder": "log:",
+    "summarize: a user's note in units/": "ag_news",
+    "table1_compare: a cell the study lacks": "released no BERT units of this cell",
+    "7: a unit's table lost, then the grid rerun": "log:",
+    "8: --shard 0/2 --overwrite beside shard 1's units": "log:",
+    "run: tasks a string": "log:",
+    "exposure: neither --base nor --checkpoint": "CoDeC",
+    "lm_eval peft=: its tapt.json deleted": "note: ad has no tapt.json",
+}
+
+
+def verdict(row: dict) -> str:
+    """refused (one line), taken (as it should be), silent, traceback, or the setup failing."""
+    if row["rc"] == "setup failed":
+        return "setup failed"
+    if row["tb"]:
+        return "traceback"
+    want = ACCEPTED.get(row["probe"])
+    if want is not None:
+        return "taken" if row["rc"] == 0 and want in row["said"] else "silent"
+    return "refused" if row["rc"] else "silent"
+
+
+def table(before: list[dict], after: list[dict]) -> str:
+    """The before/after markdown table of two runs' rows (--json), with the counts of each verdict."""
+    old = {r["probe"]: r for r in before}
+    lines = [
+        "| input | before: rc, files left, verdict | after: rc, files left, verdict | after: what it says |",
+        "|---|---|---|---|",
+    ]
+    for r in after:
+        b = old.get(r["probe"])
+        was = f"{b['rc']}, {b['left']}, {verdict(b)}" if b else "not run"
+        lines.append(f"| {r['probe']} | {was} | {r['rc']}, {r['left']}, {verdict(r)} | {r['said'][:150]} |")
+    for name, rows in (("before", [old[r["probe"]] for r in after if r["probe"] in old]), ("after", after)):
+        counts = {}
+        for r in rows:
+            counts[verdict(r)] = counts.get(verdict(r), 0) + 1
+        lines.append(f"\n{name}: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
+    return "\n".join(lines)
+
+
 def run_probe(probe: Probe, env: dict, tiny: str, data: str) -> dict:
     w = Path(tempfile.mkdtemp(prefix="probe-"))
     fill = {"PY": PY, "BIN": str(BIN), "TINY": tiny, "DATA": data, "W": str(w)}
@@ -313,7 +361,7 @@ def last(done: subprocess.CompletedProcess) -> str:
     """What the command said of the input: validate's first problem or the first note, else the last line
     of its errors, else of its output."""
     problems = [ln.strip()[2:] for ln in done.stdout.splitlines() if ln.startswith("     - ")]
-    problems += [ln for ln in done.stderr.splitlines() if ln.startswith("note:")]  # a finished run's word
+    problems += [ln for ln in done.stderr.splitlines() if ln.startswith(("note:", "--overwrite:"))]
     lines = [ln for ln in (done.stderr if done.returncode else done.stdout).splitlines() if ln.strip()]
     said = problems[0] if problems else (lines or [""])[-1]
     return said.replace("|", "/")[:200]
@@ -321,12 +369,20 @@ def last(done: subprocess.CompletedProcess) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tiny", required=True, help="a tiny causal LM folder (made there if it is not one)")
+    p.add_argument("--tiny", help="a tiny causal LM folder (made there if it is not one)")
     p.add_argument("--data-dir", default=str(ROOT / "tests" / "data"))
     p.add_argument("--code", default=str(ROOT), help="the checkout whose code runs (PYTHONPATH)")
     p.add_argument("--only", nargs="+", default=[], help="probes whose name holds one of these")
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument(
+        "--table", nargs=2, metavar=("BEFORE", "AFTER"), help="print two runs' --json side by side"
+    )
     args = p.parse_args()
+    if args.table:
+        print(table(*(json.loads(Path(f).read_text()) for f in args.table)))
+        return
+    if not args.tiny:
+        p.error("--tiny FOLDER is needed to run the probes (a tiny causal LM; made there if absent)")
     if not (Path(args.tiny) / "config.json").is_file():
         sys.path.insert(0, str(ROOT / "tests"))
         from helpers import make_tiny_llama  # the tests' tiny Llama
@@ -334,6 +390,9 @@ def main() -> None:
         Path(args.tiny).mkdir(parents=True, exist_ok=True)
         make_tiny_llama(Path(args.tiny))
     env = {**os.environ, "PYTHONPATH": str(Path(args.code).resolve()), "HF_HUB_OFFLINE": "1"}
+    os.environ["TAPT_PROBE_CODE"] = str(
+        Path(args.code).resolve()
+    )  # a probe's task YAML includes its template
     rows = []
     print("| probe | rc | files left | traceback | the last line said |\n|---|---|---|---|---|")
     from input_cases import CASES, NEW  # round five's items and the new inputs

@@ -292,3 +292,23 @@ def test_the_input_probes_run_against_this_checkout_and_say_what_each_command_sa
         assert (rc, left, traceback) == ("1", "0", "no") and said.startswith("tapt-bench: error:")
     assert "its key '{x}_gap' holds {x}" in rows[0] and "no task YAML in it" in rows[1]
     assert "cfg.yaml: key 'm' must be at least 1, got 0" in rows[2] and "/tmp/probe-" not in rows[2]
+
+
+def test_the_probes_table_counts_a_taken_input_right_only_where_it_says_what_it_must(tmp_path):
+    row = {"left": 0, "tb": False, "said": "tapt-bench: error: x"}
+    before = [
+        row | {"probe": "run: tasks empty", "rc": 0, "said": "log: a.log"},  # a bad input taken: silent
+        row | {"probe": "run: tasks a string", "rc": 1},  # a good input refused: silent
+        row | {"probe": "draw: m 0", "rc": 1, "tb": True},
+    ]
+    after = [
+        row | {"probe": "run: tasks empty", "rc": 1},
+        row | {"probe": "run: tasks a string", "rc": 0, "said": "log: a.log"},
+        row | {"probe": "draw: m 0", "rc": 1},
+    ]
+    for name, rows in (("before", before), ("after", after)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(rows))
+    out = script("inputs_probe.py", "--table", str(tmp_path / "before.json"), str(tmp_path / "after.json"))
+    assert "| run: tasks empty | 0, 0, silent | 1, 0, refused |" in out
+    assert "| run: tasks a string | 1, 0, silent | 0, 0, taken |" in out
+    assert "before: silent 2, traceback 1" in out and "after: refused 2, taken 1" in out
