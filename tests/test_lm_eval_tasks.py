@@ -124,6 +124,16 @@ def test_the_classifier_flow_refuses_per_doc_choices(plain, tiny_llama, tmp_path
         load_config(write_grid_config(tmp_path, tmp_path / "c", {**cfg, "m": 8, "n": 6}))
 
 
+def test_chat_prompts_on_an_lm_eval_task_are_refused_before_the_run_writes(plain, tiny_llama, tmp_path):
+    cfg = {"base": str(tiny_llama), "tasks": ["my_reviews"], "include_path": [str(plain)], "m": 8, "n": 6}
+    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"prompt_format": "chat"})
+    with pytest.raises(
+        SystemExit, match="my_reviews is an lm-eval task with its own .* --prompt-format plain"
+    ):
+        main(["run", "--config", str(path), "--no-summary"])
+    assert not (tmp_path / "out").exists()  # was: a log and a manifest, then the error
+
+
 def test_a_generation_task_is_a_task_of_the_design_unless_its_metric_is_the_corpus(plain, tmp_path):
     """generate_until with lm-eval's default metric (exact_match, per document) is read as any task; a
     corpus metric (BLEU over all documents) is refused naming why: the conditions' documents pair."""

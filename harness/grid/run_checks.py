@@ -16,6 +16,7 @@ from harness.grid.config import GridConfig, as_set, config_path, load_config
 from harness.grid.flow import FLOWS, default_method
 from harness.grid.flow import get as get_flow
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
+from harness.tasks.lm_eval_spec import LmEvalSpec, chat_problem
 from harness.tasks.protocol import find_spec
 from tapt import methods
 
@@ -46,6 +47,11 @@ def check_run(cfg: GridConfig) -> list[GridConfig]:
         problem = f"names {unused}, which this run does not use (methods: {sorted(used)})"
         raise SettingsError.of("method_settings", problem)
     cfg.loaded_scores()  # each one importable, a Score, its settings a mapping
+    if cfg.sample.prompt_format != "plain":  # an lm-eval task renders its own prompt
+        for slug in cfg.slugs:
+            spec = find_spec(slug, cfg.sample.include_path)
+            if isinstance(spec, LmEvalSpec):
+                raise SettingsError.of("prompt_format", chat_problem(spec.task_name))
     for cell in cells:  # checks the form of each cell
         check_cell(cfg, cell.sample.n)
     return cells

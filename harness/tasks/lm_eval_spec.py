@@ -36,6 +36,14 @@ SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SPLIT_KEYS = {"test": "test_split", "validation": "validation_split", "train": "training_split"}
 
 
+def chat_problem(task_name: str) -> str:
+    """Why prompt_format chat cannot read an lm-eval task (it renders its own prompt)."""
+    return (
+        f"chat renders a tapt_* task's prompt; {task_name} is an lm-eval task with its own (lm_eval's "
+        "--apply_chat_template): set prompt_format: plain (on the command line: --prompt-format plain)"
+    )
+
+
 def folder_name(name: str) -> str:
     """A results folder for a task name: itself where it is safe, else with the unsafe characters
     replaced and a short hash of the name (two names never share a folder)."""
@@ -217,12 +225,7 @@ class LmEvalSpec:
 
     def subsample_docs(self, sample: SampleSettings, subsample: int) -> dict[str, pd.DataFrame]:
         if sample.prompt_format != "plain":
-            problem = (
-                f"chat renders a tapt_* task's prompt; {self.task_name} is an lm-eval task with its own "
-                "(lm_eval's --apply_chat_template): set prompt_format: plain (on the command line: "
-                "--prompt-format plain)"
-            )
-            raise SettingsError.of("prompt_format", problem)
+            raise SettingsError.of("prompt_format", chat_problem(self.task_name))
         sub = self.draw_rows(sample, subsample)
         train = self.training_pool()
         pools = {
