@@ -6,7 +6,7 @@ another split or a file of the user's that the model cannot have seen (dataset i
 al. 2024). Each document's score under the suspect model, minus its score under the base model (which
 calibrates away how hard each text is), is compared between suspect and reference documents by a
 one-sided permutation test of the difference of means (H1: suspect documents gained more); the other
-side reads whether the reference was the one seen. The statistics are a registry (STATISTICS): the
+side reads whether the reference was the one seen. The statistics are a registry (EXPOSURE_TESTS): the
 text (minus the loss of the document's own tokens, or Min-K%++), the label (the log-odds margin of
 the true class) and the confidence (the log-probability of the model's own top choice: training on its
 own answers sharpens it where it trained). The base's own scores are tested the same way between the
@@ -40,7 +40,7 @@ BUILT_IN_COLUMNS = {"split", "row", "label", CODEC, CODEC_BLOCK, *SCORE_COLUMNS}
 
 
 @dataclass(frozen=True)
-class Statistic:
+class ExposureTest:
     """A per-document statistic of the exposure test: which doc_scores column it reads (given the
     text score), its unit, and what a flag says the model saw."""
 
@@ -50,11 +50,11 @@ class Statistic:
 
 
 LABELS_SEEN = "labels"
-STATISTICS = {
-    "text": Statistic(TEXT_SCORES.__getitem__, TEXT_UNITS.__getitem__, "text"),
-    "label": Statistic(lambda _: "margin", lambda _: "nats of log-odds", LABELS_SEEN),
+EXPOSURE_TESTS = {
+    "text": ExposureTest(TEXT_SCORES.__getitem__, TEXT_UNITS.__getitem__, "text"),
+    "label": ExposureTest(lambda _: "margin", lambda _: "nats of log-odds", LABELS_SEEN),
     # adaptation on the model's own answers: the gain in confidence in its top choice, no gold label read
-    "confidence": Statistic(lambda _: "confidence", lambda _: "nats, top choice", "own answers"),
+    "confidence": ExposureTest(lambda _: "confidence", lambda _: "nats, top choice", "own answers"),
 }
 
 
@@ -142,7 +142,7 @@ def split_scores(scores: pd.DataFrame, text_score: str) -> dict[str, dict[str, n
         name: {
             s: scores.loc[scores["split"] == s, stat.column(text_score)].to_numpy() for s in ("test", "extra")
         }
-        for name, stat in STATISTICS.items()
+        for name, stat in EXPOSURE_TESTS.items()
         if stat.column(text_score) in scores
     }
 

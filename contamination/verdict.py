@@ -3,7 +3,7 @@ flag from reading as SEEN (no calibration, a shifted reference, a label flag bes
 
 from __future__ import annotations
 
-from contamination.exposure import CODEC, LABELS_SEEN, STATISTICS
+from contamination.exposure import CODEC, EXPOSURE_TESTS, LABELS_SEEN
 from harness.core.power import POWER
 
 
@@ -11,7 +11,7 @@ def flags(result: dict) -> dict[str, bool]:
     """Which exposures the result shows at alpha: each statistic for the suspect documents, and the
     other side of the text statistic (the reference's text)."""
     a = result["alpha"]
-    return {name: result[name]["p_test"] <= a for name in STATISTICS if name in result} | {
+    return {name: result[name]["p_test"] <= a for name in EXPOSURE_TESTS if name in result} | {
         "extra_text": result["text"]["p_extra"] <= a
     }
 
@@ -64,7 +64,7 @@ def verdict(result: dict) -> list[str]:
             "exchangeable, so the calibrated result rests on the base's calibration alone; prefer a "
             "reference of the same distribution"
         )
-    for name in (n for n in STATISTICS if n in result):
+    for name in (n for n in EXPOSURE_TESTS if n in result):
         lines.append(statistic_line(result, name, seen, bool(why_not), name in shift))
     if CODEC in result:
         lines.append(codec_line(result))
@@ -74,7 +74,7 @@ def verdict(result: dict) -> list[str]:
 def statistic_line(result: dict, name: str, seen: dict, why_not: bool, shifted_here: bool) -> str:
     """One statistic's line: seen, inconclusive, not seen (with the reference's own false alarm), or no
     evidence with the gain it would have seen."""
-    a, stat, r = result["alpha"], STATISTICS[name], result[name]
+    a, stat, r = result["alpha"], EXPOSURE_TESTS[name], result[name]
     suspect, reference = result["names"]["test"], result["names"]["extra"]
     what = f"{stat.seen} of {suspect}"
     caveat = " (UNRELIABLE: the reference is shifted on this statistic)" if shifted_here else ""
@@ -121,10 +121,10 @@ def codec_line(result: dict) -> str:
 
 def format_result(result: dict) -> str:
     lines = [f"  {'statistic':11} {'effect':>9} {'95% interval':>21} {'p(test)':>9} {'p(extra)':>9}"]
-    rows = [(name, result[name], "") for name in STATISTICS if name in result]
+    rows = [(name, result[name], "") for name in EXPOSURE_TESTS if name in result]
     rows += [(name, r, "base alone, ") for name, r in result.get("shift", {}).items()]
     for name, r, shift in rows:
-        unit = STATISTICS[name].unit(result["text_score"])
+        unit = EXPOSURE_TESTS[name].unit(result["text_score"])
         lines.append(
             f"  {(shift and 'shift ') + name:11} {r['effect']:+9.4f} "
             f"[{r['ci_low']:+9.4f}, {r['ci_high']:+9.4f}] "
