@@ -21,6 +21,7 @@ from inputs_probe import (
     TRAIN,
     Probe,
     grid,
+    lose_table,
     plain,
     toy_flow,
 )
@@ -92,61 +93,53 @@ def full_disk(w: Path) -> None:
     (w / "g" / "fill").write_bytes(b"\0" * (free - 12 * 1024))
 
 
+def two_runs(name: str, keys: dict, damage, copy: str = "", made=None, files: dict | None = None) -> Probe:
+    """A run of one subsample into one/, `damage` (an input edited), then a run of two into the same folder
+    (`copy`: a command making the inputs first; `made`: a writer of files the configs name)."""
+
+    def configs(w: Path) -> None:
+        if made:
+            made(w)
+        grid(w, "one", keys | {"subsamples": 1})
+        grid(w, "two", keys | {"out": "one"})
+
+    first = f"{TAPT} run --config {{W}}/one.yaml --no-summary"
+    setup = [copy, first] if copy else [first]
+    return Probe(
+        name, f"{TAPT} run --config {{W}}/two.yaml --no-summary", files or {}, configs, setup, damage
+    )
+
+
 CASES = [
     # round five's items, as its issue wrote them
-    Probe(
+    two_runs(
         "1: a flow's file edited between two runs",
-        f"{TAPT} run --config {{W}}/two.yaml --no-summary",
-        {"f.py": toy_flow("p_ed")},
-        configs=lambda w: (
-            grid(w, "one", {"flow": "f.py:FLOW", "subsamples": 1}),
-            grid(w, "two", {"flow": "f.py:FLOW", "out": "one"}),
-        ),
-        setup=[f"{TAPT} run --config {{W}}/one.yaml --no-summary"],
-        damage=lambda w: (w / "f.py").write_text((w / "f.py").read_text() + "\n# an edit\nX = 1\n"),
+        {"flow": "f.py:FLOW"},
+        lambda w: (w / "f.py").write_text((w / "f.py").read_text() + "\n# an edit\nX = 1\n"),
+        files={"f.py": toy_flow("p_ed")},
     ),
-    Probe(
-        "5: the data file reordered between two runs",
-        f"{TAPT} run --config {{W}}/two.yaml --no-summary",
-        configs=lambda w: (
-            grid(w, "one", {"data_dir": "data", "subsamples": 1}),
-            grid(w, "two", {"data_dir": "data", "out": "one"}),
-        ),
-        setup=["cp -r {DATA} data", f"{TAPT} run --config {{W}}/one.yaml --no-summary"],
-        damage=reorder_data,
+    two_runs(
+        "5: the data file reordered between two runs", {"data_dir": "data"}, reorder_data, "cp -r {DATA} data"
     ),
-    Probe(
+    two_runs(
         "5: other weights under the base's name between two runs",
-        f"{TAPT} run --config {{W}}/two.yaml --no-summary",
-        configs=lambda w: (
-            grid(w, "one", {"base": "base", "subsamples": 1}),
-            grid(w, "two", {"base": "base", "out": "one"}),
-        ),
-        setup=["cp -r {TINY} base", f"{TAPT} run --config {{W}}/one.yaml --no-summary"],
-        damage=other_weights,
+        {"base": "base"},
+        other_weights,
+        "cp -r {TINY} base",
     ),
-    Probe(
+    two_runs(
         "5: a task YAML edited between two runs",
-        f"{TAPT} run --config {{W}}/two.yaml --no-summary",
-        configs=lambda w: (
-            my_task(w),
-            grid(
-                w, "one", {"tasks": ["my_ag"], "include_path": ["tasks"], "data_dir": "data", "subsamples": 1}
-            ),
-            grid(w, "two", {"tasks": ["my_ag"], "include_path": ["tasks"], "data_dir": "data", "out": "one"}),
-        ),
-        setup=[
-            "mkdir -p data && cp -r {DATA}/ag_news data/my_ag",
-            f"{TAPT} run --config {{W}}/one.yaml --no-summary",
-        ],
-        damage=edit_instruction,
+        {"tasks": ["my_ag"], "include_path": ["tasks"], "data_dir": "data"},
+        edit_instruction,
+        "mkdir -p data && cp -r {DATA}/ag_news data/my_ag",
+        made=my_task,
     ),
     Probe(
         "7: a unit's table lost, then the grid rerun",
         f"{TAPT} run --config {{W}}/g.yaml --no-summary",
         configs=lambda w: grid(w, "g"),
         setup=GRID,
-        damage=lambda w: [p.unlink() for p in (w / "g").rglob("units/1.parquet")],
+        damage=lose_table,
     ),
     Probe(
         "8: --shard 0/2 --overwrite beside shard 1's units",

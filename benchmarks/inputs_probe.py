@@ -80,6 +80,12 @@ def edit_json(path: Path, **changes) -> None:
     path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
 
 
+def lose_table(w: Path) -> None:
+    """Unit 1's per-document table deleted, its record kept: half a unit."""
+    for path in (w / "g").rglob("units/1.parquet"):
+        path.unlink()
+
+
 def lock(w: Path) -> None:
     """A live run's lock (this process's) in each model folder of g/."""
     held = json.dumps({"pid": os.getpid(), "host": os.uname().nodename, "started": "now"})
@@ -252,7 +258,7 @@ PROBES = [
         f"{TAPT} summarize g",
         configs=lambda w: grid(w, "g"),
         setup=GRID,
-        damage=lambda w: [p.unlink() for p in (w / "g").rglob("units/1.parquet")],
+        damage=lose_table,
     ),
     Probe(
         "summarize: a user's note in units/",
