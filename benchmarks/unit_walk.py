@@ -7,6 +7,11 @@ file to its written record, under a profiler that sees every call into the proje
 package change is a call whose file lies in another package folder (harness/grid, harness/core,
 tapt/methods, ...) than the previous such call's. Calls of the libraries (torch, lm-eval, TRL) are not
 counted.
+
+It also counts the method settings' round trips (an instance of the method's settings class built
+during the run anywhere but where the config is resolved: values turned back into the typed value
+they were resolved from) and, in the source, the seed derivations: the functions that build a seed
+from the run's seed and a unit's index, and the stages that read the run's seed raw.
 Usage:
     python benchmarks/unit_walk.py [--data-dir tests/data]
 """
@@ -63,17 +68,61 @@ def tiny_llama(out: Path) -> Path:
     return out
 
 
-def walk(config: Path) -> tuple[int, dict[str, int]]:
-    """(package changes, calls of each once-a-run lookup) of one grid run of `config`."""
+def seed_derivations() -> tuple[list[str], list[str]]:
+    """(functions that combine the run's seed with a unit's index, stages that read the run's seed raw) in
+    the product code, as `file:function`."""
+    import ast
+
+    built, raw = [], []
+    for path in sorted(p for d in ("harness", "tapt", "contamination") for p in (ROOT / d).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            where = f"{path.relative_to(ROOT)}:{fn.name}"
+            for n in ast.walk(fn):
+                seed = [e for e in getattr(n, "elts", ()) if ast.unparse(e).endswith("seed")]
+                if isinstance(n, ast.List) and seed and any(ast.unparse(e) in INDEX for e in n.elts):
+                    built.append(where)
+                if isinstance(n, ast.BinOp) and {ast.unparse(n.left), ast.unparse(n.right)} & INDEX:
+                    built += [where] * any(ast.unparse(s).endswith("seed") for s in (n.left, n.right))
+                if isinstance(n, ast.Attribute) and ast.unparse(n) in (
+                    "plan.sample.seed",
+                    "self.plan.sample.seed",
+                ):
+                    raw.append(where)
+    return sorted(set(built)), raw
+
+
+INDEX = {"k", "subsample"}  # a unit's index, as the product code names it
+STAGES = ("harness/grid/flows", "harness/grid/unit_record", "harness/grid/null_models", "harness/grid/stream")
+
+
+def walk(config: Path) -> tuple[int, dict[str, int], int]:
+    """(package changes, calls of each once-a-run lookup, the method settings' round trips) of one grid
+    run of `config`."""
     from harness.grid import plan
     from harness.grid.run import run
     from harness.grid.run_checks import load_run
+    from tapt import methods
 
-    changes, lookups, last = 0, dict.fromkeys(LOOKUPS.values(), 0), [None]
+    changes, lookups, last, trips = 0, dict.fromkeys(LOOKUPS.values(), 0), [None], [0]
+    typed = methods.find("prompt-tapt").settings
+
+    def resolving(frame) -> bool:
+        while frame is not None:
+            if frame.f_code.co_name in ("method_settings", "configured"):
+                return True
+            frame = frame.f_back
+        return False
 
     def seen(frame, event, arg):
         nonlocal changes
         name = frame.f_code.co_filename
+        if (
+            event == "call"
+            and frame.f_code.co_name == "__init__"
+            and type(frame.f_locals.get("self")) is typed
+        ):
+            trips[0] += not resolving(frame.f_back)
         if event != "call" or not name.startswith(OWN):
             return
         package = str(Path(name).parent)
@@ -89,7 +138,7 @@ def walk(config: Path) -> tuple[int, dict[str, int]]:
             run(plan.run_plan(cell))
     finally:
         sys.setprofile(None)
-    return changes, lookups
+    return changes, lookups, trips[0]
 
 
 def main() -> None:
@@ -115,9 +164,14 @@ def main() -> None:
         }
         path = Path(tmp) / "walk.yaml"
         path.write_text(json.dumps(cfg))
-        changes, lookups = walk(path)
+        changes, lookups, trips = walk(path)
     said = ", ".join(f"{k} {v}" for k, v in lookups.items())
     print(f"{args.adapted} adapted conditions: {changes} package changes; lookups: {said}", flush=True)
+    print(f"  method settings round trips: {trips}", flush=True)
+    if args.adapted == 3:
+        built, raw = seed_derivations()
+        print(f"seed derivations (functions that build a unit's seed): {len(built)}: {', '.join(built)}")
+        print(f"raw reads of the run's seed in a unit's stages: {len(raw)}: {', '.join(raw)}")
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def test_a_unit_reads_its_settings_from_its_plan_and_never_from_the_config(
         )
     )
     unit = plan.run_plans(cfg)[0].unit(UnitKey("ag_news", 0))
-    settings = unit.settings(unit.adaptation())
+    settings = unit.method_settings
     assert (*unit.key, settings.lr, settings.batch_size) == ("ag_news", 0, 0.01, 4)
     assert unit.folder == tmp_path / "out/m4/n6/tiny/ag_news" and unit.settings_hash == resolve.settings_hash(
         cfg

@@ -145,8 +145,8 @@ def test_per_condition_heads_start_apart_and_tied_heads_alike(tmp_path, tiny_ber
     from harness.scoring.classifier import ClassifierSettings
 
     tied, apart = ClassifierSettings(), ClassifierSettings(head_seed="per_condition")
-    assert {head_seed(tied, 9, c) for c in ("base", "extra", "test", "leak")} == {9}
-    assert len({head_seed(apart, 9, c) for c in ("base", "extra", "test", "leak")}) == 4
+    assert {head_seed(tied, 9, 2, c) for c in ("base", "extra", "test", "leak")} == {11}
+    assert len({head_seed(apart, 9, 2, c) for c in ("base", "extra", "test", "leak")}) == 4
     unit = one_unit(tmp_path, tiny_bert, data_dir, task="trec", m=12, n=20, head_seed="per_condition")
     assert unit["settings"]["head_seed"] == "per_condition"
 

@@ -83,3 +83,12 @@ def test_clear_errors():
         draw(LABELS, 0, m=3, n=10, seed=0)
     with pytest.raises(UserError, match="m \\+ 2n = 100 \\+ 2\\*500 = 1100 exceeds the pool of 1000"):
         draw(LABELS, 0, m=100, n=500, seed=0)
+
+
+def test_each_stream_of_a_unit_is_the_one_its_results_were_drawn_with():
+    from harness.core import seeds
+
+    assert [seeds.derive(7, 3, s) for s in seeds.STREAMS] == [[7, 3], [7, 3, 1], [7, 3, 2], 7, 10, 7]
+    assert seeds.head(7, 3, 0) != seeds.head(7, 3, 1)
+    with pytest.raises(ValueError, match="no random stream 'trian'.*draw, eval_draw"):
+        seeds.derive(7, 3, "trian")

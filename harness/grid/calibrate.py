@@ -31,7 +31,7 @@ from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model
 from harness.core.settings import Settings, field_names, option
-from harness.grid import flow, null_models, resolve
+from harness.grid import flow, null_models, plan, resolve
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
 from harness.tasks.protocol import find_spec, subsample_docs
@@ -125,12 +125,13 @@ def unit_rows(
     model's where `with_nulls` (trained where missing and `train`); a null model that was not adapted is
     left out, and why is put in `unadapted` by (task, subsample)."""
     rows, method = [], cfg.adaptation().name
+    run = plan.run_plan(cfg) if with_nulls and train else None  # planned once: every null model reads it
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.sample.include_path)
         for k, unit in units_of(cfg, grid_run.task_dir(cfg, spec.slug)).items():
             record = unit["exposure"]
             if with_nulls:
-                record, why = null_models.added(cfg, spec.slug, k, unit, train)
+                record, why = null_models.added(cfg, spec.slug, k, unit, run)
                 if why and unadapted is not None:
                     unadapted[(spec.slug, k)] = why
             docs = subsample_docs(spec, cfg.sample, k)

@@ -9,31 +9,35 @@ import pandas as pd
 
 from contamination.exposure import condition_tests
 from harness import results
+from harness.core import seeds
 from harness.core.conditions import BASE, NULL
 from harness.core.errors import UserError, read_json_object
-from harness.grid import flow, plan
+from harness.grid import flow
 from harness.grid import run as grid_run
 from harness.grid.config import GridConfig
+from harness.grid.plan import RunPlan
 from harness.grid.unit_plan import UnitKey, UnitPlan
 from harness.grid.unit_record import Step
 
 
-def added(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool) -> tuple[dict, str | None]:
+def added(cfg: GridConfig, slug: str, k: int, unit: dict, run: RunPlan | None) -> tuple[dict, str | None]:
     """The unit's exposure record with its null model's beside the other conditions' (as it was where
-    there is none and train is false, or where the null model was not adapted), and why it was not
-    adapted (None where it was, or where there is none)."""
+    there is none and no run plan `run` is given to train it from, or where the null model was not
+    adapted), and why it was not adapted (None where it was, or where there is none)."""
     tdir = grid_run.task_dir(cfg, slug)
-    null = record(cfg, slug, k, unit, train, tdir)
+    null = record(slug, k, unit, run, tdir)
     if null is None:
         return unit["exposure"], None
     if null.get("not_adapted"):  # the base again, not a model adapted on other text: left out
         return unit["exposure"], null["not_adapted"]
-    return with_null(unit["exposure"], null, cfg.sample.seed, str(results.null_model_path(tdir, k))), None
+    seed = seeds.derive(cfg.sample.seed, k, "exposure")
+    return with_null(unit["exposure"], null, seed, str(results.null_model_path(tdir, k))), None
 
 
-def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, tdir: Path) -> dict | None:
+def record(slug: str, k: int, unit: dict, run: RunPlan | None, tdir: Path) -> dict | None:
     """The unit's null model (its flow's null_model) as its exposure scores and training record: read from
-    its file in the unit's task folder `tdir`, else trained and written there (None where train is false)."""
+    its file in the unit's task folder `tdir`, else trained from the run's plan and written there (None
+    where no plan is given)."""
     path = results.null_model_path(tdir, k)
     if path.is_file():
         null = read_json_object(path, str(path), "delete it to train the null model again")
@@ -43,10 +47,10 @@ def record(cfg: GridConfig, slug: str, k: int, unit: dict, train: bool, tdir: Pa
                 f"{null.get('settings_hash')} against {unit['settings_hash']}); delete it to train it again"
             )
         return null
-    if not train:
+    if run is None:
         return None
     table = pd.read_parquet(results.unit_paths(tdir, k)[1])
-    step = null_model(plan.run_plan(cfg).unit(UnitKey(slug, k)), table[table["condition"] == BASE])
+    step = null_model(run.unit(UnitKey(slug, k)), table[table["condition"] == BASE])
     null = {
         "settings_hash": unit["settings_hash"],
         "scores": step.exposed.to_dict("list"),

@@ -34,6 +34,7 @@ class RunPlan:
     code: dict  # the product code's commit (study_plan.code_version)
     config_hash: str  # of the config's keys but where it reads and writes (study_plan.config_hash)
     weights: str | None = None  # the base's weight files by content (fingerprints.base), hashed once a run
+    tasks: dict = dataclasses.field(default_factory=dict)  # an overridden task: (its config, its settings)
 
     def task_dir(self, slug: str) -> Path:
         return results.task_dir(self.folder, folder_name(slug))
@@ -41,13 +42,12 @@ class RunPlan:
     def unit(self, key: UnitKey, spec: Spec | None = None) -> UnitPlan:
         """The plan of unit `key`, the task's overrides applied (its spec found, unless given)."""
         cfg = self.config
-        task = resolve.for_task(cfg, key.slug, self.method) if key.slug in cfg.grid.task_overrides else cfg
-        settings = resolve.method_settings(task, method=self.method) if task is not cfg else self.settings
+        task, settings = self.tasks.get(key.slug, (cfg, self.settings))
         return UnitPlan(
             key=key,
             spec=spec or find_spec(key.slug, cfg.sample.include_path),
-            method=cfg.grid.method or self.method.name,
-            method_settings=dataclasses.asdict(settings),
+            method=cfg.grid.method or flow.default_method(cfg.grid.flow),  # how a worker finds it
+            method_settings=settings,
             grid=task.grid,
             sample=task.sample,
             model=task.model,
@@ -90,13 +90,18 @@ def shard_keys(cfg: GridConfig, shard: tuple[int, int] = (0, 1)) -> list[UnitKey
 def run_plan(cfg: GridConfig) -> RunPlan:
     """The plan of a config of one cell and one method (as `run_configs` gives), resolved once."""
     method = cfg.adaptation()
-    recorded, folder = resolve.recorded(cfg, method), resolve.folder(cfg, method)
+    settings = resolve.method_settings(cfg, method=method)
+    recorded, folder = resolve.recorded(cfg, method, settings), resolve.folder(cfg, method)
+    tasks = {}  # each task with overrides: its config and its method's settings, resolved once
+    for slug in resolve.read_by_tasks(cfg, cfg.grid.task_overrides, method):  # keys this run reads
+        task = resolve.for_task(cfg, slug, method)
+        tasks[slug] = (task, resolve.method_settings(task, method=method))
     cfg.loaded_scores()  # each plug-in score loads here (its file's errors now); a unit loads it by name
     config_hash = study_plan.config_hash(cfg.keys())
     return RunPlan(
         config=cfg,
         method=method,
-        settings=resolve.method_settings(cfg, method=method),
+        settings=settings,
         tag=folder.name,
         folder=folder,
         recorded=recorded,
@@ -105,6 +110,7 @@ def run_plan(cfg: GridConfig) -> RunPlan:
         code=study_plan.code_version(),
         config_hash=config_hash,
         weights=fingerprints.base(cfg.model.base),
+        tasks=tasks,
     )
 
 

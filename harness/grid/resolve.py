@@ -67,7 +67,7 @@ def for_task(cfg: GridConfig, slug: str, method: Found = None) -> GridConfig:
             **cfg.grid.method_settings,
             method.name: method_values(cfg, slug, method),
         }
-    return cfg.replace(**changes)
+    return cfg.replace(**changes) if changes else cfg
 
 
 def tag(cfg: GridConfig, method: Found = None) -> str:
@@ -84,9 +84,10 @@ def folder(cfg: GridConfig, method: Found = None) -> Path:
     return results.model_dir(cfg.grid.out, cfg.sample.m, cfg.sample.n, tag(cfg, method))
 
 
-def recorded(cfg: GridConfig, method: Found = None) -> dict:
+def recorded(cfg: GridConfig, method: Found = None, settings: Settings | None = None) -> dict:
     """The settings that can change a unit's numbers, by the one rule of `sections.recorded` over the
-    sections its flow uses; recorded with every unit."""
+    sections its flow uses; recorded with every unit (the method's `settings` where the plan resolved
+    them already)."""
     out, readers, method = {}, flow.section_readers(), method or cfg.adaptation()
     served = flow.get(cfg.grid.flow).name  # a plug-in flow is named by its file in the config
     for name, section in cfg.sections().items():
@@ -101,7 +102,8 @@ def recorded(cfg: GridConfig, method: Found = None) -> dict:
         out["codec_block"] = cfg.grid.codec_block  # documents that share a context
     if cfg.grid.scores and cfg.grid.exposure:  # a plug-in score's code, as its settings are recorded
         out["scores_code"] = {target: source_sha256(target) for target in cfg.grid.scores}
-    record = study_layout.record(cfg.grid.flow, method.name, method_settings(cfg, method=method), out)
+    settings = settings or method_settings(cfg, method=method)
+    record = study_layout.record(cfg.grid.flow, method.name, settings, out)
     code, flow_code = plugin_code(method), flow_plugin_code(cfg.grid.flow)
     return record | ({"method_code": code} if code else {}) | ({"flow_code": flow_code} if flow_code else {})
 

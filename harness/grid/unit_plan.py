@@ -6,6 +6,7 @@ too (harness/tasks/lm_eval_spec.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -13,6 +14,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from contamination.exposure_run import ExposureSettings
+from harness.core import seeds
 from harness.core.models import BaseForm, ModelSettings
 from harness.core.settings import Settings
 from harness.grid.grid_settings import GridSettings
@@ -38,8 +40,8 @@ class UnitPlan:
 
     key: UnitKey
     spec: Spec
-    method: str  # as the config names it: a built-in, an entry point, `package.module:attr`, `file.py:attr`
-    method_settings: dict  # its settings' values: the base's form and the task's overrides applied
+    method: str  # as the config or its flow names it: built-in, entry point, `module:attr`, `file.py:attr`
+    method_settings: Settings  # resolved once by the run's plan: the base's form, the task's overrides
     grid: GridSettings
     sample: SampleSettings
     model: ModelSettings
@@ -52,6 +54,17 @@ class UnitPlan:
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     code: dict  # the product code's commit and the config's hash (harness/core/study_plan.py)
     weights: str | None = None  # the base's weight files by content (harness/grid/fingerprints.py)
+
+    def __getstate__(self) -> dict:
+        """Sent to a worker process or a Ray task: the method's settings as their values, as a plug-in's
+        class cannot be pickled by reference (its file is loaded by path); `__setstate__` builds them
+        again, once, from the method found by name where the unit runs."""
+        return self.__dict__ | {"method_settings": dataclasses.asdict(self.method_settings)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        values = state["method_settings"]
+        object.__setattr__(self, "method_settings", methods.find(self.method).settings(**values))
 
     def section(self, name: str) -> Settings:
         """One of the flow's own sections (the zero-shot flow's `form`, the classifier's `head`), an
@@ -67,13 +80,19 @@ class UnitPlan:
         cls = served.sections[name][0] if name in served.sections else SHARED_SECTIONS[name]
         return cls(**self.sections[name])
 
+    @property
+    def seed(self) -> int:
+        """The unit's seed: the run's. Every stage takes its own stream of it from `stream`."""
+        return self.sample.seed
+
+    def stream(self, name: str) -> int:
+        """The seed of one of the unit's streams that torch and transformers read (`adapt`, `classifier`,
+        `exposure`), by the one rule of harness.core.seeds."""
+        return seeds.derive(self.seed, self.key.k, name)
+
     def adaptation(self) -> methods.Method:
         """The unit's method, found by its name where the unit runs."""
         return methods.find(self.method)
-
-    def settings(self, method: methods.Method) -> Settings:
-        """The method's settings, an instance of its class, from their resolved values."""
-        return method.settings(**self.method_settings)
 
     def docs(self) -> dict[str, pd.DataFrame]:
         """The unit's documents: train, extra, test and the pool's third draw."""

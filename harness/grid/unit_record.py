@@ -216,7 +216,7 @@ def record_of(
         record["answers"] = {cond: answer_shares(df) for cond, df in scored.items()}
     if exposed:
         record["exposure"] = condition_tests(
-            exposed, conditions.BASE, plan.exposure_test.text_score, plan.sample.seed
+            exposed, conditions.BASE, plan.exposure_test.text_score, plan.stream("exposure")
         )
     if base_from:
         record["base_from"] = base_from

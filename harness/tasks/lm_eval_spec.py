@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.core import seeds
 from harness.core.errors import SettingsError, TaskError, UserError, named
 from harness.tasks import generative
 from harness.tasks.subsample import (
@@ -209,7 +210,7 @@ class LmEvalSpec:
             raise TaskError(
                 f"task {self.task_name}: m = {sample.m} exceeds its {len(train)} training docs; lower m"
             )
-        rng = np.random.default_rng([sample.seed, subsample, 2])
+        rng = seeds.rng(sample.seed, subsample, "train_draw")
         per_class = np.bincount(train["label"], minlength=len(self.classes or ()))
         if self.classes is None or sample.m < len(per_class) or not per_class.all():
             picked = rng.choice(len(train), size=sample.m, replace=False)  # too few to stratify: uniform

@@ -7,6 +7,7 @@ from typing import Literal
 
 import numpy as np
 
+from harness.core import seeds
 from harness.core.conditions import NULL
 from harness.core.errors import TaskError
 from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
@@ -37,7 +38,7 @@ class SampleSettings(DataSettings):
     """The design of a cell: sizes and seed (the study's default cell: m = n = 100)."""
 
     MINIMUM = {"m": 1, "n": 1, "seed": 0}
-    BELOW = {"seed": 2**31}  # the classifier flow seeds its head with the seed plus the unit's index: 32 bits
+    BELOW = {"seed": 2**31}  # the classifier stream, seed plus the unit's index (core.seeds): 32 bits
     # prompt_format: added after the first results; chat_model: the run's base, recorded as such;
     # train_draw: every result before it drew proportionally, so those keep their hash (since)
     RECORD = {"prompt_format": WHEN_SET, "chat_model": NEVER, "train_draw": since("proportional")}
@@ -126,7 +127,7 @@ def draw(
     train: rows of every class, int(m / K) each (balanced, the study's) or m in the pool's proportions
     (train_counts); extra and test: n rows each drawn uniformly from the rest. A pure function of its
     arguments: numpy's PCG64 seeded with (seed, subsample) gives the same rows on every machine and
-    process.
+    process (harness.core.seeds, stream `draw`).
     """
     labels = np.asarray(labels)
     k = int(labels.max()) + 1
@@ -136,7 +137,7 @@ def draw(
         raise TaskError(
             f"m + 2n = {m} + 2*{n} = {m + 2 * n} exceeds the pool of {len(labels)} rows; lower n or m"
         )
-    rng = np.random.default_rng([seed, subsample])
+    rng = seeds.rng(seed, subsample, "draw")
     counts = train_counts(np.bincount(labels, minlength=k), m, train_draw)
     train = np.concatenate(
         [rng.choice(np.flatnonzero(labels == c), size=counts[c], replace=False) for c in range(k)]
@@ -149,11 +150,11 @@ def draw(
 def draw_eval(labels: np.ndarray | None, subsample: int, n: int, seed: int, size: int) -> Subsample:
     """extra and test of an lm-eval task's evaluation pool of `size` docs: two disjoint draws of n docs,
     stratified by gold index where `labels` are given (the choices are the same for every doc), else
-    uniform. Its own stream of the seed (seed, subsample, 1); `train` is drawn from the training split
-    apart."""
+    uniform. Its own stream of the seed (`eval_draw`, harness.core.seeds); `train` is drawn from the
+    training split apart."""
     if 2 * n > size:
         raise TaskError(f"2n = {2 * n} exceeds the {size} evaluation docs of the task; lower n")
-    rng = np.random.default_rng([seed, subsample, 1])
+    rng = seeds.rng(seed, subsample, "eval_draw")
     no_train = np.array([], dtype=int)
     if labels is None or len(np.unique(labels)) < 2:
         order = rng.permutation(size)

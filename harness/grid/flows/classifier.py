@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import conditions, models
+from harness.core import conditions, models, seeds
 from harness.core.errors import SettingsError
 from harness.core.sections import Sections
 from harness.grid.flow import Flow, check_exposure_parts
@@ -54,8 +54,8 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
     texts, then on test's (then, for leak, on test's texts with their class names). Nothing is kept."""
     docs, spec, k = plan.docs(), plan.spec, plan.key.k
     method = plan.adaptation()
-    method_settings = plan.settings(method)
-    seed = plan.sample.seed + k  # the head's init and the training order: a rerun reproduces the unit
+    method_settings = plan.method_settings
+    seed = plan.stream("classifier")  # the method's, the head's init, the training order
     head = plan.section("head")
     seconds, training, scored, exposed, skipped = {}, {}, {}, {}, {}
     for cond in plan.grid.conditions:
@@ -82,7 +82,7 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
                 masked = not models.is_decoder(backbone)
                 lm, tok = models.load_scoring_model(backbone, masked=masked)
                 exposed[cond] = doc_scores.raw_scores(
-                    lm, tok, exposure_docs(docs), masked, plan.sample.seed, plan.grid.eval_batch_size
+                    lm, tok, exposure_docs(docs), masked, plan.stream("exposure"), plan.grid.eval_batch_size
                 )
                 del lm
             scored[cond], training[f"classify_{cond}"] = classifier.classify(
@@ -93,7 +93,7 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
                 head,
                 plan.grid.eval_batch_size,
                 seed,
-                head_seed(head, seed, cond),
+                head_seed(head, plan.seed, k, cond),
                 # the base's answers on train and extra (never test): the pilot's screen reads them
                 {s: docs[s] for s in ("train", conditions.EXTRA)} if cond == conditions.BASE else None,
             )
@@ -104,13 +104,12 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
     return record_of(plan, docs, scored, seconds, training, exposed, skipped)
 
 
-def head_seed(head: classifier.ClassifierSettings, seed: int, cond: str) -> int:
-    """The seed of a condition's head: the unit's (tied), or one of the condition's own (per_condition)."""
+def head_seed(head: classifier.ClassifierSettings, seed: int, k: int, cond: str) -> int:
+    """The seed of a condition's head: the unit's classifier stream (tied), or one of the condition's own
+    (per_condition)."""
     if head.head_seed == "tied":
-        return seed
-    import numpy as np
-
-    return int(np.random.SeedSequence([seed, conditions.ALL.index(cond)]).generate_state(1)[0] % 2**31)
+        return seeds.derive(seed, k, "classifier")
+    return seeds.head(seed, k, conditions.ALL.index(cond))
 
 
 FLOW = Flow(

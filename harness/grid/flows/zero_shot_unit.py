@@ -56,7 +56,7 @@ class ZeroShot:
             self.spec,
             docs,
             self.settings,
-            self.plan.sample.seed,
+            self.plan.stream("adapt"),
             workdir,
         )
 
@@ -67,7 +67,7 @@ def unit_inputs(plan: UnitPlan, docs: dict, keep_adapters: bool) -> ZeroShot:
     task = scoring.lm_eval_task(plan.spec, metadata, plan.sample.include_path, docs[conditions.TEST])
     method = plan.adaptation()
     base = loaded_base(plan.model, plan.section("form"))
-    return ZeroShot(plan, docs, method, plan.settings(method), base, task, keep_adapters)
+    return ZeroShot(plan, docs, method, plan.method_settings, base, task, keep_adapters)
 
 
 def timed(u: ZeroShot, name: str, work):
@@ -106,7 +106,7 @@ def exposure(u: ZeroShot, model) -> pd.DataFrame:
         grid.eval_batch_size,
         codec_context=grid.codec_context,
         codec_block=grid.codec_block,
-        seed=u.plan.sample.seed,
+        seed=u.plan.stream("exposure"),
         extra=[(load_score(target), settings) for target, settings in grid.scores.items()],
     )
 
