@@ -26,7 +26,7 @@ from harness import results
 from harness.core import models
 from harness.core.power import wilson
 from harness.core.settings import option, parse_script
-from harness.grid.unit_record import exposure_docs
+from harness.grid.unit.unit_record import exposure_docs
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 

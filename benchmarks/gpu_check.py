@@ -174,7 +174,7 @@ def shipped_config(name: str, dest: Path, **keys) -> Path:
     """A shipped config with `keys` over it, written as its own file (run and calibrate read the same)."""
     import yaml
 
-    from harness.grid.config import config_path
+    from harness.grid.configuration.config import config_path
 
     config = yaml.safe_load(config_path(name).read_text()) | keys
     dest.parent.mkdir(parents=True, exist_ok=True)

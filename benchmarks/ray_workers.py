@@ -20,9 +20,10 @@ import torch
 
 from harness import results
 from harness.core.settings import Settings, option, parse_script
-from harness.grid import config, plan, run
-from harness.grid.base_model import loaded_base
-from harness.grid.on_ray import executor, ray_module
+from harness.grid.configuration import config, plan
+from harness.grid.execution import run
+from harness.grid.execution.on_ray import executor, ray_module
+from harness.grid.unit.base_model import loaded_base
 
 
 @dataclass(kw_only=True)

@@ -30,8 +30,9 @@ from harness.core import conditions
 from harness.core.models import load_scoring_model, resolve
 from harness.core.power import ALPHA, wilson
 from harness.core.settings import Settings, option, parse_script
-from harness.grid import calibrate, run
-from harness.grid.config import load_config
+from harness.grid.configuration.config import load_config
+from harness.grid.execution import run
+from harness.study import calibrate
 from harness.tasks import prompts
 from harness.tasks.protocol import find_spec, subsample_docs
 

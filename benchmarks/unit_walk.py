@@ -35,11 +35,14 @@ LOOKUPS = {  # the function, by the file that defines it
     ("harness/tasks/protocol.py", "subsample_docs"): "subsample_docs",
     ("tapt/methods/__init__.py", "find"): "methods.find",
     ("tapt/methods/registry.py", "find"): "methods.find",
-    ("harness/grid/study_layout.py", "read_old_keys"): "read_old_keys",
-    ("harness/grid/config.py", "result_settings"): "recorded settings",  # before the plan read them
-    ("harness/grid/config.py", "settings_of"): "method settings",
-    ("harness/grid/resolve.py", "recorded"): "recorded settings",
-    ("harness/grid/resolve.py", "method_settings"): "method settings",
+    ("harness/grid/configuration/study_layout.py", "read_old_keys"): "read_old_keys",
+    (
+        "harness/grid/configuration/config.py",
+        "result_settings",
+    ): "recorded settings",  # before the plan read them
+    ("harness/grid/configuration/config.py", "settings_of"): "method settings",
+    ("harness/grid/configuration/resolve.py", "recorded"): "recorded settings",
+    ("harness/grid/configuration/resolve.py", "method_settings"): "method settings",
 }
 
 
@@ -93,15 +96,20 @@ def seed_derivations() -> tuple[list[str], list[str]]:
 
 
 INDEX = {"k", "subsample"}  # a unit's index, as the product code names it
-STAGES = ("harness/grid/flows", "harness/grid/unit_record", "harness/grid/null_models", "harness/grid/stream")
+STAGES = (
+    "harness/grid/unit/flows",
+    "harness/grid/unit/unit_record",
+    "harness/study/null_models",
+    "harness/grid/unit/stream",
+)
 
 
 def walk(config: Path) -> tuple[int, dict[str, int], int]:
     """(package changes, calls of each once-a-run lookup, the method settings' round trips) of one grid
     run of `config`."""
-    from harness.grid import plan
-    from harness.grid.run import run
-    from harness.grid.run_checks import load_run
+    from harness.grid.configuration import plan
+    from harness.grid.configuration.run_checks import load_run
+    from harness.grid.execution.run import run
     from tapt import methods
 
     changes, lookups, last, trips = 0, dict.fromkeys(LOOKUPS.values(), 0), [None], [0]

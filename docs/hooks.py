@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     "benchmarks",
     "harness/cli",
+    "harness/study",
     "harness/grid",
     "harness/stats",
     "tapt",

@@ -68,8 +68,8 @@ def tiny_bert(tmp_path_factory) -> Path:
 def tiny_grid(tmp_path_factory, tiny_llama, data_dir) -> Path:
     """One uninterrupted run of tiny_grid_config, shared by every test that only reads it or compares
     another run with it (resumed, sharded, on Ray)."""
-    from harness.grid.config import load_config
-    from harness.grid.run import run
+    from harness.grid.configuration.config import load_config
+    from harness.grid.execution.run import run
 
     tmp = tmp_path_factory.mktemp("tiny_grid")
     run(load_config(tiny_grid_config(tmp, tiny_llama, data_dir, tmp / "full")))

@@ -24,7 +24,7 @@ def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path
     """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples, the four conditions
     and the exposure test (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
     from harness.core.settings import field_names
-    from harness.grid.config import GridConfig
+    from harness.grid.configuration.config import GridConfig
     from tapt.adapter import AdapterSettings
 
     cfg = {
@@ -64,8 +64,8 @@ ALL_CONDITIONS = ["base", "extra", "test", "leak", "stream"]
 def one_unit(tmp_path: Path, tiny_llama: Path, data_dir: Path, method: str, settings: dict, **extra) -> dict:
     """The record of one unit of tiny_grid_config with every condition (the stream in 2 chunks of 3), run by
     `method` with its `settings`."""
-    from harness.grid.config import load_config
-    from harness.grid.run import run
+    from harness.grid.configuration.config import load_config
+    from harness.grid.execution.run import run
 
     if settings:
         extra["method_settings"] = {method: settings}

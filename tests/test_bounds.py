@@ -7,7 +7,7 @@ from helpers import tiny_grid_config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid.run_checks import load_run
+from harness.grid.configuration.run_checks import load_run
 from tapt.methods.test_time_rl import TtrlSettings
 from tapt.methods.tlm import TlmSettings
 

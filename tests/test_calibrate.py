@@ -12,7 +12,7 @@ from helpers import tiny_grid_config
 from contamination import detectors
 from contamination.exposure import condition_tests
 from harness.cli.main import main
-from harness.grid import resolve
+from harness.grid.configuration import resolve
 
 
 def test_error_rates_count_flags_on_models_that_did_and_did_not_see_the_test_split():
@@ -174,8 +174,8 @@ def test_calibrate_takes_a_method_and_labels_its_rates_with_it(tmp_path, tiny_ll
 def test_a_method_with_a_packing_setting_is_calibrated_in_both_modes_through_its_own_settings(
     tmp_path, tiny_llama, data_dir
 ):
-    from harness.grid.calibrate import CalibrateOptions, mode_config, modes_of
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
+    from harness.study.calibrate import CalibrateOptions, mode_config, modes_of
 
     cfg = load_config(
         tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "cal", method="self-training")
@@ -227,7 +227,7 @@ def test_calibrate_until_mde_trains_no_unit_a_study_stopped_at_its_mde_and_only_
     stopped at a target of 5; the rounds' own rule is tested with `run --until-mde`.)"""
     import shutil
 
-    from harness.cli import rounds
+    from harness.study import rounds
 
     monkeypatch.setattr(rounds, "pooled", lambda cfg: (4.0, 3))
     caplog.set_level(logging.INFO, logger="tapt_bench.grid")

@@ -11,7 +11,7 @@ from contamination import codec, doc_scores
 from contamination.exposure import codec_test
 from contamination.exposure_run import ExposureArgs
 from harness.core import models
-from harness.grid import resolve
+from harness.grid.configuration import resolve
 
 K = 3  # context documents
 
@@ -136,7 +136,7 @@ def test_codec_context_is_a_grid_key_that_needs_the_exposure_test_and_changes_th
     from helpers import tiny_grid_config
 
     from harness.core.errors import SettingsError
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
 
     plain = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out"))
     on = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", codec_context=3))

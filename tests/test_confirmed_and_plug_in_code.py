@@ -9,9 +9,9 @@ import pytest
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid.config import load_config
-from harness.grid.run import run
-from harness.grid.run_checks import load_run
+from harness.grid.configuration.config import load_config
+from harness.grid.configuration.run_checks import load_run
+from harness.grid.execution.run import run
 from harness.results import collect
 from tests.helpers import tiny_grid_config
 
@@ -144,7 +144,7 @@ def test_the_end_summary_reads_the_plans_family_as_summarize_does(
     screen, so it is made to (its answers all right)."""
     import numpy as np
 
-    from harness.grid import screen
+    from harness.study import screen
 
     monkeypatch.setattr(
         screen, "answers", lambda model, tok, spec, docs, rule, batch: np.ones(len(docs), bool)

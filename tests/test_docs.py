@@ -53,7 +53,7 @@ def test_the_docs_hold_the_commands_users_run():
 def test_every_documented_command_parses(command):
     from harness.cli.analyze import with_subcommand
     from harness.cli.main import parser
-    from harness.grid.config import CONFIGS_DIR
+    from harness.grid.configuration.config import CONFIGS_DIR
 
     argv = with_subcommand(argv_of(command))
     if "--help" in argv or "-h" in argv:

@@ -7,8 +7,8 @@ import pytest
 from helpers import tiny_grid_config
 
 from harness.cli.main import main, parser
-from harness.grid import resolve
-from harness.grid.config import load_config
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import load_config
 
 SETTINGS = {"test-time-rl": {"samples": 2}}
 

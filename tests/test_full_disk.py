@@ -13,7 +13,7 @@ import pytest
 
 from harness.cli import main as cli_main
 from harness.core.errors import UserError
-from harness.grid import lock, run
+from harness.grid.execution import lock, run
 
 FULL = Path("/dev/full")
 pytestmark = pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full (Linux)")

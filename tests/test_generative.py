@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli.main import main
 from harness.core.errors import TaskError
-from harness.grid.unit_record import split_docs
+from harness.grid.unit.unit_record import split_docs
 from harness.tasks.generative import Answering, equivalent, math_answer, metric_problem
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
@@ -288,8 +288,8 @@ def test_a_generative_models_answer_to_most_documents_is_its_collapse():
 def test_the_screen_reads_a_generative_tasks_generated_answers_against_its_commonest_answer(
     tmp_path, tiny_llama
 ):
-    from harness.grid.config import load_config
-    from harness.grid.screen import screen_task
+    from harness.grid.configuration.config import load_config
+    from harness.study.screen import screen_task
 
     cfg = load_config(grid(tmp_path, tiny_llama, confirmatory=True))
     found = screen_task(cfg, "arithmetic")

@@ -17,10 +17,10 @@ from helpers import tiny_grid_config as config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError
-from harness.grid import plan
-from harness.grid import run as grid_run
-from harness.grid.merge import merge
-from harness.grid.run_checks import load_run
+from harness.grid.configuration import plan
+from harness.grid.configuration.run_checks import load_run
+from harness.grid.execution import run as grid_run
+from harness.grid.execution.merge import merge
 
 MODEL_DIR = "m4/n6/tiny"
 

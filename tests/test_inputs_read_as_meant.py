@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
-from harness.grid import resolve
-from harness.grid.config import load_config
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import load_config
 
 
 def test_a_number_in_exponent_form_is_a_number_in_a_config(tmp_path):
@@ -218,7 +218,7 @@ def test_a_flag_of_another_method_names_where_to_look(capsys):
 
 
 def test_a_misspelt_task_override_suggests_the_nearest_setting(tmp_path):
-    from harness.grid.run_checks import load_run
+    from harness.grid.configuration.run_checks import load_run
 
     path = tmp_path / "c.yaml"
     path.write_text(f"tasks: [ag_news]\nout: {tmp_path / 'o'}\ntask_overrides:\n  ag_news: {{epoch: 2}}\n")

@@ -10,10 +10,10 @@ from helpers import tiny_grid_config
 from harness import results
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid import resolve
-from harness.grid.calibrate import load_detectors
-from harness.grid.config import GridConfig, load_config
-from harness.grid.run_checks import load_run
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import GridConfig, load_config
+from harness.grid.configuration.run_checks import load_run
+from harness.study.calibrate import load_detectors
 
 SHIPPED = str(Path(__file__).resolve().parents[1] / "studies" / "methods_study")  # a shipped study
 
@@ -73,8 +73,8 @@ def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path, tiny_llama, 
             "{f}",
             "failed as it loaded: PluginError: detector 'x' must be a Detector",
         ),
-        ("X = 1\n", "{f}:X", "a file and an attribute; a detector file registers as it loads: pass the file"),
-        ("X = 1\n", "{f}", "registers no detector; call contamination.detectors.register"),
+        ("X = 1\n", "{f}:X", "is a int, not a contamination.detectors.Detector"),
+        ("X = 1\n", "{f}", "registers no detector; name its detector as FILE.py:NAME, or call register"),
     ],
 )
 def test_a_detector_file_that_fails_or_registers_nothing_is_one_line(tmp_path, text, target, message):
@@ -123,8 +123,8 @@ def test_a_statistic_file_is_read_by_summarize_and_report_and_one_that_registers
 
     stat = tmp_path / "twice.py"
     stat.write_text(
-        "from harness.api import Statistic, register_statistic\n"
-        "register_statistic(Statistic('{e}_twice_gap', 'twice', 'points', lambda e: e == 'bias',\n"
+        "from harness.api import Statistic, register\n"
+        "register(Statistic('{e}_twice_gap', 'twice', 'points', lambda e: e == 'bias',\n"
         "    lambda t, c, seed: 2 * float((t - c).mean())))\n"
     )
     from harness.stats.statistics import STATISTICS
@@ -137,7 +137,10 @@ def test_a_statistic_file_is_read_by_summarize_and_report_and_one_that_registers
     row = summary["tasks"][0]
     assert row["bias_twice_gap"] == pytest.approx(2 * row["bias_mean"])
     (tmp_path / "none.py").write_text("X = 1\n")
-    with pytest.raises(SystemExit, match="--statistics .*none.py' registers no statistic; call harness.api"):
+    with pytest.raises(
+        SystemExit,
+        match="--statistics .*none.py' registers no statistic; name its statistic as FILE.py:NAME, or call",
+    ):
         main(["report", SHIPPED, "--statistics", str(tmp_path / "none.py")])
 
 

@@ -11,8 +11,8 @@ from helpers import write_grid_config, write_plain_tasks
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError
-from harness.grid import run as grid_run
-from harness.grid.config import load_config
+from harness.grid.configuration.config import load_config
+from harness.grid.execution import run as grid_run
 from harness.tasks.lm_eval_spec import LmEvalSpec, folder_name
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.spec import TASKS_DIR, load_task_config

@@ -13,10 +13,11 @@ from safetensors.torch import load_file
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError
-from harness.grid import flow, plan, resolve, unit_record
-from harness.grid.config import load_config
-from harness.grid.run_checks import load_run
-from harness.grid.unit_plan import UnitKey
+from harness.grid.configuration import plan, resolve
+from harness.grid.configuration.config import load_config
+from harness.grid.configuration.run_checks import load_run
+from harness.grid.unit import flow, unit_record
+from harness.grid.unit.unit_plan import UnitKey
 from tapt import methods
 from tapt.methods.tlm import weights
 
@@ -82,7 +83,7 @@ def test_self_training_never_reads_the_gold_labels_outside_the_leak(
             tmp_path, tiny_llama, data_dir, tmp_path / "out", method="self-training", exposure=False
         )
     )
-    from harness.grid import unit_plan
+    from harness.grid.unit import unit_plan
 
     draw = unit_plan.subsample_docs
     kept = {}
@@ -513,7 +514,7 @@ def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per
     # the rows that name the study's configs hold because those configs set these keys
     import yaml
 
-    from harness.grid.config import config_path, read
+    from harness.grid.configuration.config import config_path, read
 
     def resolved(name):  # the config's keys and its prompt TAPT's settings, as a run reads them
         cfg = read(yaml.safe_load(config_path(name).read_text()), name)

@@ -10,8 +10,8 @@ import pytest
 from helpers import TINY_GRID_DIR, tiny_grid_config
 
 from harness.cli.main import main
-from harness.grid.config import load_config
-from harness.grid.run import run
+from harness.grid.configuration.config import load_config
+from harness.grid.execution.run import run
 
 
 def test_a_unit_whose_table_is_lost_is_computed_again_not_counted_finished(
@@ -48,7 +48,7 @@ def test_merge_into_a_folder_a_live_run_holds_is_refused_naming_its_pid(tmp_path
     import subprocess
     import sys
 
-    from harness.grid import lock
+    from harness.grid.execution import lock
 
     out = tmp_path / "out"
     mdir = out / TINY_GRID_DIR.rsplit("/", 1)[0]

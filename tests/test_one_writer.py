@@ -13,11 +13,12 @@ from helpers import tiny_grid_config
 from harness import results
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid import lock, plan, resolve
-from harness.grid.config import load_config
-from harness.grid.run import run, task_dir, write_unit
-from harness.grid.unit_plan import UnitKey
-from harness.grid.unit_record import UnitRecord
+from harness.grid.configuration import plan, resolve
+from harness.grid.configuration.config import load_config
+from harness.grid.execution import lock
+from harness.grid.execution.run import run, task_dir, write_unit
+from harness.grid.unit.unit_plan import UnitKey
+from harness.grid.unit.unit_record import UnitRecord
 from tapt import output
 
 
@@ -109,8 +110,9 @@ def test_the_documents_lm_eval_scores_in_a_unit_are_the_units_own(
 ):
     """The tapt_* task's data hook draws the subsample again from its metadata: the unit checks that lm-eval
     scored its own test documents, row by row, and stops where a drift would score others."""
-    from harness.grid import base_model, flow, plan
-    from harness.grid.flows import zero_shot
+    from harness.grid.configuration import plan
+    from harness.grid.unit import base_model, flow
+    from harness.grid.unit.flows import zero_shot
     from harness.tasks.protocol import find_spec, subsample_docs
 
     cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))

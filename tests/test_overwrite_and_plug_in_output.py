@@ -18,8 +18,8 @@ from contamination import detectors
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError
 from harness.core.settings import against
-from harness.grid.config import GridConfig
-from harness.grid.run_checks import load_run
+from harness.grid.configuration.config import GridConfig
+from harness.grid.configuration.run_checks import load_run
 from harness.stats import statistics
 from tapt import output
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.core.power import mde_at, power_at, units_for_bound
-from harness.grid.pilot import MARK, per_task_floor
+from harness.study.pilot import MARK, per_task_floor
 
 CONFIG = {
     "model_tag": "tiny",
@@ -56,7 +56,7 @@ def test_the_pilot_writes_a_plan_sized_by_its_own_spread_with_the_leak_it_sees(
     tmp_path, tiny_bert, data_dir, capsys
 ):
     from harness import results
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
 
     plan = pilot(tmp_path, tiny_bert, data_dir, "--strengths", "1", "2")
     said = capsys.readouterr().out

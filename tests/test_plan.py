@@ -8,16 +8,17 @@ import pytest
 from helpers import tiny_grid_config
 
 from harness.core.errors import SettingsError
-from harness.grid import config as grid_config
-from harness.grid import flow, plan, resolve
-from harness.grid.config import GridConfig, load_config
-from harness.grid.unit_plan import UnitKey
+from harness.grid.configuration import config as grid_config
+from harness.grid.configuration import plan, resolve
+from harness.grid.configuration.config import GridConfig, load_config
+from harness.grid.unit import flow
+from harness.grid.unit.unit_plan import UnitKey
 
 CONFIG_PY = str(Path(grid_config.__file__))
 
 
 def calls_into_config(work) -> dict[str, int]:
-    """The functions of harness/grid/config.py that `work()` calls, and how often."""
+    """The functions of harness/grid/configuration/config.py that `work()` calls, and how often."""
     calls: dict[str, int] = {}
 
     def seen(frame, event, arg):
@@ -89,8 +90,8 @@ def test_tapt_bench_run_checks_the_run_once_and_plans_each_cell_once(
     tmp_path, tiny_llama, data_dir, monkeypatch
 ):
     from harness.cli.main import main
-    from harness.grid import run as grid_run
-    from harness.grid import run_checks
+    from harness.grid.configuration import run_checks
+    from harness.grid.execution import run as grid_run
 
     checked, planned = [], []
     check_run, run_plan = run_checks.check_run, plan.run_plan
@@ -115,8 +116,8 @@ def test_a_run_reads_its_older_keys_its_task_index_and_each_method_once(
     """The lookups a run needs once: the config's older spellings read, the task YAMLs parsed into their
     index, each method found (a file plug-in's top-level code is run by finding it)."""
     from harness.cli.main import main
-    from harness.grid import run as grid_run
-    from harness.grid import study_layout
+    from harness.grid.configuration import study_layout
+    from harness.grid.execution import run as grid_run
     from harness.tasks import spec
     from tapt import methods
 
@@ -150,7 +151,7 @@ def test_a_worker_computes_the_unit_plan_it_is_sent_and_builds_no_run_plan_nor_c
     import queue
 
     from harness.core.sections import Sections
-    from harness.grid import pool, worker_messages
+    from harness.grid.execution import pool, worker_messages
 
     cfg = load_config(
         tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", subsamples=1, exposure=False)

@@ -58,10 +58,10 @@ def test_a_statistic_from_one_file_appears_in_summarize_its_json_and_the_report(
     import numpy as np
     import pandas as pd
 
-    from harness.api import Statistic, register_statistic
+    from harness.api import Statistic, register
     from harness.stats import statistics
 
-    median = register_statistic(
+    median = register(
         Statistic(
             "{e}_median",
             "median",
@@ -90,7 +90,7 @@ def test_a_statistic_from_one_file_appears_in_summarize_its_json_and_the_report(
     finally:
         statistics.STATISTICS.pop(median.key)
     with pytest.raises(ValueError, match="a statistic named .{e}_mean. is registered already"):
-        register_statistic(Statistic("{e}_mean", "mean", "points", lambda e: True, lambda t, c, s: 0.0))
+        register(Statistic("{e}_mean", "mean", "points", lambda e: True, lambda t, c, s: 0.0))
 
 
 SCORE_PLUGIN = """
@@ -216,10 +216,10 @@ def test_a_score_that_raises_is_one_line_naming_its_file(tmp_path, tiny_llama, d
     ],
 )
 def test_a_statistic_plug_ins_wrong_value_or_key_is_one_line_naming_it(tiny_grid, statistic, said):
-    from harness.api import Statistic, register_statistic
+    from harness.api import Statistic, register
     from harness.stats import statistics
 
-    added = register_statistic(Statistic(header="odd", effects=lambda e: e == "bias", **statistic))
+    added = register(Statistic(header="odd", effects=lambda e: e == "bias", **statistic))
     try:
         with pytest.raises(SystemExit, match=said):
             main(["summarize", str(tiny_grid)])
@@ -238,12 +238,12 @@ def test_a_statistic_plug_ins_wrong_value_or_key_is_one_line_naming_it(tiny_grid
 def test_a_statistic_whose_key_or_header_names_more_than_the_effect_is_refused_as_it_registers(
     key, header, said
 ):
-    from harness.api import Statistic, register_statistic
+    from harness.api import Statistic, register
     from harness.core.plugins import PluginError
     from harness.stats import statistics
 
     with pytest.raises(PluginError, match=re.escape(said)):
-        register_statistic(Statistic(key, header, "points", lambda e: True, lambda t, c, s: 0.0))
+        register(Statistic(key, header, "points", lambda e: True, lambda t, c, s: 0.0))
     assert key not in statistics.STATISTICS  # nothing registered: summarize reads as before
 
 
@@ -260,11 +260,45 @@ def test_a_plug_in_raising_an_error_with_no_message_is_named_by_the_line_that_ra
 
 
 def test_a_statistic_that_chooses_no_effect_is_refused_as_it_registers():
-    from harness.api import Statistic, register_statistic
+    from harness.api import Statistic, register
     from harness.core.plugins import PluginError
     from harness.stats import statistics
 
     never = Statistic("{e}_never", "never", "points", lambda e: e == "bias_x", lambda t, c, s: 0.0)
     with pytest.raises(PluginError, match=r"choose none of the effects a summary holds \(boost, bias, leak"):
-        register_statistic(never)
+        register(never)
     assert "{e}_never" not in statistics.STATISTICS
+
+
+def test_every_kind_of_plug_in_is_added_by_one_verb_and_named_by_file_and_name(tmp_path):
+    """`register` adds a method, a flow, a detector, a statistic and a score alike; a detector and a
+    statistic are also named on the command line as `file.py:NAME`, as methods, flows and scores are."""
+    from contamination.detectors import DETECTORS, SCORES
+    from harness.api import Detector, Flow, Method, Score, Settings, Statistic, register
+    from harness.grid.unit.flow import FLOWS
+    from harness.stats.statistics import STATISTICS
+    from harness.study.calibrate import load_detectors
+    from tapt.methods import METHODS
+
+    items = [
+        Method("outside-method", ("zero_shot",), Settings, lambda x: None, "from outside"),
+        Flow("outside_flow", "prompt-tapt", None, None, None, None),
+        Detector("text", lambda r, c, t: 0.5, name="outside detector"),
+        Statistic("{e}_outside", "outside", "points", lambda e: True, lambda t, c, s: 0.0),
+        Score("outside_score", lambda x: []),
+    ]
+    registries = [METHODS, FLOWS, DETECTORS, STATISTICS, SCORES]
+    names = ["outside-method", "outside_flow", "outside detector", "{e}_outside", "outside_score"]
+    try:
+        for item, registry, name in zip(items, registries, names):
+            assert register(item) is item and registry[name] is item
+        with pytest.raises(ValueError, match="register takes a Method, Flow, Detector, Statistic or Score"):
+            register(42)
+        path = tmp_path / "named_detector.py"
+        path.write_text("from harness.api import Detector\nMINE = Detector('text', lambda r, c, t: 0.25)\n")
+        load_detectors([f"{path}:MINE"])
+        assert DETECTORS["MINE"].pvalue({}, "test", []) == 0.25
+    finally:
+        for registry, name in zip(registries, names):
+            registry.pop(name)
+        DETECTORS.pop("MINE")

@@ -11,12 +11,12 @@ from helpers import tiny_grid_config, without_times
 
 from harness.cli.main import main
 from harness.core import threads
-from harness.grid import pool
-from harness.grid.config import load_config
-from harness.grid.on_ray import gpu_fraction
-from harness.grid.pool import Pool, fits
-from harness.grid.run import run
-from harness.grid.worker_messages import Memory
+from harness.grid.configuration.config import load_config
+from harness.grid.execution import pool
+from harness.grid.execution.on_ray import gpu_fraction
+from harness.grid.execution.pool import Pool, fits
+from harness.grid.execution.run import run
+from harness.grid.execution.worker_messages import Memory
 
 
 def records(out):

@@ -13,8 +13,8 @@ from helpers import grid_tables
 from helpers import tiny_grid_config as config
 
 from harness.cli.main import main
-from harness.grid import config as grid_config
-from harness.grid import run as grid_run
+from harness.grid.configuration import config as grid_config
+from harness.grid.execution import run as grid_run
 
 
 def sorted_tables(out):
@@ -57,7 +57,7 @@ def running_unit_pid(logs, timeout: float = 300) -> int:
 def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(
     ray_local, tmp_path, tiny_llama, data_dir
 ):
-    from harness.grid.on_ray import executor
+    from harness.grid.execution.on_ray import executor
 
     # long units (10 epochs), so that the kill lands while the first one runs
     cfg = grid_config.load_config(

@@ -62,8 +62,8 @@ def test_a_unit_scored_together_records_what_one_at_a_time_records(tiny_grid, tm
     """The tiny grid (one model at a time: the default) against its first subsample scored
     together: the same training records (the adapters' hashes, `moved`), exposure scores and accuracies
     to the bit, the same prediction for every document, class probabilities to 1e-6."""
-    from harness.grid.config import load_config
-    from harness.grid.run import run
+    from harness.grid.configuration.config import load_config
+    from harness.grid.execution.run import run
 
     out = tmp_path / "together"
     cfg = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, subsamples=1, score_together=True)

@@ -12,9 +12,9 @@ from scipy import stats
 from contamination.exchangeability import t_statistic
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid import resolve
-from harness.grid.config import GridConfig, load_config
-from harness.grid.run_checks import load_run
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import GridConfig, load_config
+from harness.grid.configuration.run_checks import load_run
 
 
 def write_config(folder, **keys):
@@ -97,7 +97,7 @@ def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_
 
 
 def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, monkeypatch, capsys):
-    from harness.grid import run as grid_run
+    from harness.grid.execution import run as grid_run
 
     seen = {}
     monkeypatch.setattr(grid_run, "run", lambda cfg, *a: seen.setdefault("cfg", cfg))
@@ -118,7 +118,7 @@ def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, mo
 def test_python_callers_get_the_same_checks():
     with pytest.raises(SettingsError, match="eval_batch_size must be at least 1, got 0"):
         GridConfig(eval_batch_size=0)
-    from harness.grid import plan
+    from harness.grid.configuration import plan
 
     with pytest.raises(SettingsError, match="prompt-tapt: key 'epochs' must be a number, got '3'"):
         plan.run_plans(GridConfig(method_settings={"prompt-tapt": {"epochs": "3"}}))  # the run's checks, once
@@ -303,7 +303,7 @@ def test_analyze_help_names_where_its_flags_are(capsys):
 def test_the_shipped_configs_keep_the_settings_hash_their_results_were_made_with(
     name, settings_hash, data_dir
 ):
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
 
     assert resolve.settings_hash(load_config(name, {"data_dir": str(data_dir)})) == settings_hash
 
@@ -313,8 +313,8 @@ def test_the_default_methods_settings_written_at_the_top_level_read_as_its_secti
 ):
     import yaml
 
-    from harness.grid.config import CONFIGS_DIR, load_config
-    from harness.grid.study_layout import SettingsNote
+    from harness.grid.configuration.config import CONFIGS_DIR, load_config
+    from harness.grid.configuration.study_layout import SettingsNote
 
     shipped = load_config("demo", {"data_dir": str(data_dir)})
     sectioned = yaml.safe_load((CONFIGS_DIR / "demo.yaml").read_text())
@@ -348,7 +348,7 @@ def test_the_default_methods_settings_written_at_the_top_level_read_as_its_secti
 
 
 def test_a_config_narrowed_to_some_of_its_methods_drops_the_settings_of_the_others(data_dir):
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
 
     keys = {"data_dir": str(data_dir)}
     whole = load_config("methods_study", keys)
@@ -374,7 +374,7 @@ def test_narrowing_reads_method_names_as_method_settings_does_a_plug_in_named_by
 ):
     from helpers import tiny_grid_config
 
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
 
     plug_in = str(Path(__file__).resolve().parent.parent / "examples" / "norm_tuning.py") + ":METHOD"
     path = tiny_grid_config(

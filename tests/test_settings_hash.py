@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from harness.core.settings import fingerprint
-from harness.grid import resolve
-from harness.grid.config import CONFIGS_DIR, GridConfig, read
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import CONFIGS_DIR, GridConfig, read
 
 HASHES = Path(__file__).parent / "data" / "settings_hashes.json"
 STUDIES = Path(__file__).resolve().parents[1] / "studies"  # the shipped studies' records: methods_study*

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.grid import resolve
+from harness.grid.configuration import resolve
 from harness.results import collect
 from harness.stats.summary import summarize
 
@@ -83,7 +83,7 @@ def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resume
     import yaml
 
     from harness.core.settings import from_mapping
-    from harness.grid.config import GridConfig, config_path
+    from harness.grid.configuration.config import GridConfig, config_path
 
     records = SHIPPED[name]
     raw = yaml.safe_load(config_path(name).read_text())  # no data or model needed to read it

@@ -208,7 +208,7 @@ def test_a_confirmatory_zero_shot_plan_reads_only_the_tasks_its_base_beats_chanc
     to answer every rotten_tomatoes document wrong, so rotten_tomatoes is left out, none of its units
     runs, the screen is written beside the model folder, and the summary names it. A resumed run reads
     the same screen."""
-    from harness.grid import screen
+    from harness.study import screen
     from tests.helpers import tiny_grid_config
 
     real = screen.answers
@@ -218,7 +218,7 @@ def test_a_confirmatory_zero_shot_plan_reads_only_the_tasks_its_base_beats_chanc
         got = real(model, tokenizer, spec, docs, rule, batch_size)
         return np.ones_like(got) if spec.slug == "ag_news" else np.zeros_like(got)
 
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
     from harness.tasks.protocol import find_spec, subsample_docs
 
     path = tiny_grid_config(

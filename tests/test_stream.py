@@ -11,9 +11,9 @@ from helpers import tiny_grid_config
 
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
-from harness.grid.run import run
-from harness.grid.run_checks import load_run
-from harness.grid.stream import chunks
+from harness.grid.configuration.run_checks import load_run
+from harness.grid.execution.run import run
+from harness.grid.unit.stream import chunks
 
 WATCHED = """
 from pathlib import Path

@@ -9,8 +9,8 @@ import pytest
 from helpers import write_grid_config
 
 from harness.core.errors import SettingsError, UserError
-from harness.grid import run as grid_run
-from harness.grid.run_checks import load_run
+from harness.grid.configuration.run_checks import load_run
+from harness.grid.execution import run as grid_run
 from harness.tasks.subsample import draw, train_counts
 from tapt.corpus import keeping_answers, raw_texts
 
@@ -141,7 +141,7 @@ def test_a_leak_strength_reads_the_leaks_documents_that_many_times_and_nothing_e
 
 
 def test_per_condition_heads_start_apart_and_tied_heads_alike(tmp_path, tiny_bert, data_dir):
-    from harness.grid.flows.classifier import head_seed
+    from harness.grid.unit.flows.classifier import head_seed
     from harness.scoring.classifier import ClassifierSettings
 
     tied, apart = ClassifierSettings(), ClassifierSettings(head_seed="per_condition")
@@ -158,8 +158,8 @@ def test_the_studys_configs_plan_its_per_task_settings_as_its_launch_scripts_set
     bert_4.sh); the rest 3 epochs at batch 16; every pretraining at lr 1e-4 (pretrain.py)."""
     import yaml
 
-    from harness.grid import resolve
-    from harness.grid.config import CONFIGS_DIR, read
+    from harness.grid.configuration import resolve
+    from harness.grid.configuration.config import CONFIGS_DIR, read
 
     cfg = read(yaml.safe_load((CONFIGS_DIR / f"{name}.yaml").read_text()), name).run_configs()[0]
     planned = {}

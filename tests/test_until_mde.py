@@ -3,10 +3,10 @@ pooled MDE, never on its p-value."""
 
 import pytest
 
-from harness.cli import rounds
 from harness.cli.main import main
-from harness.grid import resolve
-from harness.grid.config import GridConfig
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import GridConfig
+from harness.study import rounds
 
 
 def test_each_method_stops_on_its_own_mde_and_the_methods_keep_the_same_subsamples(monkeypatch):
@@ -34,7 +34,7 @@ def test_the_pooled_mde_is_the_summarys(tmp_path):
     import yaml
 
     from harness.core.settings import from_mapping
-    from harness.grid.config import config_path
+    from harness.grid.configuration.config import config_path
 
     records = Path(__file__).resolve().parents[1] / "studies" / "methods_study"
     raw = yaml.safe_load(config_path("methods_study").read_text())

@@ -142,8 +142,8 @@ def test_train_by_slug_prints_the_lm_eval_command_that_scores_it(user, tiny_llam
 
 
 def test_a_one_task_grid_by_slug(user, tiny_llama, tmp_path):
-    from harness.grid import config as grid_config
-    from harness.grid import run as grid_run
+    from harness.grid.configuration import config as grid_config
+    from harness.grid.execution import run as grid_run
 
     path = tmp_path / "grid.yaml"
     path.write_text(

@@ -96,7 +96,7 @@ def cmd_simulate_pca(args: argparse.Namespace) -> None:
     print(strict_json({"settings": settings, "ranks": rows}) if s.json else format_rows(rows, s))
 
 
-def register(sub) -> None:
+def add_commands(sub) -> None:
     from harness.stats.analysis import AnalysisSettings
     from harness.stats.meta_analysis import MetaAnalysisSettings
     from harness.stats.pca_simulation import PcaSettings

@@ -121,17 +121,17 @@ def cmd_contamination_exposure(args: argparse.Namespace) -> None:
 def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     from contamination.detectors import format_rates
     from harness.cli.run import grid_config
-    from harness.grid.calibrate import CalibrateOptions, calibrate
     from harness.results import calibration_path
+    from harness.study.calibrate import CalibrateOptions, calibrate
 
     opts = from_namespace(CalibrateOptions, args)
     args.exposure = True  # every grid calibrate runs has the exposure test on (and so CoDeC may be asked for)
     cfg = grid_config(opts.config, args)
     run_grid = None
     if opts.until_mde:  # a mode's grid in rounds, as `run --until-mde` runs it
-        from harness.cli.rounds import run_rounds
-        from harness.grid import plan
-        from harness.grid import run as grid_run
+        from harness.grid.configuration import plan
+        from harness.grid.execution import run as grid_run
+        from harness.study.rounds import run_rounds
 
         keep = opts.exchangeability or opts.keep_adapters
 
@@ -155,11 +155,11 @@ def cmd_contamination_show(args: argparse.Namespace) -> None:
     print(f"CoDeC (Zawalski et al. 2025): its recipe against the authors' demo:\n{codec.RECIPE}")
 
 
-def register(sub) -> None:
+def add_commands(sub) -> None:
     from contamination.exchangeability_run import ContaminationArgs
     from contamination.exposure_run import ExposureArgs
-    from harness.grid.calibrate import CalibrateOptions
-    from harness.grid.config import GridConfig
+    from harness.grid.configuration.config import GridConfig
+    from harness.study.calibrate import CalibrateOptions
 
     about = (
         "did a model see a test set's text, or its labels? The exposure test, every detector's error "

@@ -27,8 +27,8 @@ def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     top = FlagParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
     sub = top.add_subparsers(dest="command", required=True, parser_class=FlagParser)
     for group in (tasks, run, methods, analyze, contamination, report):
-        group.register(sub)
-    train.register(sub, train.method_named(argv))
+        group.add_commands(sub)
+    train.add_commands(sub, train.method_named(argv))
     return top
 
 

@@ -18,7 +18,7 @@ def cmd_methods_list(args: argparse.Namespace) -> None:
 
 
 def cmd_methods_show(args: argparse.Namespace) -> None:
-    from harness.grid.flow import FLOWS, default_method
+    from harness.grid.unit.flow import FLOWS, default_method
     from tapt import methods
 
     m = methods.find(args.name)
@@ -34,7 +34,7 @@ def cmd_methods_show(args: argparse.Namespace) -> None:
         print(f"\nthe recipe against its authors' code:\n{m.recipe}")
 
 
-def register(sub) -> None:
+def add_commands(sub) -> None:
     group = sub.add_parser(
         "methods",
         help="the adaptation methods a grid can audit",

@@ -75,7 +75,7 @@ def check_fits(fits: dict, path: str) -> None:
             raise UserError(f"--analysis {path}: fits[{i}] lacks {missing}; {fix}")
 
 
-def register(sub) -> None:
+def add_commands(sub) -> None:
     p = command(
         sub,
         "report",

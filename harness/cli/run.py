@@ -119,7 +119,7 @@ def whole(text: str, name: str) -> int:
 
 def grid_config(config_path: str, args: argparse.Namespace):
     """The grid config of a command that takes --config and every config key as a flag (given flags win)."""
-    from harness.grid import config, run_checks
+    from harness.grid.configuration import config, run_checks
 
     overrides = {k: getattr(args, k) for k in field_names(config.GridConfig) if hasattr(args, k)}
     return run_checks.load_run(config_path, overrides)
@@ -133,20 +133,13 @@ CONFIG_KEYS = (
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from harness.grid import plan, resolve, run
+    from harness.grid.configuration import plan, resolve
+    from harness.grid.execution import run
+    from harness.study import rounds
 
     opts = from_namespace(RunOptions, args)
-    cfg = grid_config(opts.config, args)
     shard = opts.shard_pair()
-    if opts.until_mde and cfg.plan.confirmatory:
-        raise SettingsError(
-            "--until-mde stops a method once its MDE reaches a target, which reads its data; a confirmatory "
-            "plan runs every planned unit and is never stopped on them: drop --until-mde"
-        )
-    if cfg.plan.confirmatory and cfg.grid.flow == "zero_shot":  # the plan's tasks, before any unit
-        from harness.grid.screen import screened
-
-        cfg = screened(cfg)
+    cfg = rounds.prepared(grid_config(opts.config, args), opts.until_mde)
     with executor(opts) as execute:
 
         def run_one(one, upto: int | None = None) -> None:  # planned here: load_run checked the whole run
@@ -154,13 +147,7 @@ def cmd_run(args: argparse.Namespace) -> None:
                 plan.run_plan(one), shard, opts.keep_adapters, opts.overwrite, execute, opts.threads, upto
             )
 
-        if opts.until_mde or (cfg.plan.confirmatory and shard[1] == 1):  # a plan: rounds, never stopped early
-            from harness.cli.rounds import run_rounds
-
-            run_rounds(cfg, None if cfg.plan.confirmatory else opts.until_mde, run_one)
-        else:
-            for one in cfg.run_configs():  # one cell and one method (and dose) each
-                run_one(one)
+        rounds.run_study(cfg, opts.until_mde, shard[1], run_one)
     if shard[1] == 1 and opts.summary:  # one summary of the run's models: its family as summarize reads it
         folders = [resolve.folder(one) for one in cfg.run_configs()]
         models = [(c.sample.m, c.sample.n, f.name) for c, f in zip(cfg.run_configs(), folders)]
@@ -172,7 +159,7 @@ def executor(opts: RunOptions):
     """Where the units run: Ray tasks, worker processes on this machine (their pool lives as long as the
     command: every cell and round reuses its loaded bases), or one by one in this process (None)."""
     if opts.ray:
-        from harness.grid.on_ray import executor as on_ray
+        from harness.grid.execution.on_ray import executor as on_ray
 
         yield on_ray(address=opts.address, cpus_per_unit=opts.cpus_per_unit, gpus_per_unit=opts.gpu_share())
         return
@@ -182,7 +169,7 @@ def executor(opts: RunOptions):
     if workers == 1 or (workers is None and not gpus):
         yield None
         return
-    from harness.grid.pool import Pool
+    from harness.grid.execution.pool import Pool
 
     with Pool(workers, opts.threads, gpus) as pool:
         yield pool.execute
@@ -231,8 +218,8 @@ def print_details(root: Path, summary: dict) -> None:
 
 def cmd_pilot(args: argparse.Namespace) -> None:
     from harness.core.settings import field_names as names
-    from harness.grid import config
-    from harness.grid.pilot import PilotOptions, run_pilot
+    from harness.grid.configuration import config
+    from harness.study.pilot import PilotOptions, run_pilot
 
     opts = from_namespace(PilotOptions, args)
     given = {k: getattr(args, k) for k in names(config.GridConfig) if hasattr(args, k)}
@@ -243,7 +230,7 @@ def cmd_pilot(args: argparse.Namespace) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> None:
-    from harness.grid.merge import merge
+    from harness.grid.execution.merge import merge
 
     for tdir in merge([Path(s) for s in args.sources], Path(args.out)):
         print(f"merged {tdir}")
@@ -288,16 +275,17 @@ STATISTICS_HELP = (
 
 
 def load_statistics(targets: list[str]) -> None:
-    """The installed statistic plug-ins, then each file or module named (each registers as it loads)."""
-    from harness.stats.statistics import STATISTICS
+    """The installed statistic plug-ins, then each named: `file.py:NAME` (a Statistic), or a file or module
+    that registers its statistics as it loads."""
+    from harness.stats.statistics import STATISTICS, register
 
-    fix = "call harness.api.register_statistic(Statistic(...)) in it (docs/contributing.md)"
+    fix = "name its statistic as FILE.py:NAME, or call harness.api.register(Statistic(...)) in it"
     for target in targets:
-        STATISTICS.load(target, "--statistics", fix)
+        STATISTICS.load(target, "--statistics", fix, lambda s, attr: register(s))
 
 
-def register(sub) -> None:
-    from harness.grid.config import GridConfig
+def add_commands(sub) -> None:
+    from harness.grid.configuration.config import GridConfig
 
     p = command(
         sub,
@@ -310,7 +298,7 @@ def register(sub) -> None:
         epilog=CONFIG_KEYS,
     )
 
-    from harness.grid.pilot import PilotOptions
+    from harness.study.pilot import PilotOptions
 
     command(
         sub,
@@ -334,10 +322,10 @@ def register(sub) -> None:
     p.add_argument("sources", nargs="+", help="the results folders of the shards")
     p.add_argument("--out", required=True, help="the results folder to write the merged units to")
 
-    register_summarize(sub)
+    add_summarize(sub)
 
 
-def register_summarize(sub) -> None:
+def add_summarize(sub) -> None:
     p = command(
         sub,
         "summarize",

@@ -201,7 +201,7 @@ def cmd_tasks_new(args: argparse.Namespace) -> None:
     print(f"wrote {path}: edit its dataset_kwargs, then `tapt-bench tasks validate {path}`")
 
 
-def register(sub) -> None:
+def add_commands(sub) -> None:
     from harness.tasks.protocol import SplitSettings
     from harness.tasks.subsample import DataSettings, SampleSettings
 

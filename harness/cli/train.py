@@ -105,10 +105,10 @@ def every_methods_flags() -> set[str]:
     return {flag(f) for m in builtin().values() for f in field_names(m.settings)}
 
 
-def register(sub, method: str | None = None) -> None:
+def add_commands(sub, method: str | None = None) -> None:
     """The commands; `train`'s flags hold `method`'s settings (default: the study's prompt TAPT)."""
     from harness.core.flags import add_settings
-    from harness.grid.flow import default_method
+    from harness.grid.unit.flow import default_method
     from tapt import methods
     from tapt.methods.single import TrainArgs
 

@@ -99,18 +99,11 @@ _LOADED: set[str] = set()  # files of registering plug-ins loaded in this proces
 
 def load_registering(targets: list[str], flag: str, count, what: str, fix: str) -> None:
     """Load each file or module of `targets`, which registers `what` as it loads (a detector, a
-    statistic): one SettingsError naming `flag` where one is `file.py:ATTR`, cannot be imported, fails
-    as it runs, or registers nothing (`count()` is the registry's size; `fix` says how to register)."""
+    statistic): one SettingsError naming `flag` where one cannot be imported, fails as it runs, or
+    registers nothing (`count()` is the registry's size; `fix` says how to register)."""
     from harness.core.errors import SettingsError
 
     for target in targets:
-        module, colon, attr = target.rpartition(":")
-        if colon and attr and not {"/", "\\"} & set(attr):  # `file.py:ATTR`: how a method is named
-            problem = (
-                f"names {target!r}, a file and an attribute; a {what} file registers as it loads: pass the "
-                f"file or module alone ({module})"
-            )
-            raise SettingsError.of(flag, problem)
         before = count()
         try:
             load_module(target)
@@ -189,6 +182,29 @@ def real(kind: str, name: str, fn, value, low: float | None = None, high: float 
         f"{kind} {name!r} ({where(fn)}) returned {value!r} ({type(value).__name__}); it must return a finite "
         f"number{bounds}: fix that file"
     )
+
+
+def package_scan(package: str, attr: str, of: type) -> list:
+    """The built-ins of a kind whose built-ins are files (methods, flows): every module or folder of
+    `package` with a module-level `attr` of type `of`. Its `__path__` is read now: a test may extend it."""
+    import pkgutil
+
+    found = importlib.import_module(package)
+    values = (
+        getattr(importlib.import_module(f"{package}.{m.name}"), attr, None)
+        for m in pkgutil.iter_modules(found.__path__)
+    )
+    return [v for v in values if isinstance(v, of)]
+
+
+def module_named(package: str, attr: str, of: type, name: str, key: Callable[[Any], str]):
+    """The built-in in the module of `package` named as the item (`prompt-tapt`: prompt_tapt), imported
+    alone, so that naming one does not import every other; None where there is none."""
+    module = name.replace("-", "_")
+    if not module.isidentifier() or importlib.util.find_spec(f"{package}.{module}") is None:
+        return None
+    value = getattr(importlib.import_module(f"{package}.{module}"), attr, None)
+    return value if isinstance(value, of) and key(value) == name else None
 
 
 def resolved(name: str) -> str:
@@ -296,9 +312,26 @@ class Registry(Mapping[str, T]):
         self._found[key] = value
         return value
 
-    def load(self, target: str, flag: str, fix: str) -> None:
-        """Import a file or module that registers this kind's items as it loads (load_registering)."""
-        load_registering([target], flag, lambda: len(self._items), self.kind, fix)
+    def load(self, target: str, flag: str, fix: str, add: Callable[[T, str], T] | None = None) -> None:
+        """Add what a command-line flag names: `path/to/file.py:NAME` or `module:NAME`, the item itself
+        (added by `add(item, NAME)`, else `register`), as every kind is named; or a file or module alone
+        that registers this kind's items as it loads (load_registering)."""
+        from harness.core.errors import SettingsError
+
+        module, colon, attr = target.rpartition(":")
+        if not (colon and module and attr and not {"/", "\\"} & set(attr)):
+            load_registering([target], flag, lambda: len(self._items), self.kind, fix)
+            return
+        try:
+            value = load_attr(target, self.example)
+        except ValueError as err:
+            raise SettingsError.of(flag, str(err)) from None
+        if not isinstance(value, self.of):
+            raise SettingsError.of(flag, f"{target!r} is a {type(value).__name__}, not a {self.type_name}")
+        try:
+            add(value, attr) if add else self.register(value)  # the same item registered by its file: kept
+        except PluginError as err:
+            raise SettingsError.of(flag, str(err)) from None
 
 
 class PluginError(ValueError):

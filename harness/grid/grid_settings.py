@@ -1,5 +1,5 @@
 """The grid's own keys: which tasks, cells, conditions and methods a run holds, and where it writes.
-The other sections of a grid config are the stages' own settings (harness/grid/config.py)."""
+The other sections of a grid config are the stages' own settings (harness/grid/configuration/config.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
     <out>/m<m>/n<n>/<model-tag>/<task>/units/<k>.json|.parquet one finished (task, subsample) unit
     <out>/m<m>/n<n>/<model-tag>/manifest-shard<i>of<N>.json    a run's config, versions, units, earlier runs
     <out>/m<m>/n<n>/<model-tag>/logs/run-<time>-shard<i>of<N>.log
-    <out>/m<m>/n<n>/<model-tag>/.lock-shard<i>of<N>            the run writing that shard (grid/lock.py)
+    <out>/m<m>/n<n>/<model-tag>/.lock-shard<i>of<N>            the run writing that shard (execution/lock.py)
 
 A unit's .json (its record) is written last, after its .parquet, and marks it finished; the two
 tables are rebuilt from the finished units, so a killed run loses at most the unit in flight.

@@ -63,7 +63,7 @@ def task_dir(mdir: Path, folder: str) -> Path:
 
 
 def screen_path(out: str | Path, m: int, n: int, base: str) -> Path:
-    """A zero-shot plan's screen of its tasks (harness.grid.screen), one per cell and base, beside the
+    """A zero-shot plan's screen of its tasks (harness.study.screen), one per cell and base, beside the
     model folders of the cell."""
     return Path(out) / f"m{m}" / f"n{n}" / f"screen-{Path(base.rstrip('/')).name}.json"
 

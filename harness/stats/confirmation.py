@@ -117,7 +117,7 @@ def post_hoc(found: dict[str, Any], tasks: list[str], planned: list[str]) -> dic
 
 def line(found: dict[str, Any]) -> str:
     """The status in one sentence, for the summary and the report, with the tasks the plan's screen
-    left out before any unit (harness.grid.screen)."""
+    left out before any unit (harness.study.screen)."""
     left = found.get("left_out") or []
     screen = (
         "; left out before any unit, the base not above chance on their train and extra documents: "

@@ -5,13 +5,11 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 from functools import cache
 from pathlib import Path
 
 from harness.core.errors import SettingsError
-from harness.core.plugins import PluginError, Registry
+from harness.core.plugins import PluginError, Registry, module_named, package_scan
 from harness.core.settings import Settings
 from tapt.methods.contract import NAME, Method
 
@@ -20,26 +18,9 @@ ENTRY_POINTS = "tapt_bench.methods"
 
 @cache
 def builtin() -> dict[str, Method]:
-    """Every module or folder of this package with a module-level `METHOD` (a `Method`)."""
-    import pkgutil
-
-    found = []
-    package = importlib.import_module("tapt.methods")  # its __path__ read now: a test may extend it
-    for module in pkgutil.iter_modules(package.__path__):
-        value = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "METHOD", None)
-        if isinstance(value, Method):
-            found.append(value)
+    """Every module or folder of this package with a module-level `METHOD` (a `Method`), in their order."""
+    found = package_scan("tapt.methods", "METHOD", Method)
     return {m.name: m for m in sorted(found, key=lambda m: (m.order, m.name))}
-
-
-def named_module(name: str) -> Method | None:
-    """The built-in in the module named as the method (`prompt-tapt`: prompt_tapt), imported alone, so that
-    naming one method (a parser's default, say) does not import every other; None where there is none."""
-    module = name.replace("-", "_")
-    if not module.isidentifier() or importlib.util.find_spec(f"tapt.methods.{module}") is None:
-        return None
-    value = getattr(importlib.import_module(f"tapt.methods.{module}"), "METHOD", None)
-    return value if isinstance(value, Method) and value.name == name else None
 
 
 def sourced(value: Method, target: str) -> Method:
@@ -63,7 +44,7 @@ METHODS: Registry[Method] = Registry(
     "path/to/file.py:METHOD",
     builtins=lambda: builtin(),
     check=sourced,
-    named=lambda name: named_module(name),
+    named=lambda name: module_named("tapt.methods", "METHOD", Method, name, lambda m: m.name),
 )
 
 

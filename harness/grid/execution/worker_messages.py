@@ -1,4 +1,4 @@
-"""What a run and the processes that compute its units say to each other (harness/grid/pool.py, on_ray.py):
+"""What a run and the processes that compute its units say to each other (execution/pool.py, on_ray.py):
 the unit handed out (`Job`), the answer (`Done` with the unit's record and its GPU memory, or `Failed`),
 and the memory a worker measures over a unit (`Memory`, `measure`)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.grid.unit_plan import UnitKey, UnitPlan
-from harness.grid.unit_record import UnitRecord
+from harness.grid.unit.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit.unit_record import UnitRecord
 
 GIB = 2**30
 

@@ -83,7 +83,7 @@ def changed(planned, finished: dict[str, dict[int, dict]]) -> list[tuple[str, in
     """The finished units (`finished`: task -> subsample -> record) that read other content than this run
     would, each with what changed: their task's definition, the base's weights, the rows of their draw. A
     record without inputs (written before they were recorded) is not read."""
-    from harness.grid.unit_plan import UnitKey
+    from harness.grid.unit.unit_plan import UnitKey
     from harness.tasks.protocol import find_spec
 
     cfg, out = planned.config, []

@@ -13,8 +13,9 @@ from harness.core.errors import SettingsError
 from harness.core.plugins import source_sha256
 from harness.core.sections import recorded as section_record
 from harness.core.settings import Settings, field_names, fingerprint
-from harness.grid import flow, study_layout
-from harness.grid.config import GridConfig
+from harness.grid.configuration import study_layout
+from harness.grid.configuration.config import GridConfig
+from harness.grid.unit import flow
 from harness.scoring.classifier import FIRST_TASK_OVERRIDES
 from tapt import methods
 
@@ -72,7 +73,7 @@ def for_task(cfg: GridConfig, slug: str, method: Found = None) -> GridConfig:
 
 def tag(cfg: GridConfig, method: Found = None) -> str:
     """The results folder of the model: the base's name, with `+method` for another method than the
-    flow's default (harness.grid.study_layout)."""
+    flow's default (harness.grid.configuration.study_layout)."""
     name = cfg.grid.model_tag or Path(cfg.model.base.rstrip("/")).name
     dose = cfg.dose()
     method = method or cfg.adaptation()

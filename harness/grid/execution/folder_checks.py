@@ -12,8 +12,9 @@ from harness import results
 from harness.core import study_plan
 from harness.core.errors import SettingsError, read_json_object
 from harness.core.settings import differences
-from harness.grid import fingerprints, plan
-from harness.grid.plan import RunPlan
+from harness.grid.configuration import plan
+from harness.grid.configuration.plan import RunPlan
+from harness.grid.unit import fingerprints
 
 log = logging.getLogger("tapt_bench.grid")
 
@@ -78,7 +79,7 @@ def check_plan_kept(planned: RunPlan) -> None:
 
 def check_settings(planned: RunPlan, overwrite: bool, shard: tuple[int, int] = (0, 1)) -> None:
     """Refuse to add units to results made with other settings, or that read other content (data, task,
-    weights: harness.grid.fingerprints); with `overwrite`, delete this shard's such units (another
+    weights: harness.grid.unit.fingerprints); with `overwrite`, delete this shard's such units (another
     shard's stay for its own rerun), saying which."""
     check_plan_kept(planned)
     check_inputs(planned, overwrite)

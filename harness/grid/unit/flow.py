@@ -1,19 +1,16 @@
 """The seam between the grid and its flows: `Flow`, what the grid asks of a flow, and the flows by name
-(FLOWS). A flow is one file: harness/grid/flows/ holds the built-ins (the zero-shot flow: prompt adapters,
+(FLOWS). A flow is one file: grid/unit/flows/ holds the built-ins (the zero-shot flow: prompt adapters,
 scored zero-shot through lm-eval; the classifier flow: a classification head fine-tuned on the adapted
 base), each module with a module-level `FLOW`; a flow from outside the package is named
 `package.module:attr` or `path/to/file.py:attr`, or installed as an entry point of `tapt_bench.flows`.
 
 A flow declares the config sections it brings beside the shared ones (`sections`, with their settings
-classes: harness.grid.config composes them), checks a config, a task and a base, computes a unit, and
+classes: grid.configuration.config composes them), checks a config, a task and a base, computes a unit, and
 says what a worker keeps loaded between units. The built-in flows' files are all imported as the config
-module loads (harness.grid.config composes their sections); a plug-in flow's when a config names it."""
+module loads (grid.configuration.config composes their sections); a plug-in flow's when a config names it."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,15 +18,15 @@ from functools import cache
 import pandas as pd
 
 from harness.core.errors import SettingsError
-from harness.core.plugins import PluginError, Registry
+from harness.core.plugins import PluginError, Registry, module_named, package_scan
 from harness.core.sections import Sections
 from harness.core.settings import Settings
 from harness.grid.grid_settings import GridSettings
-from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import Step, UnitRecord
+from harness.grid.unit.unit_plan import UnitPlan
+from harness.grid.unit.unit_record import Step, UnitRecord
 from harness.tasks.protocol import Spec
 
-PACKAGE = "harness.grid.flows"
+PACKAGE = "harness.grid.unit.flows"
 ENTRY_POINTS = "tapt_bench.flows"
 
 
@@ -62,22 +59,13 @@ class Flow:
 
 @cache
 def builtin() -> dict[str, Flow]:
-    """Every module of harness/grid/flows/ with a module-level `FLOW`."""
-    package = importlib.import_module(PACKAGE)
-    found = {}
-    for module in pkgutil.iter_modules(package.__path__):
-        value = getattr(importlib.import_module(f"{PACKAGE}.{module.name}"), "FLOW", None)
-        if isinstance(value, Flow):
-            found[value.name] = value
-    return found
+    """Every module of harness/grid/unit/flows/ with a module-level `FLOW`."""
+    return {f.name: f for f in package_scan(PACKAGE, "FLOW", Flow)}
 
 
 def named(name: str) -> Flow | None:
     """The built-in flow in the module of its name, imported alone; None where there is none."""
-    if not name.isidentifier() or importlib.util.find_spec(f"{PACKAGE}.{name}") is None:
-        return None
-    value = getattr(importlib.import_module(f"{PACKAGE}.{name}"), "FLOW", None)
-    return value if isinstance(value, Flow) and value.name == name else None
+    return module_named(PACKAGE, "FLOW", Flow, name, lambda f: f.name)
 
 
 FLOWS: Registry[Flow] = Registry(

@@ -30,11 +30,11 @@ from collections.abc import Iterator
 
 from harness.core import threads as thread_count
 from harness.core.errors import UserError, named
-from harness.grid import flow
-from harness.grid.base_model import LOADED
-from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import UnitRecord
-from harness.grid.worker_messages import Done, Failed, Job, Memory, measure
+from harness.grid.execution.worker_messages import Done, Failed, Job, Memory, measure
+from harness.grid.unit import flow
+from harness.grid.unit.base_model import LOADED
+from harness.grid.unit.unit_plan import UnitPlan
+from harness.grid.unit.unit_record import UnitRecord
 
 log = logging.getLogger("tapt_bench.grid")
 
@@ -153,7 +153,7 @@ def visible_card(index: int, gpus: int) -> Iterator[None]:
 
 
 def run_log() -> str | None:
-    """The run's log file: the grid logger's file handler (harness/grid/run.py start_log)."""
+    """The run's log file: the grid logger's file handler (harness/grid/execution/run.py start_log)."""
     files = [h.baseFilename for h in log.handlers if isinstance(h, logging.FileHandler)]
     return files[-1] if files else None
 

@@ -5,7 +5,7 @@ never uses, and writes the plan.
 2. The screen, by a rule fixed here before any bias is read: a task enters where its base beats chance on
    train's and extra's documents (never test's), a one-sided binomial test at ALPHA. Chance is what always
    answering a split's most frequent class gets right (the classifier flow), or the zero-shot screen's
-   (harness.grid.screen).
+   (harness.study.screen).
 3. The spread: the per-unit sd of test - extra over the entered tasks' units. The plan's units K: the
    fewest whose paired test sees the plan's bound with 80% power (harness.core.power), at least enough a
    task for a task's own sign-flip test to reject.
@@ -32,10 +32,10 @@ from harness.core import conditions, yaml_files
 from harness.core.errors import SettingsError, UserError
 from harness.core.power import POWER, mde_at, power_at, units_for_bound
 from harness.core.settings import Settings, option
-from harness.grid import plan, resolve
-from harness.grid.config import GridConfig, config_path
-from harness.grid.run import run
-from harness.grid.screen import Screened
+from harness.grid.configuration import plan, resolve
+from harness.grid.configuration.config import GridConfig, config_path
+from harness.grid.execution.run import run
+from harness.study.screen import Screened
 
 RULE = "base beats chance on the train and extra documents of the pilot's units (binomial, one-sided)"
 
@@ -111,7 +111,7 @@ def screen_from_units(folder: Path, task: str) -> Screened:
 def screen(cfg: GridConfig, folder: Path) -> list[Screened]:
     if cfg.grid.flow == "classifier":
         return [screen_from_units(folder, t) for t in cfg.slugs]
-    from harness.grid.screen import screen_task
+    from harness.study.screen import screen_task
 
     return [screen_task(cfg, t) for t in cfg.slugs]
 
@@ -251,7 +251,7 @@ MARK = "A confirmatory plan written by `tapt-bench pilot"  # a plan file's first
 
 def write_plan(opts: PilotOptions, cfg: GridConfig, given: dict, found: dict) -> None:
     """The study's config file with the pilot's plan in it, checked as a config, then written."""
-    from harness.grid.config import load_config
+    from harness.grid.configuration.config import load_config
 
     raw = yaml_files.load(config_path(opts.config).read_text()) or {}
     keys = {k: v for k, v in {**raw, **given}.items() if k not in PILOT_ONLY}

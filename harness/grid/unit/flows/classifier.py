@@ -11,9 +11,9 @@ from pathlib import Path
 from harness.core import conditions, models, seeds
 from harness.core.errors import SettingsError
 from harness.core.sections import Sections
-from harness.grid.flow import Flow, check_exposure_parts
-from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import UnitRecord, exposure_docs, not_adapted, record_of, split_docs
+from harness.grid.unit.flow import Flow, check_exposure_parts
+from harness.grid.unit.unit_plan import UnitPlan
+from harness.grid.unit.unit_record import UnitRecord, exposure_docs, not_adapted, record_of, split_docs
 from harness.scoring import classifier
 from tapt import methods
 from tapt.methods import raw_text

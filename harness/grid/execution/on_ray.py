@@ -17,11 +17,11 @@ import sys
 from collections.abc import Iterator
 
 from harness.core.errors import UserError
-from harness.grid import flow
-from harness.grid.pool import fits
-from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import UnitRecord
-from harness.grid.worker_messages import Done, Memory, measure
+from harness.grid.execution.pool import fits
+from harness.grid.execution.worker_messages import Done, Memory, measure
+from harness.grid.unit import flow
+from harness.grid.unit.unit_plan import UnitPlan
+from harness.grid.unit.unit_record import UnitRecord
 
 log = logging.getLogger("tapt_bench.grid")
 
@@ -39,7 +39,7 @@ def ray_module():
 
 
 def computed_on_ray(plan: UnitPlan, keep_adapters: bool, threads: int, alone: bool = False) -> Done:
-    """One unit in a Ray worker, with its GPU memory (harness/grid/pool.py measure; `alone`: the only unit on
+    """One unit in a Ray worker, with its GPU memory (execution/pool.py measure; `alone`: the only unit on
     its GPU); its log lines go to stderr, which Ray forwards to the driver's run log."""
     import torch
 

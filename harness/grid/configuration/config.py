@@ -15,18 +15,19 @@ from harness.core.models import SMOLLM2, ModelSettings
 from harness.core.sections import Sections
 from harness.core.settings import against, did_you_mean, field_names, flag, from_mapping
 from harness.core.study_plan import StudyPlan
-from harness.grid import flow, study_layout
+from harness.grid.configuration import study_layout
 from harness.grid.grid_settings import GridSettings
+from harness.grid.unit import flow
 from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.subsample import SampleSettings
 from tapt import methods
 
-CONFIGS_DIR = Path(__file__).resolve().parent / "configs"  # the ready configs shipped with the package
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"  # the ready configs shipped with the package
 
 SHARED = {"grid": GridSettings, "sample": SampleSettings, "model": ModelSettings}
 TITLES = {"grid": "the grid", "sample": "the subsample", "model": "the base model"}
-# each built-in flow's own sections (harness/grid/flow.py: a flow declares them), then the exposure test's
+# each built-in flow's own sections (grid/unit/flow.py: a flow declares them), then the exposure test's
 # and the plan's, which every flow reads
 OWN = {
     name: spec
@@ -127,7 +128,7 @@ class GridConfig(Sections):
 
     def adaptation(self) -> methods.Method:
         """The method this config audits (its flow's study method by default). A run finds it once, in its
-        plan (harness/grid/plan.py)."""
+        plan (harness/grid/configuration/plan.py)."""
         return methods.find(self.grid.method or flow.default_method(self.grid.flow))
 
     @property

@@ -1,6 +1,6 @@
 """One unit of the grid as the process that computes it receives it: `UnitKey` names the unit (a task and
 a subsample), `UnitPlan` holds every value it computes from, resolved once by the run's plan
-(harness/grid/plan.py) and sent as it is to a worker process or a Ray task. It pickles: plug-ins (the
+(grid/configuration/plan.py) and sent as it is to a worker process or a Ray task. It pickles: plug-ins (the
 method, plug-in scores) travel by name and are found where the unit runs; an lm-eval task travels by name
 too (harness/tasks/lm_eval_spec.py)."""
 
@@ -49,11 +49,13 @@ class UnitPlan:
     sections: dict[str, dict]  # the flow's own sections' values (its `reads` and `sections`), by name
     folder: Path  # the task's results folder, <out>/m<m>/n<n>/<tag>/<task>
     tag: str  # the model folder's name
-    recorded: dict  # the settings every unit of the run records (harness/grid/resolve.py recorded)
+    recorded: (
+        dict  # the settings every unit of the run records (harness/grid/configuration/resolve.py recorded)
+    )
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     code: dict  # the product code's commit and the config's hash (harness/core/study_plan.py)
-    weights: str | None = None  # the base's weight files by content (harness/grid/fingerprints.py)
+    weights: str | None = None  # the base's weight files by content (harness/grid/unit/fingerprints.py)
 
     def __getstate__(self) -> dict:
         """Sent to a worker process or a Ray task: the method's settings as their values, as a plug-in's
@@ -70,7 +72,7 @@ class UnitPlan:
         """One of the flow's own sections (the zero-shot flow's `form`, the classifier's `head`), an
         instance of the class the flow declares for it (found by the flow's name where the unit runs, as
         the method is: a plug-in's class travels by name)."""
-        from harness.grid import flow
+        from harness.grid.unit import flow
 
         if name not in self.sections:
             raise KeyError(

@@ -1,6 +1,6 @@
 """What every step of one zero-shot unit reads, fixed for the unit (`ZeroShot`), and the steps that score:
 lm-eval's scores of test, the exposure test's scores of test and extra, and the base's scores kept for
-the other methods' units of the same documents (harness/grid/flows/zero_shot.py runs them)."""
+the other methods' units of the same documents (harness/grid/unit/flows/zero_shot.py runs them)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pandas as pd
 from contamination import doc_scores
 from harness.core import adapters, conditions
 from harness.core.settings import Settings
-from harness.grid.base_model import BASE_SCORES, Base, loaded_base
-from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import Step, exposure_docs, split_docs
+from harness.grid.unit.base_model import BASE_SCORES, Base, loaded_base
+from harness.grid.unit.unit_plan import UnitPlan
+from harness.grid.unit.unit_record import Step, exposure_docs, split_docs
 from harness.scoring import zero_shot as scoring
 from harness.tasks.protocol import Spec
 from tapt import methods

@@ -1,7 +1,8 @@
-"""`tapt-bench run --until-mde`: a grid in rounds, one subsample of every task per method a round, each
-method stopped once its pooled MDE is at most the target (never on its p-value). Whenever the run
-stops, its methods hold the same subsamples. It sits with the commands since it reads the summary
-between runs (the grid and the statistics do not import each other)."""
+"""How a study's run goes, above the grid and the statistics (which do not import each other): a
+confirmatory plan is screened first and run in rounds, never stopped on its data; `--until-mde` runs a
+grid in rounds, one subsample of every task per method a round, each method stopped once its pooled MDE
+is at most the target (never on its p-value), reading the summary between rounds; otherwise each cell
+and method runs whole. Whenever a run stops, its methods hold the same subsamples."""
 
 from __future__ import annotations
 
@@ -10,11 +11,39 @@ from collections.abc import Callable
 
 from harness import results
 from harness.core.conditions import PRIMARY
-from harness.grid import resolve
-from harness.grid.config import GridConfig
+from harness.core.errors import SettingsError
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import GridConfig
 from harness.results import collect
 from harness.stats.summary import summarize
 from harness.stats.verdict import key
+
+
+def prepared(cfg: GridConfig, until_mde: float | None) -> GridConfig:
+    """The study's config as it runs: a confirmatory plan's tasks screened (zero-shot), before any unit;
+    `--until-mde` on a plan refused."""
+    if until_mde and cfg.plan.confirmatory:
+        raise SettingsError(
+            "--until-mde stops a method once its MDE reaches a target, which reads its data; a confirmatory "
+            "plan runs every planned unit and is never stopped on them: drop --until-mde"
+        )
+    if cfg.plan.confirmatory and cfg.grid.flow == "zero_shot":
+        from harness.study.screen import screened
+
+        return screened(cfg)
+    return cfg
+
+
+def run_study(
+    cfg: GridConfig, until_mde: float | None, shards: int, run_one: Callable[[GridConfig, int | None], object]
+) -> None:
+    """Run a prepared config's cells and methods (`run_one(config, upto)`): in rounds for `--until-mde` and
+    for a whole (unsharded) confirmatory plan, else each whole, one after another."""
+    if until_mde or (cfg.plan.confirmatory and shards == 1):
+        run_rounds(cfg, None if cfg.plan.confirmatory else until_mde, run_one)
+        return
+    for one in cfg.run_configs():  # one cell and one method (and dose) each
+        run_one(one, None)
 
 
 def pooled(cfg: GridConfig) -> tuple[float, int]:

@@ -12,12 +12,12 @@ from harness import results
 from harness.core import seeds
 from harness.core.conditions import BASE, NULL
 from harness.core.errors import UserError, read_json_object
-from harness.grid import flow
-from harness.grid import run as grid_run
-from harness.grid.config import GridConfig
-from harness.grid.plan import RunPlan
-from harness.grid.unit_plan import UnitKey, UnitPlan
-from harness.grid.unit_record import Step
+from harness.grid.configuration.config import GridConfig
+from harness.grid.configuration.plan import RunPlan
+from harness.grid.execution import run as grid_run
+from harness.grid.unit import flow
+from harness.grid.unit.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit.unit_record import Step
 
 
 def added(cfg: GridConfig, slug: str, k: int, unit: dict, run: RunPlan | None) -> tuple[dict, str | None]:

@@ -11,10 +11,10 @@ from harness import results
 from harness.core import conditions
 from harness.core.errors import SettingsError, UserError
 from harness.core.settings import NEVER, did_you_mean, field_names
-from harness.grid import resolve
-from harness.grid.config import GridConfig, as_set, config_path, load_config
-from harness.grid.flow import FLOWS, default_method
-from harness.grid.flow import get as get_flow
+from harness.grid.configuration import resolve
+from harness.grid.configuration.config import GridConfig, as_set, config_path, load_config
+from harness.grid.unit.flow import FLOWS, default_method
+from harness.grid.unit.flow import get as get_flow
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from harness.tasks.lm_eval_spec import LmEvalSpec, chat_problem
 from harness.tasks.protocol import find_spec

@@ -31,9 +31,11 @@ from harness.core import conditions, models
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.models import load_scoring_model
 from harness.core.settings import Settings, field_names, option
-from harness.grid import flow, null_models, plan, resolve
-from harness.grid import run as grid_run
-from harness.grid.config import GridConfig
+from harness.grid.configuration import plan, resolve
+from harness.grid.configuration.config import GridConfig
+from harness.grid.execution import run as grid_run
+from harness.grid.unit import flow
+from harness.study import null_models
 from harness.tasks.protocol import find_spec, subsample_docs
 
 FORMATS = {"labeled": detectors.LABELS, "text-only": detectors.TEXT}  # what each exchangeability test sees
@@ -230,10 +232,13 @@ def why_none(cfg: GridConfig, opts) -> str:
 
 
 def load_detectors(targets: list[str]) -> None:
-    """The installed detector plug-ins, then each file or module named (each registers as it loads)."""
-    fix = "call contamination.detectors.register(name, Detector(sees, pvalue)) in it (docs/contamination.md)"
+    """The installed detector plug-ins, then each named: `file.py:NAME` (a Detector, named NAME unless it
+    has a name), or a file or module that registers its detectors as it loads."""
+    fix = "name its detector as FILE.py:NAME, or call register(Detector(...)) in it (docs/contamination.md)"
     for target in targets:
-        detectors.DETECTORS.load(target, "detectors", fix)
+        detectors.DETECTORS.load(
+            target, "detectors", fix, lambda d, attr: detectors.register(d.name or attr, d)
+        )
 
 
 def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None = None) -> dict:

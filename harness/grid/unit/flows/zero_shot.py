@@ -15,12 +15,12 @@ from harness.core import adapters, conditions, models, weights
 from harness.core.errors import UserError
 from harness.core.models import BaseForm
 from harness.core.sections import Sections
-from harness.grid import stream
-from harness.grid.base_model import LOADED, loaded_base
-from harness.grid.flow import Flow, check_exposure_parts
-from harness.grid.flows.zero_shot_unit import ZeroShot, found_base, kept_base, score, timed, unit_inputs
-from harness.grid.unit_plan import UnitPlan
-from harness.grid.unit_record import Step, UnitRecord, not_adapted, record_of
+from harness.grid.unit import stream
+from harness.grid.unit.base_model import LOADED, loaded_base
+from harness.grid.unit.flow import Flow, check_exposure_parts
+from harness.grid.unit.flows.zero_shot_unit import ZeroShot, found_base, kept_base, score, timed, unit_inputs
+from harness.grid.unit.unit_plan import UnitPlan
+from harness.grid.unit.unit_record import Step, UnitRecord, not_adapted, record_of
 from harness.scoring import zero_shot as scoring
 from tapt import methods, output
 from tapt.methods import prompt_tapt
@@ -196,7 +196,7 @@ def scored_together(u: ZeroShot, kept: dict, base: Step | None, scores: dict) ->
 
 
 def stream_step(u: ZeroShot, cond: str, base: Step) -> Step:
-    """Test in chunks, each scored before the method adapts on it (harness/grid/stream.py)."""
+    """Test in chunks, each scored before the method adapts on it (harness/grid/unit/stream.py)."""
     grid = u.plan.grid
     x = u.inputs(cond, Path())
     carry = grid.stream_mode == "carry"

@@ -23,8 +23,8 @@ from harness import results
 from harness.core import loglik
 from harness.core.errors import UserError
 from harness.core.power import ALPHA
-from harness.grid.base_model import LOADED, loaded_base
-from harness.grid.config import GridConfig
+from harness.grid.configuration.config import GridConfig
+from harness.grid.unit.base_model import LOADED, loaded_base
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
 
 log = logging.getLogger("tapt_bench.grid")

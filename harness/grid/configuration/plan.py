@@ -11,9 +11,10 @@ from pathlib import Path
 from harness import results
 from harness.core import study_plan
 from harness.core.settings import Settings, fingerprint
-from harness.grid import fingerprints, flow, resolve, run_checks, study_layout
-from harness.grid.config import GridConfig
-from harness.grid.unit_plan import UnitKey, UnitPlan
+from harness.grid.configuration import resolve, run_checks, study_layout
+from harness.grid.configuration.config import GridConfig
+from harness.grid.unit import fingerprints, flow
+from harness.grid.unit.unit_plan import UnitKey, UnitPlan
 from harness.tasks.lm_eval_spec import folder_name
 from harness.tasks.protocol import Spec, find_spec
 from tapt import methods

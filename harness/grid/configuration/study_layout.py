@@ -17,7 +17,7 @@ from harness.core.errors import SettingsError
 from harness.core.models import BaseForm
 from harness.core.sections import recorded
 from harness.core.settings import Settings, did_you_mean, field_names
-from harness.grid.flow import builtin, default_method
+from harness.grid.unit.flow import builtin, default_method
 from tapt import methods
 from tapt.adapter import LoraTrainingSettings
 

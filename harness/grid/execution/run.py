@@ -16,11 +16,13 @@ from harness import results
 from harness.core import threads as thread_count
 from harness.core.errors import SettingsError, UserError, read_json_object
 from harness.core.provenance import library_versions
-from harness.grid import flow, folder_checks, lock, plan, resolve, unit_record
-from harness.grid.config import GridConfig
-from harness.grid.plan import RunPlan
-from harness.grid.unit_plan import UnitKey, UnitPlan
-from harness.grid.unit_record import UnitRecord
+from harness.grid.configuration import plan, resolve
+from harness.grid.configuration.config import GridConfig
+from harness.grid.configuration.plan import RunPlan
+from harness.grid.execution import folder_checks, lock
+from harness.grid.unit import flow, unit_record
+from harness.grid.unit.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit.unit_record import UnitRecord
 from harness.tasks.lm_eval_spec import folder_name
 
 Executor = Callable[[list[UnitPlan], bool], Iterator[UnitRecord]]
@@ -186,7 +188,7 @@ def run(
 
     `execute(plans, keep_adapters)` yields finished units' records in any order (default: one by one in this
     process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
-    harness/grid/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
+    execution/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
     the run's log file. `upto`: only the subsamples below it (a round of `run --until-mde`)."""
     plans = (cfg,) if isinstance(cfg, RunPlan) else plan.run_plans(cfg)  # a RunPlan: checked already
     if len(plans) != 1:

@@ -1,5 +1,5 @@
 """What a unit records (`UnitRecord`): its accuracies, per-example scores and the records of what made
-them, built the same way by both flows (harness/grid/flows/); one condition's outcome in the zero-shot flow
+them, built the same way by both flows (grid/unit/flows/); one condition's outcome in the zero-shot flow
 (`Step`); and the documents each condition and the exposure test read."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from contamination.exposure import condition_tests
 from harness import results
 from harness.core import conditions
 from harness.core.errors import UserError
-from harness.grid import fingerprints
-from harness.grid.unit_plan import UnitKey, UnitPlan
+from harness.grid.unit import fingerprints
+from harness.grid.unit.unit_plan import UnitKey, UnitPlan
 from harness.scoring import zero_shot
 from harness.tasks.protocol import unlabeled
 from harness.tasks.subsample import majority_share

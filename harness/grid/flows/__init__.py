@@ -1,1 +1,0 @@
-"""The grid's built-in flows, one file each, each module with a module-level `FLOW` (harness/grid/flow.py)."""
