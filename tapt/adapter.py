@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Literal
 import pandas as pd
 
 from harness.core import models
-from harness.core.models import BaseForm, Precision
+from harness.core.models import FormSettings, Precision
 from harness.core.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
 from harness.tasks.protocol import Spec, gold_continuations
-from tapt.corpus import TaptInput, keeping_answers, prompt_sequences
+from tapt.corpus import TaptOptions, keeping_answers, prompt_sequences
 
 if TYPE_CHECKING:
     from harness.core import training
@@ -53,7 +53,7 @@ class LoraTrainingSettings(Precision):
 
 
 @dataclass(kw_only=True)
-class AdapterSettings(LoraTrainingSettings, BaseForm):
+class AdapterSettings(LoraTrainingSettings, FormSettings):
     """How a prompt-TAPT adapter is trained, on which form of the base (the study: QLoRA)."""
 
     optim: Literal["adamw_torch", "paged_adamw_8bit"] = option(
@@ -70,7 +70,7 @@ class AdapterSettings(LoraTrainingSettings, BaseForm):
 
 
 @dataclass(kw_only=True)
-class AdapterArgs(TaptInput, AdapterSettings):
+class AdapterArgs(TaptOptions, AdapterSettings):
     """One `tapt-bench train` run: the split to train on and how."""
 
 

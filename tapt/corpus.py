@@ -15,7 +15,7 @@ from harness.tasks.protocol import Spec, SplitSettings, answered
 
 
 @dataclass(kw_only=True)
-class TaptInput(SplitSettings, ModelSettings):
+class TaptOptions(SplitSettings, ModelSettings):
     """Which unlabeled texts a TAPT run trains on, from which base, into which output."""
 
     HOME = ("out",)

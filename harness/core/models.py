@@ -43,7 +43,7 @@ class Precision(Settings):
 
 
 @dataclass(kw_only=True)
-class BaseForm(Precision):
+class FormSettings(Precision):
     """The form every method of a run gets the base in: 4-bit or not, and its float type."""
 
     quantize: Literal["4bit", "none"] = option(

@@ -11,17 +11,17 @@ from pathlib import Path
 
 from harness.core import models, weights
 from harness.core.errors import UserError
-from harness.core.models import BaseForm
+from harness.core.models import FormSettings
 from harness.core.settings import Settings, pick
 from harness.tasks.protocol import unlabeled
 from tapt import methods, output
-from tapt.corpus import TaptInput
+from tapt.corpus import TaptOptions
 from tapt.methods import Inputs, Method, nothing_learned, prompt_tapt, raw_text
 from tapt.methods.raw_text.pretrain import TextArgs, pretrain_text
 
 
 @dataclass(kw_only=True)
-class TrainArgs(TaptInput, BaseForm):
+class TrainArgs(TaptOptions, FormSettings):
     """One `tapt-bench train` run: the split to adapt on, and the form of the base (the method's own
     settings are its settings class's: `tapt-bench train --method NAME --help`)."""
 
@@ -35,7 +35,7 @@ def train(args: TrainArgs, method: Method | str | None = None, settings: Setting
     if settings is None:
         settings = method.settings(**pick(args, method.settings))
     if method.name == raw_text.METHOD.name:  # the classifier flow's: the whole backbone, saved as a model
-        return pretrain_text(TextArgs(**pick(args, TaptInput), **dataclasses.asdict(settings)))
+        return pretrain_text(TextArgs(**pick(args, TaptOptions), **dataclasses.asdict(settings)))
     if "zero_shot" not in method.flows:
         flows = list(method.flows)
         raise UserError(f"--method {method.name} serves the flow(s) {flows}; train runs zero_shot")

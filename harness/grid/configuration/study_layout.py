@@ -14,14 +14,14 @@ import warnings
 from typing import Any
 
 from harness.core.errors import SettingsError
-from harness.core.models import BaseForm
+from harness.core.models import FormSettings
 from harness.core.sections import recorded
 from harness.core.settings import Settings, did_you_mean, field_names
 from harness.grid.unit.flow import builtin, default_method
 from tapt import methods
 from tapt.adapter import LoraTrainingSettings
 
-FORM = tuple(field_names(BaseForm))  # the base's form: top-level keys, for every method alike
+FORM = tuple(field_names(FormSettings))  # the base's form: top-level keys, for every method alike
 # the keys the base's scores never depend on: the first records kept the study method's training keys
 # (without bf16) out of the base's settings, and only those
 TRAINING_KEYS = tuple(k for k in field_names(LoraTrainingSettings) if k not in FORM)

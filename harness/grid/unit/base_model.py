@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.core import models, weights
 from harness.core.errors import UserError
-from harness.core.models import BaseForm, ModelSettings
+from harness.core.models import FormSettings, ModelSettings
 from tapt import methods
 
 
@@ -60,7 +60,7 @@ class Loaded:
         self.key: tuple | None = None
         self.base: Base | None = None
 
-    def get(self, model: ModelSettings, form: BaseForm) -> Base:
+    def get(self, model: ModelSettings, form: FormSettings) -> Base:
         key = (model.base, form.quantize, form.fallback_lora, form.bf16)
         if self.base is not None and self.key == key:
             now = weights.base_state(self.base.model, self.base.tokenizer)
@@ -81,7 +81,7 @@ class Loaded:
 LOADED = Loaded()
 
 
-def loaded_base(model: ModelSettings, form: BaseForm) -> Base:
+def loaded_base(model: ModelSettings, form: FormSettings) -> Base:
     """The base in its form, loaded once per process (LOADED)."""
     return LOADED.get(model, form)
 

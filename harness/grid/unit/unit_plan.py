@@ -15,14 +15,14 @@ import pandas as pd
 
 from contamination.exposure_run import ExposureSettings
 from harness.core import seeds
-from harness.core.models import BaseForm, ModelSettings
+from harness.core.models import FormSettings, ModelSettings
 from harness.core.settings import Settings
 from harness.grid.grid_settings import GridSettings
 from harness.tasks.protocol import Spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt import methods
 
-SHARED_SECTIONS = {"form": BaseForm}  # a shared section a flow may read (Flow.reads), by name
+SHARED_SECTIONS = {"form": FormSettings}  # a shared section a flow may read (Flow.reads), by name
 
 
 class UnitKey(NamedTuple):

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.core import models
 from harness.core.settings import Settings, option
 from tapt import output
-from tapt.corpus import TaptInput, keeping_answers, raw_texts
+from tapt.corpus import TaptOptions, keeping_answers, raw_texts
 
 MLM_PROBABILITY = 0.15
 
@@ -29,7 +29,7 @@ class TextSettings(Settings):
 
 
 @dataclass(kw_only=True)
-class TextArgs(TaptInput, TextSettings):
+class TextArgs(TaptOptions, TextSettings):
     """One `tapt-bench train --method raw-text` run."""
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from harness import results
 from harness.core import adapters, conditions, models, weights
 from harness.core.errors import UserError
-from harness.core.models import BaseForm
+from harness.core.models import FormSettings
 from harness.core.sections import Sections
 from harness.grid.unit import stream
 from harness.grid.unit.base_model import LOADED, loaded_base
@@ -228,7 +228,7 @@ def preload(plan: UnitPlan) -> None:
 FLOW = Flow(
     name="zero_shot",
     # the base's form (4-bit, bf16): a classifier loads no 4-bit base
-    sections={"form": (BaseForm, "the base's form, for every method")},
+    sections={"form": (FormSettings, "the base's form, for every method")},
     default_method=prompt_tapt.METHOD.name,
     check=check,
     check_task=lambda spec: None,
