@@ -4,9 +4,10 @@ that should happen once per run happens.
 Runs one zero-shot unit (ag_news, m 4, n 6, a 2-layer random Llama with SmolLM2's tokenizer) with two
 adapted conditions (base, extra, test) and with three (base, extra, test, leak), each from its config
 file to its written record, under a profiler that sees every call into the project's own files. A
-package change is a call whose file lies in another package folder (harness/grid, harness/core,
-tapt/methods, ...) than the previous such call's. Calls of the libraries (torch, lm-eval, TRL) are not
-counted.
+package change is a call whose file lies in another package folder (harness/grid/unit, harness/core,
+tapt/methods, ...) than the previous such call's; it is also counted with harness/grid and harness/study
+as one folder, as the grid was before its split into configuration, unit and execution. Calls of the
+libraries (torch, lm-eval, TRL) are not counted.
 
 It also counts the method settings' round trips (an instance of the method's settings class built
 during the run anywhere but where the config is resolved: values turned back into the typed value
@@ -19,6 +20,7 @@ Usage:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -95,6 +97,7 @@ def seed_derivations() -> tuple[list[str], list[str]]:
     return sorted(set(built)), raw
 
 
+FLAT = re.compile(r"harness/(grid|study)(/.*)?$")
 INDEX = {"k", "subsample"}  # a unit's index, as the product code names it
 STAGES = (
     "harness/grid/unit/flows",
@@ -104,15 +107,16 @@ STAGES = (
 )
 
 
-def walk(config: Path) -> tuple[int, dict[str, int], int]:
-    """(package changes, calls of each once-a-run lookup, the method settings' round trips) of one grid
+def walk(config: Path) -> tuple[list[int], dict[str, int], int]:
+    """(package changes: by folder, and with harness/grid and harness/study as one folder; calls of
+    each once-a-run lookup; the method settings' round trips) of one grid
     run of `config`."""
     from harness.grid.configuration import plan
     from harness.grid.configuration.run_checks import load_run
     from harness.grid.execution.run import run
     from tapt import methods
 
-    changes, lookups, last, trips = 0, dict.fromkeys(LOOKUPS.values(), 0), [None], [0]
+    changes, lookups, last, trips = [0, 0], dict.fromkeys(LOOKUPS.values(), 0), [None, None], [0]
     typed = methods.find("prompt-tapt").settings
 
     def resolving(frame) -> bool:
@@ -134,8 +138,10 @@ def walk(config: Path) -> tuple[int, dict[str, int], int]:
         if event != "call" or not name.startswith(OWN):
             return
         package = str(Path(name).parent)
-        changes += last[0] is not None and package != last[0]
-        last[0] = package
+        flat = FLAT.sub("harness/grid", package)  # the grid as one folder, as it was before its split
+        changes[0] += last[0] is not None and package != last[0]
+        changes[1] += last[1] is not None and flat != last[1]
+        last[:] = [package, flat]
         which = LOOKUPS.get((str(Path(name).relative_to(ROOT)), frame.f_code.co_name))
         if which:
             lookups[which] += 1
@@ -174,7 +180,9 @@ def main() -> None:
         path.write_text(json.dumps(cfg))
         changes, lookups, trips = walk(path)
     said = ", ".join(f"{k} {v}" for k, v in lookups.items())
-    print(f"{args.adapted} adapted conditions: {changes} package changes; lookups: {said}", flush=True)
+    by_folder, flat = changes
+    print(f"{args.adapted} adapted conditions: {by_folder} package changes; lookups: {said}", flush=True)
+    print(f"  package changes with harness/grid and harness/study one folder, as before the split: {flat}")
     print(f"  method settings round trips: {trips}", flush=True)
     if args.adapted == 3:
         built, raw = seed_derivations()
