@@ -1,9 +1,14 @@
 """A flow is one file: a toy flow with a section of its own, named by its file in a config, runs a unit
 through the worker pool, and its section's key is read from the config and recorded in the unit."""
 
+import contextlib
+import io
+import itertools
 import json
+import re
 import subprocess
 import sys
+import traceback
 
 import pandas as pd
 import pytest
@@ -57,18 +62,31 @@ FLOW = Flow(
 '''
 
 
+FRESH = itertools.count()
+
+
 def run_flow_file(flow, text: str, tiny_llama, data_dir) -> subprocess.CompletedProcess:
-    """`text` written as a flow file and run into <its folder>/out for one unit of ag_news, in a process
-    of its own (so that no flow of this file is registered yet)."""
+    """`text` written as a flow file and run into <its folder>/out for one unit of ag_news, in this
+    process, as `tapt-bench run` runs: its exit status, and what it printed (the one-line error a
+    command ends with, or a traceback where one escaped). A process registers a flow under its name
+    once, so the file's toy names are made this run's own, as a fresh process would have them."""
+    fresh = next(FRESH)
+    text = re.sub(r'"(toy(_[a-z]+)?)"', lambda m: f'"{m.group(1)}_{fresh}"', text)
     flow.write_text(text)
     cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
     cfg |= {"subsamples": 1, "data_dir": str(data_dir)}
     path = write_grid_config(flow.parent, flow.parent / "out", cfg)
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
-        capture_output=True,
-        text=True,
-    )
+    argv, out, err, code = ["run", "--config", str(path), "--no-summary"], io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+            print(exit.code if isinstance(exit.code, str) else "", file=sys.stderr)
+        except Exception:  # what a subprocess would print as its traceback
+            code = 1
+            traceback.print_exc()
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def test_a_flow_from_one_file_with_a_section_of_its_own_runs_a_unit_through_the_pool(
@@ -138,14 +156,7 @@ def test_what_a_flow_returns_is_checked_before_anything_is_written(
     tmp_path, tiny_llama, data_dir, edit, said
 ):
     flow = tmp_path / "odd_flow.py"
-    flow.write_text(TOY.replace('"toy"', '"toy_odd"').replace(*edit))
-    cfg = {"base": str(tiny_llama), "flow": f"{flow}:FLOW", "tasks": ["ag_news"], "m": 4, "n": 6}
-    path = write_grid_config(tmp_path, tmp_path / "out", cfg | {"subsamples": 1, "data_dir": str(data_dir)})
-    done = subprocess.run(  # a process of its own: each case's flow file registers its own flow
-        [sys.executable, "-m", "harness.cli", "run", "--config", str(path), "--no-summary"],
-        capture_output=True,
-        text=True,
-    )
+    done = run_flow_file(flow, TOY.replace('"toy"', '"toy_odd"').replace(*edit), tiny_llama, data_dir)
     units = list((tmp_path / "out").rglob("units/*.json"))
     if said is None:
         assert done.returncode == 0 and len(units) == 1
@@ -229,3 +240,14 @@ def test_a_flows_default_method_that_is_no_method_is_blamed_on_its_file(tmp_path
     with pytest.raises(SystemExit, match=said):  # was blamed on a key 'method' the config lacks
         main(["run", "--config", str(path)])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_flow_refused_for_its_sections_is_not_kept_to_change_a_later_runs_record(
+    tmp_path, tiny_llama, data_dir
+):
+    from harness.grid.unit.flow import section_readers
+
+    bad = TOY.replace('{"toy": (ToySettings, "the toy flow")}', '{"grid": (ToySettings, "t")}')
+    done = run_flow_file(tmp_path / "grid_flow.py", bad, tiny_llama, data_dir)
+    assert done.returncode == 1 and "a section every config has" in done.stderr
+    assert "grid" not in section_readers()  # else every later run records no grid section

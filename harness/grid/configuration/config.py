@@ -165,7 +165,11 @@ def config_class(raw: object, overrides: dict | None = None) -> type[GridConfig]
     if not isinstance(name, str) or name in flow.builtin():
         return GridConfig
     found = flow.get(name)  # a flow that cannot load is the config's first error, naming the flow
-    extra = tuple((k, *section_of(found, k, spec)) for k, spec in found.sections.items())
+    try:
+        extra = tuple((k, *section_of(found, k, spec)) for k, spec in found.sections.items())
+    except SettingsError:  # refused, it is not kept: its sections would be read by this process's next run
+        flow.FLOWS.pop(found.name)
+        raise
     return with_sections(found.name, extra) if extra else GridConfig
 
 
