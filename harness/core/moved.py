@@ -1,6 +1,7 @@
 """Old names of moved modules, kept for one release: importing `package.<old>` gives the module at its
 new name, with a DeprecationWarning that names it. Written by hand: the import system has no alias for
-a module."""
+a module. It is consulted only for the package's own submodules that are not found (a path entry of the
+package), never for any other import."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ import importlib.util
 import sys
 import warnings
 
+_PACKAGES: dict[str, OldNames] = {}  # the path entry each package's old names answer at
 
-class OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """A finder of `package.<old name>` for each old name in `moved` (old -> new dotted name); asked
-    last, so that a module that exists is always found first."""
+
+class OldNames(importlib.abc.PathEntryFinder, importlib.abc.Loader):
+    """The finder of `package.<old name>` for each old name in `moved` (old -> new dotted name), asked
+    after the package's own folder, so that a module that exists is always found first."""
 
     def __init__(self, package: str, moved: dict[str, str]) -> None:
         self.package, self.moved = package, moved
 
-    def find_spec(self, name, path=None, target=None):
-        old = name.removeprefix(f"{self.package}.")
-        return importlib.util.spec_from_loader(name, self) if old in self.moved else None
+    def find_spec(self, fullname, target=None):
+        old = fullname.removeprefix(f"{self.package}.")
+        return importlib.util.spec_from_loader(fullname, self) if old in self.moved else None
 
     def create_module(self, spec):
         new = self.moved[spec.name.removeprefix(f"{self.package}.")]
@@ -31,7 +34,18 @@ class OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+def _hook(entry: str) -> OldNames:
+    if entry in _PACKAGES:
+        return _PACKAGES[entry]
+    raise ImportError(entry)
+
+
 def keep_old_names(package: str, moved: dict[str, str]) -> None:
     """Answer the old names of `package`'s moved modules (once per process)."""
-    if not any(isinstance(f, OldNames) and f.package == package for f in sys.meta_path):
-        sys.meta_path.append(OldNames(package, moved))
+    entry = f"<the moved modules of {package}>"
+    _PACKAGES[entry] = OldNames(package, moved)
+    path = sys.modules[package].__path__
+    if entry not in path:
+        path.append(entry)
+    if _hook not in sys.path_hooks:
+        sys.path_hooks.append(_hook)
