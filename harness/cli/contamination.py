@@ -127,20 +127,7 @@ def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
     opts = from_namespace(CalibrateOptions, args)
     args.exposure = True  # every grid calibrate runs has the exposure test on (and so CoDeC may be asked for)
     cfg = grid_config(opts.config, args)
-    run_grid = None
-    if opts.until_mde:  # a mode's grid in rounds, as `run --until-mde` runs it
-        from harness.grid.configuration import plan
-        from harness.grid.execution import run as grid_run
-        from harness.study.rounds import run_rounds
-
-        keep = opts.exchangeability or opts.keep_adapters
-
-        def run_grid(grid) -> None:
-            run_rounds(
-                grid, opts.until_mde, lambda c, k: grid_run.run(plan.run_plan(c), keep_adapters=keep, upto=k)
-            )
-
-    result = calibrate(cfg, opts, run_grid)
+    result = calibrate(cfg, opts)
     for note in result["notes"]:
         print(f"note: {note}")
     print(format_rates(result["rates"]))

@@ -243,12 +243,21 @@ def load_detectors(targets: list[str]) -> None:
 
 def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None = None) -> dict:
     """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json.
-    `run_grid(grid)` trains a mode's grid where train is on (default: every unit it lacks; the command
-    passes the rounds of --until-mde, which read the summary, a layer above the grid)."""
-    if run_grid is None:
+    `run_grid(grid)` trains a mode's grid where train is on (default: every unit it lacks, or with
+    `--until-mde` in rounds, as `run --until-mde` runs a grid)."""
+    keep = opts.exchangeability or opts.keep_adapters
+    if run_grid is None and opts.until_mde:
+        from harness.study.rounds import run_rounds
 
         def run_grid(grid: GridConfig) -> None:
-            grid_run.run(grid, keep_adapters=opts.exchangeability or opts.keep_adapters)
+            run_rounds(
+                grid, opts.until_mde, lambda c, k: grid_run.run(plan.run_plan(c), keep_adapters=keep, upto=k)
+            )
+
+    elif run_grid is None:
+
+        def run_grid(grid: GridConfig) -> None:
+            grid_run.run(grid, keep_adapters=keep)
 
     started = time.perf_counter()
     load_detectors(opts.detectors)
