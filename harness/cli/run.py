@@ -269,8 +269,8 @@ def cmd_summarize(args: argparse.Namespace) -> None:
 
 
 STATISTICS_HELP = (
-    "your summary statistics: files or modules that register them as they load "
-    "(harness.api.register_statistic), read beside the built-ins"
+    "your summary statistics, read beside the built-ins: my_stats.py:NAME (a Statistic), or a file or "
+    "module that registers them as it loads (harness.api.register)"
 )
 
 

@@ -322,13 +322,8 @@ class Registry(Mapping[str, T]):
         if not (colon and module and attr and not {"/", "\\"} & set(attr)):
             load_registering([target], flag, lambda: len(self._items), self.kind, fix)
             return
-        try:
-            value = load_attr(target, self.example)
-        except ValueError as err:
-            raise SettingsError.of(flag, str(err)) from None
-        if not isinstance(value, self.of):
-            raise SettingsError.of(flag, f"{target!r} is a {type(value).__name__}, not a {self.type_name}")
-        try:
+        try:  # found as `find` finds any kind's `file.py:NAME`, then added under its name
+            value = self.find(target)
             add(value, attr) if add else self.register(value)  # the same item registered by its file: kept
         except PluginError as err:
             raise SettingsError.of(flag, str(err)) from None

@@ -63,7 +63,9 @@ class CalibrateOptions(Settings):
         "stopped short of its subsamples)",
     )
     detectors: list[str] = option(
-        [], "your detectors: files or modules that register them (my_check.py), read beside the built-ins"
+        [],
+        "your detectors, read beside the built-ins: my_check.py:NAME (a Detector), or a file or module "
+        "that registers them as it loads (my_check.py)",
     )
     until_mde: float = option(
         0.0,

@@ -126,10 +126,14 @@ class GridConfig(Sections):
                     return f"{setting}={value}"
         return None
 
+    def method_target(self) -> str:
+        """The method as this config names it, or its flow's default method: how any process finds it."""
+        return self.grid.method or flow.default_method(self.grid.flow)
+
     def adaptation(self) -> methods.Method:
         """The method this config audits (its flow's study method by default). A run finds it once, in its
         plan (harness/grid/configuration/plan.py)."""
-        return methods.find(self.grid.method or flow.default_method(self.grid.flow))
+        return methods.find(self.method_target())
 
     @property
     def slugs(self) -> list[str]:

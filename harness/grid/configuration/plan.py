@@ -47,7 +47,7 @@ class RunPlan:
         return UnitPlan(
             key=key,
             spec=spec or find_spec(key.slug, cfg.sample.include_path),
-            method=cfg.grid.method or flow.default_method(cfg.grid.flow),  # how a worker finds it
+            method=cfg.method_target(),  # how a worker finds it
             method_settings=settings,
             grid=task.grid,
             sample=task.sample,

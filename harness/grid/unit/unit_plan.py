@@ -49,9 +49,7 @@ class UnitPlan:
     sections: dict[str, dict]  # the flow's own sections' values (its `reads` and `sections`), by name
     folder: Path  # the task's results folder, <out>/m<m>/n<n>/<tag>/<task>
     tag: str  # the model folder's name
-    recorded: (
-        dict  # the settings every unit of the run records (harness/grid/configuration/resolve.py recorded)
-    )
+    recorded: dict  # the settings every unit of the run records (configuration/resolve.py: recorded)
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     code: dict  # the product code's commit and the config's hash (harness/core/study_plan.py)
