@@ -8,6 +8,8 @@ import pytest
 
 from harness.cli.main import main
 
+pytestmark = pytest.mark.xdist_group("adapter_draw")  # one test process trains the module's adapter once
+
 
 @pytest.fixture(scope="module")
 def adapter(tmp_path_factory, tiny_llama, data_dir):

@@ -18,6 +18,7 @@ from contamination.exposure_run import ExposureArgs
 from contamination.verdict import flags
 from harness.cli.main import main
 from harness.core import loglik, models
+from harness.core.power import RESAMPLES
 
 N = 10  # test and extra documents: C(20, 10) = 184,756 splits, so p can fall far below 0.05
 
@@ -226,3 +227,20 @@ def test_the_command_scores_chat_prompts_through_the_bases_template(tiny_llama, 
             "--reference-split",
             "train",
         )
+
+
+@pytest.mark.parametrize("n", [3, 6, 10])  # every split (20, 924), and a sampled null (184,756 splits)
+def test_both_sides_from_one_null_are_scipys_two_tests_exactly(n):
+    from scipy import stats
+
+    rng = np.random.default_rng(n)
+    for draw in range(30):
+        test, extra = rng.normal(size=n), rng.normal(size=n)
+        if draw % 3 == 0:  # ties: the scores of a few distinct values
+            test, extra = np.round(test), np.round(extra)
+        lower = stats.permutation_test(
+            (test, extra), lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+            permutation_type="independent", alternative="less", n_resamples=RESAMPLES, vectorized=True,
+            rng=np.random.default_rng(0),
+        )  # fmt: skip
+        assert two_sample(test, extra)["p_extra"] == lower.pvalue  # bit for bit

@@ -4,7 +4,6 @@ twin; lm_eval scoring a kept adapter on the same documents; test-time RL voting 
 self-training on the base's own answers; the gold answer out of every condition but the leak."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -103,7 +102,7 @@ def test_a_generative_task_runs_through_the_grid_and_records_each_documents_answ
     assert acc["num_classes"].tolist() == [0]  # generated, not chosen
 
 
-def test_the_kept_adapter_scores_the_units_own_documents_through_lm_eval(tmp_path, tiny_llama):
+def test_the_kept_adapter_scores_the_units_own_documents_through_lm_eval(tmp_path, tiny_llama, monkeypatch):
     """lm_eval on the adapter the grid kept, with no --metadata: its tapt.json names the draw, and
     lm-eval generates the same text and reads the same answer for every one of the unit's documents."""
     main(["run", "--config", str(grid(tmp_path, tiny_llama)), "--keep-adapters"])
@@ -111,14 +110,12 @@ def test_the_kept_adapter_scores_the_units_own_documents_through_lm_eval(tmp_pat
     adapter = tdir / "adapters" / "0_test"
     kept = json.loads((adapter / "tapt.json").read_text())
     assert (kept["m"], kept["n"], kept["seed"], kept["subsample"]) == (4, 8, 0, 0)
-    lm_eval = str(Path(sys.executable).parent / "lm_eval")
-    done = subprocess.run(
-        [lm_eval, "--model", "hf", "--model_args", f"peft={adapter}", "--tasks", "tapt_arithmetic"]
-        + ["--batch_size", "8", "--output_path", str(tmp_path / "eval"), "--log_samples"],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    from lm_eval.__main__ import cli_evaluate  # what the lm_eval command runs, here in this process
+
+    argv = ["--model", "hf", "--model_args", f"peft={adapter}", "--tasks", "tapt_arithmetic"]
+    monkeypatch.setattr(sys, "argv", ["lm_eval", *argv, "--batch_size", "8"] + [
+        "--output_path", str(tmp_path / "eval"), "--log_samples"])  # fmt: skip
+    cli_evaluate()
     samples = [json.loads(line) for line in next((tmp_path / "eval").rglob("samples_*.jsonl")).open()]
     probs = pd.read_parquet(tdir / "units" / "0.parquet")
     unit = probs[probs["condition"] == "test"].set_index("row")

@@ -155,29 +155,30 @@ def test_a_score_that_is_not_a_score_is_refused_naming_the_key(tmp_path, tiny_ll
     assert not (tmp_path / "out").exists()
 
 
-def test_a_condition_is_one_entry_of_the_conditions_module(tmp_path, tiny_llama, data_dir):
+def test_a_condition_is_one_entry_of_the_conditions_module(tmp_path, tiny_llama, data_dir, monkeypatch):
     """The contributing guide's row: a new condition (here TAPT on extra's prompts with their answers) is
-    an entry of harness/core/conditions.py, and the grid, its tables and its summary take it up. The
-    entry is made before any other module is imported, as an edit of the file is."""
-    import subprocess
-    import sys
+    an entry of harness/core/conditions.py, and the grid, its tables and its summary take it up. The entry
+    is made after every module is imported, so a module that copied the names at import would miss it."""
+    import importlib
+    import pkgutil
 
+    import harness
+    from harness.core import conditions as c
+
+    for module in pkgutil.walk_packages(harness.__path__, "harness."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+
+    monkeypatch.setattr(c, "EXTRA_LEAK", "extra_leak", raising=False)
+    monkeypatch.setitem(c.TAPT, c.EXTRA_LEAK, (c.EXTRA, True))
+    monkeypatch.setattr(c, "ALL", (*c.ALL, c.EXTRA_LEAK))
+    monkeypatch.setattr(c, "OPTIONAL", (*c.OPTIONAL, c.EXTRA_LEAK))
     config = tiny_grid_config(
         tmp_path, tiny_llama, data_dir, tmp_path / "out", subsamples=1, conditions=["base", "extra", "test"]
     )
-    script = f"""
-from harness.core import conditions as c
-c.EXTRA_LEAK = "extra_leak"
-c.TAPT[c.EXTRA_LEAK] = (c.EXTRA, True)
-c.ALL = (*c.ALL, c.EXTRA_LEAK)
-c.OPTIONAL = (*c.OPTIONAL, c.EXTRA_LEAK)
-from harness.cli.main import main
-conditions = ["--conditions", "base", "extra", "test", "extra_leak"]
-main(["run", "--config", {str(config)!r}, *conditions, "--no-summary"])
-main(["summarize", {str(tmp_path / "out")!r}])
-"""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    conditions = ["--conditions", "base", "extra", "test", "extra_leak"]
+    main(["run", "--config", str(config), *conditions, "--no-summary"])
+    main(["summarize", str(tmp_path / "out")])
     (unit,) = (tmp_path / "out").rglob("units/0.json")
     trained = json.loads(unit.read_text())["training"]["extra_leak"]
     assert trained["split"] == "extra" and trained["with_answers"]

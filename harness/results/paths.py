@@ -18,9 +18,6 @@ from harness.core.errors import UserError, read_json_object
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
 
 
-OPTIONAL = list(conditions.OPTIONAL)  # a run with the planted leak adds its column after the study's six
-
-
 LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/accuracies\.csv$")
 
 

@@ -16,7 +16,6 @@ from harness.results.paths import (
     LAYOUT,
     NOT_ADAPTED,
     ONE_CLASS,
-    OPTIONAL,
     TEST_MAJORITY,
     calibration_path,
     shard_locks,
@@ -33,7 +32,7 @@ def read_accuracies(path: Path, n: int) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise UserError(f"{path}: missing column(s) {missing}; expected {COLUMNS}")
-    optional = [c for c in OPTIONAL if c in df.columns]
+    optional = [c for c in conditions.OPTIONAL if c in df.columns]
     for col in COLUMNS + optional:
         numbers = pd.to_numeric(df[col], errors="coerce")
         bad = numbers.isna()

@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
+from harness.core import conditions
 from harness.core.errors import UserError, named
 from harness.results.paths import (
     COLUMNS,
     NOT_ADAPTED,
-    OPTIONAL,
     UNIT_LAYOUT,
     atomic_write,
     unit_paths,
@@ -121,7 +121,7 @@ def rebuild(tdir: Path, settings: dict | None = None) -> pd.DataFrame:
     units = [
         u for u in finished(tdir).values() if settings is None or same_settings(u.get("settings"), settings)
     ]
-    columns = COLUMNS + [c for c in OPTIONAL if units and all(c in u for u in units)]
+    columns = COLUMNS + [c for c in conditions.OPTIONAL if units and all(c in u for u in units)]
     acc = pd.DataFrame([{c: u[c] for c in columns} for u in units], columns=columns)
     if any(u.get(NOT_ADAPTED) for u in units):
         acc[NOT_ADAPTED] = [",".join(u.get(NOT_ADAPTED, {})) for u in units]
