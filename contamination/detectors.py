@@ -17,9 +17,10 @@ rate and on those its power. Each detector is a two-sample test of test against 
 - `CoDeC`: the drop of each document's likelihood when documents of its own set stand before it
   (Zawalski et al. 2025; contamination.codec), test's drops against extra's; only in units whose grid
   ran it (`codec_context`).
-A new detector is one `register(name, Detector(...))` call: in this file for a built-in, in a plug-in's
-own file otherwise (imported by `calibrate --detectors FILE.py`, or installed as an entry point of the
-group `tapt_bench.detectors` naming a module that registers on import).
+A new detector is one call: `built_in(name, sees, pvalue)` in this file for a built-in, registered where it
+is defined; in a plug-in's own file, `harness.api.register(Detector(sees, pvalue, name=...))` (the file named
+by `calibrate --detectors FILE.py` or `FILE.py:NAME`, or installed as an entry point of the group
+`tapt_bench.detectors` naming a module that registers on import).
 """
 
 from __future__ import annotations
@@ -114,22 +115,27 @@ def codec_pvalue(record: dict, cond: str, texts: list[str]) -> float | None:
 
 
 ENTRY_POINTS = "tapt_bench.detectors"
-# the detectors by name: the built-ins below, then the plug-ins (a plug-in score registers its own)
+# the detectors by name: the built-ins, registered where they are defined below, then the plug-ins
 DETECTORS: Registry[Detector] = Registry(
-    "detector", Detector, ENTRY_POINTS, "my_detectors.py", builtins=lambda: BUILT_IN, key=lambda d: d.name
+    "detector", Detector, ENTRY_POINTS, "my_detectors.py", key=lambda d: d.name
 )
-BUILT_IN = {
-    "exposure text": Detector(TEXT, recorded("text")),
-    "exposure label": Detector(LABELS, recorded("label")),
-    "exposure label (twin)": Detector(LABELS, recorded("label_twin")),
-    "exposure confidence": Detector(TEXT, recorded("confidence")),
-    "exposure label (verdict)": Detector(LABELS, label_verdict),
-    "loss (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["text"])),
-    "Min-K%++ (uncalibrated)": Detector(TEXT, uncalibrated(lambda s, _: s["mink"])),
-    "zlib ratio": Detector(TEXT, uncalibrated(zlib_ratio)),
-    "CoDeC": Detector(TEXT, codec_pvalue),
-}
-BUILT_IN = {name: dataclasses.replace(d, name=name) for name, d in BUILT_IN.items()}
+
+
+def built_in(name: str, sees: str, pvalue: Callable[[dict, str, list[str]], float | None]) -> Detector:
+    """A built-in detector, registered where it is defined, as a plug-in's file registers its own (before
+    any installed plug-in is read: a built-in's name is never taken)."""
+    return DETECTORS.register(Detector(sees, pvalue, name))
+
+
+built_in("exposure text", TEXT, recorded("text"))
+built_in("exposure label", LABELS, recorded("label"))
+built_in("exposure label (twin)", LABELS, recorded("label_twin"))
+built_in("exposure confidence", TEXT, recorded("confidence"))
+built_in("exposure label (verdict)", LABELS, label_verdict)
+built_in("loss (uncalibrated)", TEXT, uncalibrated(lambda s, _: s["text"]))
+built_in("Min-K%++ (uncalibrated)", TEXT, uncalibrated(lambda s, _: s["mink"]))
+built_in("zlib ratio", TEXT, uncalibrated(zlib_ratio))
+built_in("CoDeC", TEXT, codec_pvalue)
 UNIT = ("task", "subsample")  # the p-values of one unit's models: they share its documents
 _SCORES: dict[str, Score] = {}  # plug-in scores by the target that named them, each loaded once
 
