@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -243,23 +242,21 @@ def load_detectors(targets: list[str]) -> None:
         )
 
 
-def calibrate(cfg: GridConfig, opts: CalibrateOptions, run_grid: Callable | None = None) -> dict:
-    """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json.
-    `run_grid(grid)` trains a mode's grid where train is on (default: every unit it lacks, or with
-    `--until-mde` in rounds, as `run --until-mde` runs a grid)."""
+def calibrate(cfg: GridConfig, opts: CalibrateOptions) -> dict:
+    """Run (or resume) every mode's grid, read every detector, and write <out>/calibration.json. Where
+    train is on, a mode's grid computes every unit it lacks, or with `--until-mde` runs in rounds, as
+    `run --until-mde` runs a grid."""
     keep = opts.exchangeability or opts.keep_adapters
-    if run_grid is None and opts.until_mde:
+
+    def run_grid(grid: GridConfig) -> None:
+        if not opts.until_mde:
+            grid_run.run(grid, keep_adapters=keep)
+            return
         from harness.study.rounds import run_rounds
 
-        def run_grid(grid: GridConfig) -> None:
-            run_rounds(
-                grid, opts.until_mde, lambda c, k: grid_run.run(plan.run_plan(c), keep_adapters=keep, upto=k)
-            )
-
-    elif run_grid is None:
-
-        def run_grid(grid: GridConfig) -> None:
-            grid_run.run(grid, keep_adapters=keep)
+        run_rounds(
+            grid, opts.until_mde, lambda c, k: grid_run.run(plan.run_plan(c), keep_adapters=keep, upto=k)
+        )
 
     started = time.perf_counter()
     load_detectors(opts.detectors)
