@@ -222,7 +222,7 @@ def masked_scores(model, tokenizer, docs: pd.DataFrame, seed: int) -> pd.DataFra
     """An encoder's scores: 15% of each text's tokens masked by a generator seeded with (seed, row),
     the same for every model; each class name's tokens masked together after the text."""
     model.eval()
-    mask_id, sep = tokenizer.mask_token_id, tokenizer.sep_token_id
+    mask_id = tokenizer.mask_token_id
     text, mink, ll = [], [], []
     for doc in docs.itertuples():
         ids = tokenizer(doc.text, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
@@ -232,12 +232,61 @@ def masked_scores(model, tokenizer, docs: pd.DataFrame, seed: int) -> pd.DataFra
         lp, mean, std = masked_log_probs(model, ids, chosen, mask_id)
         text.append(float(lp.mean()))
         mink.append(mink_plus_plus(lp, mean, std))
-        body = ids[:-1][: models.MAX_LENGTH - 16]
-        per_class = []
-        for name in doc.choices:
-            cls_ids = tokenizer(RAW_LABEL_DELIMITER + name, add_special_tokens=False)["input_ids"]
-            full = body + cls_ids + [sep]
-            where = list(range(len(body), len(full) - 1))
-            per_class.append(float(masked_log_probs(model, full, where, mask_id)[0].sum()))
-        ll.append(per_class)
+        ll.append(masked_class_log_probs(model, tokenizer, ids, doc.choices))
     return frame(docs, text, mink, ll)
+
+
+def masked_class_log_probs(model, tokenizer, ids: list[int], names) -> list[float]:
+    """Each class name's log p after a text (its token ids, closing token included), the name's tokens
+    masked together at its slot, as the leak writes it: "<text>\n<class name>"."""
+    body = ids[:-1][: models.MAX_LENGTH - 16]
+    out = []
+    for name in names:
+        cls_ids = tokenizer(RAW_LABEL_DELIMITER + name, add_special_tokens=False)["input_ids"]
+        full = body + cls_ids + [tokenizer.sep_token_id]
+        where = list(range(len(body), len(full) - 1))
+        out.append(float(masked_log_probs(model, full, where, tokenizer.mask_token_id)[0].sum()))
+    return out
+
+
+def gold_log_probs(model, tokenizer, docs: pd.DataFrame, masked: bool, batch_size: int = 8) -> list[float]:
+    """The planted leak's manipulation check, per document of `docs` (text, choices, label): log p of its
+    gold class name at its slot after the text ("<text>\n<name>", as the leak writes it), under an MLM
+    (the name's tokens masked together) or a causal LM. A model that absorbed the leak gives its own
+    test documents' gold names more of it than the extra model does."""
+    gold = [c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
+    if masked:
+        model.eval()
+        return [
+            masked_class_log_probs(
+                model,
+                tokenizer,
+                tokenizer(t, truncation=True, max_length=models.MAX_LENGTH)["input_ids"],
+                [g],
+            )[0]
+            for t, g in zip(docs["text"], gold)
+        ]
+    pairs = [loglik.encode_pair(tokenizer, t, RAW_LABEL_DELIMITER + g) for t, g in zip(docs["text"], gold)]
+    return continuation_log_probs(model, pairs, batch_size, models.MAX_LENGTH)
+
+
+def prompt_gold_log_probs(
+    model, tokenizer, spec: Spec, docs: pd.DataFrame, batch_size: int = 8
+) -> list[float]:
+    """The manipulation check of a prompt flow (multiple-choice or generative), per document: log p of
+    its gold continuation (what lm-eval scores, or the gold answer written) after its prompt."""
+    from harness.tasks.protocol import gold_continuations
+
+    pairs = [
+        loglik.encode_pair(tokenizer, p, g) for p, g in zip(docs["prompt"], gold_continuations(spec, docs))
+    ]
+    return continuation_log_probs(model, pairs, batch_size)
+
+
+def continuation_log_probs(model, pairs, batch_size: int, max_tokens: int | None = None) -> list[float]:
+    """Summed log p of each (context ids, continuation ids) pair's continuation after its context (the
+    context's first `max_tokens`)."""
+    scored = loglik.score(
+        model, [c[:max_tokens] for c, _ in pairs], [[tuple(x)] for _, x in pairs], batch_size
+    )
+    return [float(s.choices[0][0]) for s in scored]

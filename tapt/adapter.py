@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 import pandas as pd
 
 from harness.core import models
+from harness.core.errors import SettingsError
 from harness.core.models import FormSettings, Precision
 from harness.core.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
@@ -189,20 +190,29 @@ def prepare(
     workdir: Path,
     carried: bool = False,
     answers_only: bool = False,
+    copies: int = 1,
 ) -> Prepared:
     """The SFTTrainer of one split's prompts (`docs`), on an already loaded base and its tokenizer; with
     `carried`, on the adapter `model` already holds (a stream's later chunk) instead of a new one; with
-    `answers_only` (and answers, one prompt a sequence), the loss on each answer's tokens alone."""
+    `answers_only` (and answers, one prompt a sequence), the loss on each answer's tokens alone; `copies`:
+    each answer written that many times after its prompt (the planted leak's strength, padding only)."""
     from transformers import set_seed
 
     from harness.core import training
 
     max_length = settings.sequence_length()
     set_seed(seed)
+    if answers and copies > 1 and settings.packing:
+        raise SettingsError.of(
+            "leak_strength",
+            f"is {copies}, and packing puts several prompts in a sequence, each answered once: "
+            "use leak_strength 1 with packing, or padding",
+        )
     if answers and answers_only and not settings.packing:
         dataset = completion_only(tokenizer, list(docs["prompt"]), gold_continuations(spec, docs), max_length)
     else:
         ends = gold_continuations(spec, docs) if answers and not settings.packing else None
+        ends = [end * copies for end in ends] if ends else ends
         sequences = list(docs["prompt"]) if ends else prompt_sequences(spec, docs, settings.packing, answers)
         dataset = tokenized(tokenizer, sequences, max_length, ends)
     steps = training.StepLog()

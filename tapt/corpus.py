@@ -46,12 +46,32 @@ def prompt_sequences(spec: Spec, docs: pd.DataFrame, packing: bool, answers: boo
     return [spec.packed(docs.iloc[i : i + size], answers) for i in range(0, len(docs), size)]
 
 
-def raw_texts(docs: pd.DataFrame, answers: bool = False) -> list[tuple[str, str]]:
+def raw_texts(docs: pd.DataFrame, answers: bool = False, copies: int = 1) -> list[tuple[str, str]]:
     """The raw texts for masked/causal-LM pretraining of a classifier's backbone, each as (text, what
-    follows it): nothing, or with `answers` a new line and its gold choice."""
+    follows it): nothing, or with `answers` a new line and its gold choice, `copies` times (the leak's
+    strength: more of the label in the same document, never more documents)."""
     if not answers:
         return [(t, "") for t in docs["text"]]
-    return [(t, f"\n{c[int(y)]}") for t, c, y in zip(docs["text"], docs["choices"], docs["label"])]
+    return [(t, f"\n{c[int(y)]}" * copies) for t, c, y in zip(docs["text"], docs["choices"], docs["label"])]
+
+
+def answer_masks(tokenizer, ids: list[list[int]], pairs: list[tuple[str, str]]) -> list[list[int]]:
+    """Per sequence of `keeping_answers`, 1 at the tokens of its answer (what follows the text), 0
+    elsewhere: the answer's own tokens, found at the sequence's end before its closing special tokens.
+    A sequence whose end does not spell its answer (a tokenizer that merges across the new line) gets
+    none marked; the caller counts them."""
+    special = set(tokenizer.all_special_ids)
+    out = []
+    for seq, (_, answer) in zip(ids, pairs):
+        mask = [0] * len(seq)
+        want = tokenizer(answer, add_special_tokens=False)["input_ids"] if answer else []
+        end = len(seq)
+        while end and seq[end - 1] in special:
+            end -= 1
+        if want and end >= len(want) and seq[end - len(want) : end] == want:
+            mask[end - len(want) : end] = [1] * len(want)
+        out.append(mask)
+    return out
 
 
 def keeping_answers(tokenizer, pairs: list[tuple[str, str]], max_length: int, special: bool = True) -> list:

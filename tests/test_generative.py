@@ -100,6 +100,13 @@ def test_a_generative_task_runs_through_the_grid_and_records_each_documents_answ
     assert 0 < shares["share"] <= 1 and set(shares) == {"most_common", "share", "empty_share", "mean_length"}
     acc = pd.read_csv(tdir / "accuracies.csv")
     assert acc["num_classes"].tolist() == [0]  # generated, not chosen
+    # the leak at test's steps, and its manipulation check: each gold answer's log p after its prompt
+    control = record["control"]
+    assert len(set(control["steps"].values())) == 1 and control["steps"]["leak"] >= 1
+    assert {c: len(v) for c, v in control["gold_log_probs"].items()} == dict.fromkeys(
+        ("base", "extra", "test", "leak"), 8
+    )
+    assert "planted control: " in out and "manipulation check over 1 units" in out
 
 
 def test_the_kept_adapter_scores_the_units_own_documents_through_lm_eval(tmp_path, tiny_llama, monkeypatch):

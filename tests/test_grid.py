@@ -44,7 +44,12 @@ def test_layout_rows_and_the_leak_condition(tiny_grid):
         "score_base",
         *(f"{s}_{c}" for c in conditions[1:] for s in ("train", "score")),
         *(f"exposure_{c}" for c in conditions),
+        *(f"gold_{c}" for c in conditions),  # the leak's manipulation check, under every condition's model
     }
+    control = unit["control"]  # the prompt flow: the leak at test's steps, its answers' log p beside extra's
+    assert len(set(control["steps"].values())) == 1 and control["steps"]["leak"] == trained["leak"]["steps"]
+    assert control["tokens_seen"]["leak"] > control["tokens_seen"]["test"]  # its answers, not more prompts
+    assert {c: len(v) for c, v in control["gold_log_probs"].items()} == dict.fromkeys(conditions, 6)
     manifest = json.loads((tiny_grid / MODEL_DIR / "manifest-shard0of1.json").read_text())
     assert manifest["finished_units"] == [["ag_news", 0], ["ag_news", 1], ["ag_news", 2]]
     assert manifest["settings_hash"] == unit["settings_hash"] and manifest["versions"]["lm_eval"]

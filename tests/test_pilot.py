@@ -19,7 +19,7 @@ CONFIG = {
     "subsamples": 2,
     "conditions": ["base", "extra", "test", "leak"],
     "method_settings": {"raw-text": {"pretrain_epochs": 1, "pretrain_batch_size": 4}},
-    "clf_epochs": 8,
+    "clf_epochs": 16,
     "clf_batch_size": 4,
     "clf_lr": 0.003,
     "eval_batch_size": 12,
@@ -46,7 +46,7 @@ def pilot(tmp_path, base, data_dir, *flags, **keys):
     config = tmp_path / "study.yaml"
     config.write_text(yaml.safe_dump({"base": str(base), **CONFIG, **keys}))
     plan = tmp_path / "plan.yaml"
-    argv = ["pilot", "--config", str(config), "--plan", str(plan), "--plan-seed", "6"]
+    argv = ["pilot", "--config", str(config), "--plan", str(plan), "--plan-seed", "2005"]
     main([*argv, "--out", str(tmp_path / "pilot"), "--data-dir", str(data_dir), *flags])
     return plan
 
@@ -75,19 +75,25 @@ def test_the_pilot_writes_a_plan_sized_by_its_own_spread_with_the_leak_it_sees(
     )
     cfg = load_config(plan, {"data_dir": str(data_dir)})
     assert cfg.slugs == found["entered"] and cfg.grid.subsamples == found["subsamples"]
-    assert (cfg.sample.seed, cfg.plan.confirmatory, cfg.grid.leak_strength) == (6, True, found["strength"])
+    assert (cfg.sample.seed, cfg.plan.confirmatory, cfg.grid.leak_strength) == (2005, True, found["strength"])
     text = plan.read_text()
     assert f"sd of test - extra over their pilot units is {found['sd']:.2f} points" in text
     # the leak: each strength tried in turn until one is seen, the entered tasks alone after the first
     assert [lk["strength"] for lk in found["leaks"]][0] == 1
     assert found["leak_seen_with_power"] == any(lk["power"] >= 0.8 for lk in found["leaks"])
+    # its power is read at the lower bound of its mean, never above the mean's
+    for lk in found["leaks"]:  # (no spread: no bound, no power)
+        assert lk["power"] <= lk["power_at_mean"] and (lk["low"] < lk["mean"] or not np.isfinite(lk["low"]))
 
 
 def test_the_pilot_refuses_its_own_seed_as_the_plans_and_an_existing_plan_before_any_unit(
     tmp_path, tiny_bert, data_dir
 ):
-    with pytest.raises(SystemExit, match="--plan-seed 6 is the pilot's own seed"):
-        pilot(tmp_path, tiny_bert, data_dir, seed=6)
+    with pytest.raises(SystemExit, match="--plan-seed 2005 is the pilot's own seed"):
+        pilot(tmp_path, tiny_bert, data_dir, seed=2005)
+    # a unit's training seed is the run's seed plus its subsample: a plan seed close by shares them
+    with pytest.raises(SystemExit, match="--plan-seed 2005 is within 1000 of the pilot's seed 2001"):
+        pilot(tmp_path, tiny_bert, data_dir, seed=2001)
     plan = tmp_path / "plan.yaml"
     plan.write_text("# mine\n")
     for extra in ([], ["--overwrite"]):  # a file the pilot did not write: never replaced
@@ -102,3 +108,44 @@ def test_the_pilot_refuses_its_own_seed_as_the_plans_and_an_existing_plan_before
     with pytest.raises(SystemExit, match="--plan .*plan.yaml is a folder: name the plan's file"):
         pilot(tmp_path, tiny_bert, data_dir)
     assert not (tmp_path / "pilot").exists()
+
+
+@pytest.mark.slow
+def test_the_pilot_climbs_the_head_recipes_until_the_heads_learn_and_the_plan_names_the_rung(
+    tmp_path, tiny_bert, data_dir, capsys, monkeypatch
+):
+    """One epoch at a low lr leaves the tiny heads near ln K: the screen leaves the tasks out, the pilot
+    climbs to `long` (every task's override too), and the plan carries its values and says so. (`long`
+    made long enough for a random 2-layer BERT.)"""
+    from harness.grid.configuration.config import load_config
+    from harness.study import pilot as pilot_module
+
+    monkeypatch.setitem(pilot_module.HEAD_RECIPES, "long", {"clf_epochs": 16.0, "clf_lr": 0.003})
+
+    plan = pilot(
+        tmp_path,
+        tiny_bert,
+        data_dir,
+        "--strengths",
+        "1",
+        "--head-recipes",
+        "study",
+        "long",
+        clf_epochs=1,
+        clf_lr=1e-5,
+        tasks=["trec"],
+        task_overrides={"trec": {"clf_epochs": 1}},
+    )
+    said = capsys.readouterr().out
+    found = json.loads((tmp_path / "pilot" / "pilot.json").read_text())
+    assert "head recipe study (the config's own):" in said and "screen: trec: left out" in said
+    assert found["head_recipes_tried"]["study"] == 0 and list(found["head_recipes_tried"]) == [
+        "study",
+        "long",
+    ]
+    assert (tmp_path / "pilot" / "head-long" / "leak-1").is_dir()
+    cfg = load_config(plan, {"data_dir": str(data_dir)})
+    assert found["head_recipe"] == "long" and found["entered"] == ["trec"]
+    assert cfg.head.clf_epochs == 16.0 and cfg.head.clf_lr == 0.003
+    assert cfg.grid.task_overrides["trec"]["clf_epochs"] == 16.0
+    assert "Head recipe: long (clf_epochs 16, clf_lr 0.003)" in plan.read_text()

@@ -127,17 +127,53 @@ def test_the_leak_keeps_its_class_name_however_long_the_text(tiny_bert):
     assert unlabeled == tok(list(docs["text"]), truncation=True, max_length=256)["input_ids"]
 
 
-def test_a_leak_strength_reads_the_leaks_documents_that_many_times_and_nothing_else(
+def test_the_leak_trains_tests_documents_and_steps_its_strength_the_copies_of_each_class_name(
     tmp_path, tiny_bert, data_dir
 ):
+    """Matched steps: extra, test and leak each read 20 documents for the same optimizer steps; strength 3
+    writes each class name 3 times after its text, all masked on every read (the planted bug, the
+    leak's documents multiplied again, gives it 60 sequences and 3 times the steps)."""
     unit = one_unit(tmp_path, tiny_bert, data_dir, task="trec", m=12, n=20, leak_strength=3)
-    sequences = {c: unit["training"][f"pretrain_{c}"]["sequences"] for c in ("extra", "test", "leak")}
-    assert sequences == {"extra": 20, "test": 20, "leak": 60}
-    assert unit["settings"]["leak_strength"] == 3
+    pre = {c: unit["training"][f"pretrain_{c}"] for c in ("extra", "test", "leak")}
+    assert {c: r["sequences"] for c, r in pre.items()} == {"extra": 20, "test": 20, "leak": 20}
+    assert len({r["steps"] for r in pre.values()}) == 1
+    control = unit["control"]
+    assert control["steps"] == {c: r["steps"] for c, r in pre.items()}
+    assert control["tokens_seen"]["leak"] > control["tokens_seen"]["test"]  # the class names, not documents
+    assert pre["leak"]["answers_not_found"] == 0 and pre["leak"]["answer_tokens"] >= 3 * 20
+    assert set(control["gold_log_probs"]) == {"base", "extra", "test", "leak"}
+    assert all(len(v) == 20 for v in control["gold_log_probs"].values())
+    assert unit["settings"]["leak_strength"] == 3 and unit["settings"]["leak_plant"] == "answers"
     with pytest.raises(SettingsError, match="leak_strength.*no leak is planted"):
         one_unit(
             tmp_path, tiny_bert, data_dir, task="trec", conditions=["base", "extra", "test"], leak_strength=2
         )
+    with pytest.raises(SettingsError, match="leak_strength' must be below 17"):
+        one_unit(tmp_path, tiny_bert, data_dir, task="trec", leak_strength=1_000_000_000)
+
+
+def test_the_leaks_class_names_are_masked_on_every_read_and_its_text_at_15_percent(tiny_bert):
+    from harness.core import models
+    from tapt.corpus import answer_masks
+    from tapt.methods.raw_text.pretrain import AnswerMasked, collator
+
+    tok = models.tokenizer(str(tiny_bert))
+    pairs = raw_texts(
+        pd.DataFrame({"text": ["what is a cat"] * 64, "choices": [["DESC", "NUM"]] * 64, "label": [1] * 64}),
+        answers=True,
+        copies=2,
+    )
+    ids = keeping_answers(tok, pairs, 256)
+    marks = answer_masks(tok, ids, pairs)
+    assert all(sum(m) == 2 * len(tok("NUM", add_special_tokens=False)["input_ids"]) for m in marks)
+    batch = AnswerMasked(collator(tok, decoder=False), tok)(
+        [{"input_ids": i, "answer_mask": m} for i, m in zip(ids, marks)]
+    )
+    forced = np.array(marks, bool)
+    assert (batch["input_ids"].numpy()[forced] == tok.mask_token_id).all()
+    assert (batch["labels"].numpy()[forced] == np.array(ids)[forced]).all()
+    text_masked = (batch["labels"].numpy()[~forced] != -100).mean()
+    assert 0.05 < text_masked < 0.30  # the text's tokens at the collator's 15%, not all
 
 
 def test_per_condition_heads_start_apart_and_tied_heads_alike(tmp_path, tiny_bert, data_dir):

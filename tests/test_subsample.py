@@ -88,7 +88,7 @@ def test_clear_errors():
 def test_each_stream_of_a_unit_is_the_one_its_results_were_drawn_with():
     from harness.core import seeds
 
-    assert [seeds.derive(7, 3, s) for s in seeds.STREAMS] == [[7, 3], [7, 3, 1], [7, 3, 2], 7, 10, 7]
+    assert [seeds.derive(7, 3, s) for s in seeds.STREAMS] == [[7, 3], [7, 3, 1], [7, 3, 2], 7, 10, 7, [7, 4]]
     assert seeds.head(7, 3, 0) != seeds.head(7, 3, 1)
     with pytest.raises(ValueError, match="no random stream 'trian'.*draw, eval_draw"):
         seeds.derive(7, 3, "trian")

@@ -13,6 +13,7 @@ the same numbers:
 | `adapt`       | `seed`                | the zero-shot flow's method (the same for every subsample)     |
 | `classifier`  | `seed + k`            | the classifier flow's method, head and training order          |
 | `exposure`    | `seed`                | the exposure test's masks and permutations                     |
+| `mlm_head`    | `[seed, 4]`           | the rows an encoder's MLM head is fitted on (once a run: no k) |
 
 `head` derives a condition's own head seed from the `classifier` stream (`per_condition` heads).
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-STREAMS = ("draw", "eval_draw", "train_draw", "adapt", "classifier", "exposure")
+STREAMS = ("draw", "eval_draw", "train_draw", "adapt", "classifier", "exposure", "mlm_head")
 
 
 def derive(seed: int, k: int, stream: str) -> int | list[int]:
@@ -35,6 +36,8 @@ def derive(seed: int, k: int, stream: str) -> int | list[int]:
         return [seed, k, 2]
     if stream in ("adapt", "exposure"):
         return seed
+    if stream == "mlm_head":
+        return [seed, 4]
     if stream == "classifier":
         return seed + k
     raise ValueError(f"no random stream {stream!r}; the streams are {', '.join(STREAMS)}")

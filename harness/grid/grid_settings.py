@@ -12,7 +12,10 @@ from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from harness.scoring.zero_shot import Rule
 
-EXPOSURE, STREAM = "exposure", conditions.STREAM  # the parts of a run that can be off (sections.recorded)
+# the parts of a run that can be off (sections.recorded)
+EXPOSURE, STREAM, LEAK = "exposure", conditions.STREAM, conditions.LEAK
+# the most copies of its answer a leak document holds: more fills a 256-token sequence with labels
+MAX_LEAK_STRENGTH = 16
 
 
 @dataclass(kw_only=True)
@@ -28,6 +31,7 @@ class GridSettings(Settings):
         "stream_chunk_size": 1,
         "leak_strength": 1,
     }
+    BELOW = {"leak_strength": MAX_LEAK_STRENGTH + 1}
     # method, methods, method_settings: the method's own record stands in for them (resolve.recorded)
     RECORD = dict.fromkeys(("tasks", "subsamples", "cells", "out", "model_tag", "notes"), NEVER)
     RECORD |= dict.fromkeys(("method", "methods", "method_settings", "doses"), NEVER)
@@ -36,10 +40,14 @@ class GridSettings(Settings):
     RECORD |= dict.fromkeys(("conditions", "codec_context", "scores", "accuracy"), WHEN_SET)
     # the first stream restarted from the base each chunk: its results keep their hash (since)
     RECORD |= {"stream_mode": since("restart"), "stream_chunk_size": WHEN_SET}
-    RECORD["leak_strength"] = since(1)  # every leak before it read its documents once
+    # leak_strength counted copies of the leak's documents before 2026-12-07 (more steps than test's); it
+    # counts copies of each answer now, at test's steps (resolve.recorded adds leak_plant where that differs)
+    RECORD["leak_strength"] = since(1)
+    RECORD["leak_steps"] = since("matched")  # recorded where a run names its leak unmatched
     HOME = ("out",)
     PARTS = {"stream_chunks": STREAM, "exposure": EXPOSURE, "codec_context": EXPOSURE, "scores": EXPOSURE}
     PARTS |= {"stream_mode": STREAM, "stream_chunk_size": STREAM}
+    PARTS |= {"leak_strength": LEAK, "leak_steps": LEAK}
 
     flow: str = option(
         "zero_shot",
@@ -58,9 +66,16 @@ class GridSettings(Settings):
     )
     leak_strength: int = option(
         1,
-        "with leak: how many times over the method reads the leak's documents (test's, with "
-        "their answers): a stronger planted leak, never read by extra or test (tapt-bench pilot finds the "
-        "smallest the design sees)",
+        "with leak: how strongly the answers are planted in test's documents, at test's documents and "
+        f"steps: each document followed by its answer this many times (at most {MAX_LEAK_STRENGTH}; the "
+        "classifier flow masks every copy on every read; tapt-bench pilot finds the smallest the design "
+        "sees)",
+    )
+    leak_steps: Literal["matched", "unmatched"] = option(
+        "matched",
+        "with leak: matched: the summary reads the leak only where its model trained the same steps as "
+        "extra's and test's (else it names the difference and reads no control); unmatched: a method "
+        "whose leak trains other steps, read anyway with the difference named",
     )
     stream_mode: Literal["carry", "restart"] = option(
         "carry",
@@ -152,10 +167,16 @@ class GridSettings(Settings):
             allowed = f"{', '.join(conditions.PAIRED)} and optionally {', '.join(conditions.OPTIONAL)}"
             raise SettingsError.of("conditions", f"must be {allowed}, got {self.conditions}")
         self.conditions = [c for c in conditions.ALL if c in self.conditions]
-        if self.leak_strength != 1 and conditions.LEAK not in self.conditions:
-            problem = f"is {self.leak_strength}, and no leak is planted: add {conditions.LEAK} to conditions"
-            problem += ", or drop it"
-            raise SettingsError.of("leak_strength", problem)
+        for name in ("leak_strength", "leak_steps"):
+            value = getattr(self, name)
+            if (
+                value != GridSettings.__dataclass_fields__[name].default
+                and conditions.LEAK not in self.conditions
+            ):
+                problem = (
+                    f"is {value!r}, and no leak is planted: add {conditions.LEAK} to conditions, or drop it"
+                )
+                raise SettingsError.of(name, problem)
         if not self.tasks:
             raise SettingsError.of("tasks", "is empty: name at least one task (see `tapt-bench tasks list`)")
         twice = sorted({t for t in self.tasks if self.tasks.count(t) > 1})
@@ -187,7 +208,11 @@ class GridSettings(Settings):
 
     def parts(self) -> dict[str, bool]:
         """Which optional parts of a unit this run has (their keys are recorded only when on)."""
-        return {EXPOSURE: self.exposure, STREAM: conditions.STREAM in self.conditions}
+        return {
+            EXPOSURE: self.exposure,
+            STREAM: conditions.STREAM in self.conditions,
+            LEAK: conditions.LEAK in self.conditions,
+        }
 
 
 def numbers_of(swept):

@@ -30,6 +30,7 @@ from harness.results.outcomes import (
 from harness.results.paths import (
     CALIBRATION,
     COLUMNS,
+    CONTROL,
     LAYOUT,
     NOT_ADAPTED,
     ONE_CLASS,
@@ -97,6 +98,7 @@ __all__ = [
     "PROVENANCE",
     "CALIBRATION",
     "NOT_ADAPTED",
+    "CONTROL",
     "ONE_CLASS",
     "TEST_MAJORITY",
     "test_majority",

@@ -37,6 +37,10 @@ CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, bes
 # same name lists them (comma-separated), and every effect leaves those rows out
 NOT_ADAPTED = "not_adapted"
 
+# a unit record's planted-leak control: each adapted condition's steps and tokens read, and each condition's
+# log p of every test document's gold answer (the manipulation check); harness/stats/control.py reads it
+CONTROL = "control"
+
 
 # the share of a unit's test documents in their most frequent class: the study's `majority` (experiment.py:
 # df_test["label"].value_counts(normalize=True).max()), read from probabilities.parquet by `collect`, so

@@ -45,6 +45,8 @@ class ClassifierSettings(Settings):
     MINIMUM = {"clf_epochs": 0.0, "clf_batch_size": 1}
     ABOVE = {"clf_lr": 0.0}  # an lr of 0 trains nothing
     RECORD = {"head_seed": since("tied")}  # every head before it started tied
+    RECORD |= {"mlm_head": since("new"), "mlm_head_rows": since(500)}  # every run before them: a new head
+    MINIMUM |= {"mlm_head_rows": 16}
 
     clf_epochs: float = option(3.0, "classifier fine-tuning epochs on train")
     clf_batch_size: int = option(16, "classifier fine-tuning batch size")
@@ -56,6 +58,13 @@ class ClassifierSettings(Settings):
         "its own, as the study's heads differ (it seeds torch once a run); the training order is the "
         "unit's either way",
     )
+    mlm_head: Literal["new", "fit"] = option(
+        "new",
+        "an encoder shipped without an MLM head (all-MiniLM-L6-v2): new: each TAPT run starts its masked-LM "
+        "head from random weights; fit: the head is fitted once, the encoder frozen, on pool rows no unit "
+        "draws, and every condition, base included, starts from that checkpoint with the base's pooler",
+    )
+    mlm_head_rows: int = option(500, "with mlm_head fit: the pool rows the head is fitted on")
 
 
 def load_classifier(backbone: str, num_classes: int, seed: int):

@@ -12,6 +12,7 @@ from harness import results
 from harness.core import conditions
 from harness.core.errors import UserError
 from harness.core.power import TARGET
+from harness.stats.control import control_of
 from harness.stats.families import cell_of, corrected, paired, plan_of, planned_test, simultaneous
 from harness.stats.statistics import (  # noqa: F401
     STATISTICS,
@@ -63,7 +64,8 @@ def of_folder(
     folders = results.model_dirs(root)
     for i, config in enumerate(out["configs"]):
         cell = (config["m"], config["n"], config["model"])
-        config = out["configs"][i] = config | with_premise(config, folders.get(cell))
+        config = config | with_premise(config, folders.get(cell))
+        config = out["configs"][i] = config | control_of(config, folders.get(cell), seed)
         config["confirmation"] = found.get(cell)
         if tasks and config["confirmation"]:
             planned = (plans.get(cell) or {}).get("tasks") or []
@@ -210,11 +212,13 @@ def measure(
 ) -> dict[str, Any]:
     """Every statistic computed from these rows' paired accuracies, per effect (pooled: only those marked
     pooled; units over every task are independent), with the primary effect's unit count; the primary
-    effect's tests with `sides` (one: H1 above 0, the study's), the others' two-sided."""
+    effect's tests with `sides` (one: H1 above 0, the study's), the leak's one-sided
+    (conditions.ONE_SIDED), the others' two-sided."""
     out = {}
     for e in effects:
         keep, control, treatment = paired(rows, e)
-        alternative = "greater" if sides == "one" and e == conditions.PRIMARY else "two-sided"
+        one = e in conditions.ONE_SIDED or (sides == "one" and e == conditions.PRIMARY)
+        alternative = "greater" if one else "two-sided"
         for st in STATISTICS.values():
             if st.compute and st.effects(e) and (not pooled or st.pooled(e)):
                 value = st.value(e, treatment, control, seed, alternative) if keep.any() else st.empty

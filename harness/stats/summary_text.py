@@ -12,6 +12,7 @@ import pandas as pd
 from harness.core import conditions
 from harness.core.power import ALPHA, POWER
 from harness.stats.confirmation import line as confirmation_line
+from harness.stats.control import control_line
 from harness.stats.diagnostics import premise_line
 from harness.stats.families import families
 from harness.stats.statistics import STATISTICS
@@ -97,6 +98,8 @@ def format_tables(summary: dict[str, Any]) -> str:
             lines += [f"  {line}" for line in draw_lines(c["confirmation"])]
         if c.get("premise"):
             lines.append(f"  {premise_line(c['premise'])}")
+        if c.get("control"):
+            lines.append(f"  {control_line(c['control'])}")
         if c.get(key(primary, "units")):
             lines.append(f"  {pooled_line(c)}")
             lines += [f"  {line}" for line in (flip_line(c), unchecked_line(c)) if line]

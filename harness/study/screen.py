@@ -41,14 +41,32 @@ class Screened:
     chance: float
     p: float
     entered: bool
+    # the classifier flow's head-learns rule (None elsewhere): the pilot units whose base head's final
+    # training loss is below LEARNS x ln K, and whose base beats the test subsample's majority share
+    units: int | None = None
+    head_learned: int | None = None
+    above_majority: int | None = None
+    loss_over_ln_k: float | None = None  # the median of final loss / ln K
 
     def line(self) -> str:
         share = self.correct / self.documents if self.documents else float("nan")
         word = "enters" if self.entered else "left out"
-        return (
+        said = (
             f"{self.task}: {word}: the base answers {share:.1%} of {self.documents} train and extra "
             f"documents against chance {self.chance:.1%} (binomial p {self.p:.3g}, one-sided)"
         )
+        if self.units is not None:
+            said += (
+                f"; its head's final loss {self.loss_over_ln_k:.2f} x ln K (median), below {LEARNS:g} x ln K "
+                f"in {self.head_learned} of {self.units} units, base above the test majority share in "
+                f"{self.above_majority}"
+            )
+        return said
+
+
+# the classifier flow's head learns where its final training loss is below this share of ln K (the loss of a
+# uniform guess over K classes): fixed before any bias is read
+LEARNS = 0.6
 
 
 def answers(model, tokenizer, spec: Spec, docs: pd.DataFrame, rule: str, batch_size: int) -> np.ndarray:

@@ -120,6 +120,7 @@ def gold_continuations(spec: Spec, docs: pd.DataFrame) -> list[str]:
     return [spec.target_delimiter + c[int(y)] for c, y in zip(docs["choices"], docs["label"])]
 
 
-def answered(spec: Spec, docs: pd.DataFrame) -> list[str]:
-    """Each doc's prompt followed by its gold choice, exactly the continuation lm-eval scores for it."""
-    return [p + a for p, a in zip(docs["prompt"], gold_continuations(spec, docs))]
+def answered(spec: Spec, docs: pd.DataFrame, copies: int = 1) -> list[str]:
+    """Each doc's prompt followed by its gold choice, exactly the continuation lm-eval scores for it
+    (`copies` times: the planted leak's strength)."""
+    return [p + a * copies for p, a in zip(docs["prompt"], gold_continuations(spec, docs))]

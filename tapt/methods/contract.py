@@ -49,6 +49,9 @@ class Inputs:
     # the classifier flow: the backbone's folder, which the method loads and saves an adapted copy of
     # (`model` is then None)
     model_dir: str | None = None
+    # the leak (docs with `label`): how many times each document's answer follows it, at the same
+    # documents and steps as test (the grid's leak_strength); a text method writes it that many times
+    leak_strength: int = 1
 
     @property
     def labeled(self) -> bool:

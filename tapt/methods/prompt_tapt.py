@@ -11,7 +11,16 @@ from tapt.methods import Adapted, Inputs, Method, recipe_table
 
 def adapt(x: Inputs) -> Adapted:
     run = adapter.prepare(
-        x.spec, x.docs, x.settings, x.labeled, x.seed, x.model, x.tokenizer, x.workdir, x.carried()
+        x.spec,
+        x.docs,
+        x.settings,
+        x.labeled,
+        x.seed,
+        x.model,
+        x.tokenizer,
+        x.workdir,
+        x.carried(),
+        copies=x.leak_strength,
     )
     return Adapted(adapter.train(run), adapter.record_of(run))
 

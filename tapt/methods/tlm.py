@@ -150,7 +150,7 @@ def adapt(x: Inputs) -> Adapted:
 
     s: TlmSettings = x.settings
     set_seed(x.seed)
-    texts = answered(x.spec, x.docs) if x.labeled else list(x.docs["prompt"])
+    texts = answered(x.spec, x.docs, x.leak_strength) if x.labeled else list(x.docs["prompt"])
     ids = x.tokenizer(texts, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
     if not x.online and not selectable(x.model, ids, s.threshold):  # no step would learn: say so now
         record = {"sequences": len(ids), "selected": 0, "seen": len(ids), "learned_from": 0, "steps": 0}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contamination import codec
 from harness import results
+from harness.core import conditions
 from harness.core.errors import SettingsError
 from harness.core.plugins import source_sha256
 from harness.core.sections import recorded as section_record
@@ -98,6 +99,10 @@ def recorded(cfg: GridConfig, method: Found = None, settings: Settings | None = 
         cfg, FIRST_TASK_OVERRIDES, method
     ):
         out["task_overrides"] = FIRST_TASK_OVERRIDES  # the same units: `{}` in a zero_shot run, say
+    if conditions.LEAK in cfg.grid.conditions and (served == "classifier" or cfg.grid.leak_strength > 1):
+        # since 2026-12-07 the leak reads test's documents at test's steps, its strength the copies of each
+        # answer (the classifier's masked on every read); before, its documents were copied: other units
+        out["leak_plant"] = "answers"
     if cfg.grid.codec_context:  # the tokens CoDeC scores (the authors' span): units of another differ
         out["codec_span"] = [codec.SKIP_FIRST, -codec.DROP_LAST]
         out["codec_block"] = cfg.grid.codec_block  # documents that share a context

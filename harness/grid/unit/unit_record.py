@@ -58,17 +58,22 @@ class Step:
     training: dict | None = None
     skipped: str | None = None
     seconds: dict = field(default_factory=dict)
+    gold: list | None = None  # log p of each test document's gold answer (where a leak is planted)
 
 
-def split_docs(docs: dict[str, pd.DataFrame], cond: str, leak_strength: int = 1) -> pd.DataFrame:
+def split_docs(docs: dict[str, pd.DataFrame], cond: str) -> pd.DataFrame:
     """The documents a condition adapts on: its split's, with the gold labels only for the leak (the
     column is absent otherwise, so that a method cannot read it). A generative task's gold answer is
-    its one choice: there `answer` and `choices` go too. The leak's documents come `leak_strength`
-    times over (a stronger planted leak: more passes over them); no other condition's do."""
+    its one choice: there `answer` and `choices` go too. The leak reads test's documents, each once, as
+    test does: its strength plants more of each answer in them (Inputs.leak_strength), never more
+    documents or steps, so that leak differs from test by the labels alone."""
     split, answers = conditions.TAPT[cond]
-    if not answers:
-        return unlabeled(docs[split])
-    return pd.concat([docs[split]] * leak_strength, ignore_index=True) if leak_strength > 1 else docs[split]
+    return docs[split] if answers else unlabeled(docs[split])
+
+
+def leak_strength(plan: UnitPlan, cond: str) -> int:
+    """How many times each of the condition's documents is followed by its answer (1 but for the leak)."""
+    return plan.grid.leak_strength if cond == conditions.LEAK else 1
 
 
 def not_adapted(record: dict, scored: pd.DataFrame, base: pd.DataFrame) -> str | None:
@@ -166,10 +171,12 @@ def record_of(
     exposed: dict,
     skipped: dict,
     base_from: str | None = None,
+    gold: dict | None = None,
 ) -> UnitRecord:
     """The unit's accuracies, its per-example probabilities, and what made them (with the conditions
     whose model is not an adaptation, and why; `base_from`: the model folder whose unit of the same
-    documents scored the base, where this unit read its scores)."""
+    documents scored the base, where this unit read its scores; `gold`: each condition's log p of every
+    test document's gold answer, the leak's manipulation check)."""
     for cond, df in scored.items():
         odd = (
             df["correct"][~df["correct"].map(lambda x: isinstance(x, bool | np.bool_))]
@@ -220,4 +227,30 @@ def record_of(
         )
     if base_from:
         record["base_from"] = base_from
+    if conditions.LEAK in scored:
+        record[results.CONTROL] = control_record(training, gold or {})
     return UnitRecord(plan.key, accs, probs, record)
+
+
+def training_of(training: dict, cond: str) -> dict:
+    """A condition's training record, whichever flow wrote it (the classifier's `pretrain_<cond>`)."""
+    return training.get(cond) or training.get(f"pretrain_{cond}") or {}
+
+
+def control_record(training: dict, gold: dict) -> dict:
+    """What the planted leak's reading needs: each adapted condition's optimizer steps and tokens read (the
+    leak differs from its twin, test, in its labels alone where they match), and each condition's log p of
+    every test document's gold answer (did the leak model absorb the answers: the manipulation check)."""
+    steps, seen = {}, {}
+    for cond in (conditions.EXTRA, conditions.TEST, conditions.LEAK):
+        rec = training_of(training, cond)
+        steps[cond] = rec.get("steps")
+        tokens = rec.get("tokens_seen")
+        if tokens is None and rec.get("tokens") is not None:
+            tokens = round(rec["tokens"] * (rec.get("epochs") or 1))
+        seen[cond] = tokens
+    return {
+        "steps": steps,
+        "tokens_seen": seen,
+        "gold_log_probs": {c: list(map(float, v)) for c, v in gold.items()},
+    }

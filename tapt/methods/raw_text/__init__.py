@@ -10,7 +10,9 @@ from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings, pretra
 
 
 def adapt(x: Inputs) -> Adapted:
-    record = pretrain(x.model_dir, raw_texts(x.docs, x.labeled), x.settings, x.seed, x.workdir)
+    record = pretrain(
+        x.model_dir, raw_texts(x.docs, x.labeled, x.leak_strength), x.settings, x.seed, x.workdir
+    )
     return Adapted(record={**record, "learned_from": len(x.docs)}, model_dir=str(x.workdir))
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from harness.core import models
 from harness.core.settings import Settings, option
 from tapt import output
-from tapt.corpus import TaptOptions, keeping_answers, raw_texts
+from tapt.corpus import TaptOptions, answer_masks, keeping_answers, raw_texts
+from tapt.methods.raw_text import mlm_head
 
 MLM_PROBABILITY = 0.15
 
@@ -41,6 +42,30 @@ def collator(tokenizer, decoder: bool):
         tokenizer, mlm=not decoder, mlm_probability=MLM_PROBABILITY
     )
     return pad_and_mask if decoder else AtLeastOneMask(pad_and_mask, tokenizer)
+
+
+class AnswerMasked:
+    """The planted leak's MLM batches: every token of each document's answer (its class name, the
+    `answer_mask` column) masked on every read, the text's tokens masked at 15% as extra's and test's
+    are. Without it a one-token class name is masked in about one read of a document's eight, and the
+    leak differs from test by a label it is seldom asked for (the original ids are the labels)."""
+
+    def __init__(self, collate, tokenizer) -> None:
+        self.collate, self.tokenizer = collate, tokenizer
+
+    def __call__(self, examples):
+        import torch
+
+        marks = [e["answer_mask"] for e in examples]
+        batch = self.collate([{"input_ids": e["input_ids"]} for e in examples])
+        ids, labels = batch["input_ids"], batch["labels"]
+        original = torch.where(labels != -100, labels, ids)
+        forced = torch.zeros_like(ids, dtype=torch.bool)
+        for i, mark in enumerate(marks):
+            forced[i, : len(mark)] = torch.tensor(mark, dtype=torch.bool)
+        labels[forced] = original[forced]
+        ids[forced] = self.tokenizer.mask_token_id
+        return batch
 
 
 class AtLeastOneMask:
@@ -102,27 +127,43 @@ def pretrain(base: str, texts: list[tuple[str, str]], settings: TextSettings, se
     set_seed(seed)
     tokenizer = models.tokenizer(base)
     ids = keeping_answers(tokenizer, texts, models.MAX_LENGTH)
+    columns, collate, planted = {"input_ids": ids}, collator(tokenizer, decoder), {}
+    if not decoder and any(answer for _, answer in texts):  # the leak: its answers masked on every read
+        columns["answer_mask"] = answer_masks(tokenizer, ids, texts)
+        collate = AnswerMasked(collate, tokenizer)
+        planted = {
+            "answer_tokens": int(sum(map(sum, columns["answer_mask"]))),
+            "answers_not_found": sum(1 for m in columns["answer_mask"] if not any(m)),
+        }
     model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(
         base, dtype=torch.float32
     )
     steps = training.StepLog()
-    args = training.arguments(out, epochs, settings.pretrain_lr, settings.pretrain_batch_size, seed)
+    args = training.arguments(
+        out, epochs, settings.pretrain_lr, settings.pretrain_batch_size, seed, remove_unused_columns=False
+    )
     Trainer(
         model=model,
         args=args,
-        train_dataset=Dataset.from_dict({"input_ids": ids}),
-        data_collator=collator(tokenizer, decoder),
+        train_dataset=Dataset.from_dict(columns),
+        data_collator=collate,
         callbacks=[steps],
     ).train()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    fitted_start = not decoder and (Path(base) / mlm_head.RECORD_NAME).is_file()
+    if fitted_start:  # every condition keeps the pooler its start carries, as the base's classifier does
+        mlm_head.carry_pooler(base, out)
     return {
         "objective": "clm" if decoder else "mlm",
         "epochs": epochs,
         "mlm_head_was_new": new_head,
+        **({"started_from_fitted_head": True} if fitted_start else {}),
         "max_length": models.MAX_LENGTH,
         "sequences": len(ids),
         "tokens": int(sum(map(len, ids))),
+        "tokens_seen": round(epochs * sum(map(len, ids))),  # every sequence read `epochs` times
+        **planted,
         **steps.summary(),
     }
 

@@ -8,15 +8,26 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from harness.core import conditions, models, seeds
 from harness.core.errors import SettingsError
 from harness.core.sections import Sections
 from harness.grid.unit.flow import Flow, check_exposure_parts
 from harness.grid.unit.unit_plan import UnitPlan
-from harness.grid.unit.unit_record import UnitRecord, exposure_docs, not_adapted, record_of, split_docs
+from harness.grid.unit.unit_record import (
+    UnitRecord,
+    exposure_docs,
+    leak_strength,
+    not_adapted,
+    record_of,
+    split_docs,
+)
 from harness.scoring import classifier
+from harness.tasks.protocol import subsample_docs
 from tapt import methods
 from tapt.methods import raw_text
+from tapt.methods.raw_text.pretrain import lm_head_is_new
 
 log = logging.getLogger("tapt_bench.grid")
 
@@ -57,34 +68,32 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
     method_settings = plan.method_settings
     seed = plan.stream("classifier")  # the method's, the head's init, the training order
     head = plan.section("head")
-    seconds, training, scored, exposed, skipped = {}, {}, {}, {}, {}
+    seconds, training, scored, exposed, skipped, gold = {}, {}, {}, {}, {}, {}
+    start, fitted = starting_point(plan, head)
+    if fitted:
+        training["mlm_head"] = fitted
     for cond in plan.grid.conditions:
         clock = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
-            backbone = models.resolve(plan.model.base)
+            backbone = start
             # adapted on the split's texts, never train's; labels only for the leak
             if cond != conditions.BASE:
                 inputs = methods.Inputs(
                     None,
                     None,
                     spec,
-                    split_docs(docs, cond, plan.grid.leak_strength),
+                    split_docs(docs, cond),
                     method_settings,
                     seed,
                     Path(work),
                     model_dir=backbone,
+                    leak_strength=leak_strength(plan, cond),
                 )
                 adapted = method.run(inputs)
                 training[f"pretrain_{cond}"], backbone = adapted.record, adapted.model_dir
-            if plan.grid.exposure:  # the backbone as TAPT left it, before the head is fine-tuned
-                from contamination import doc_scores  # torch: imported where a model scores
-
-                masked = not models.is_decoder(backbone)
-                lm, tok = models.load_scoring_model(backbone, masked=masked)
-                exposed[cond] = doc_scores.raw_scores(
-                    lm, tok, exposure_docs(docs), masked, plan.stream("exposure"), plan.grid.eval_batch_size
-                )
-                del lm
+            if plan.grid.exposure or conditions.LEAK in plan.grid.conditions:
+                # the backbone as TAPT left it, before the head is fine-tuned
+                exposed[cond], gold[cond] = lm_scores(plan, docs, backbone)
             scored[cond], training[f"classify_{cond}"] = classifier.classify(
                 backbone,
                 docs["train"],
@@ -101,7 +110,60 @@ def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
             skipped[cond] = not_adapted(adapted.record, scored[cond], scored[conditions.BASE])
         seconds[cond] = time.perf_counter() - clock
         log.info("%s subsample %d: %s done (%.1f s)", spec.slug, k, cond, seconds[cond])
-    return record_of(plan, docs, scored, seconds, training, exposed, skipped)
+    exposed = {c: e for c, e in exposed.items() if e is not None}
+    return record_of(plan, docs, scored, seconds, training, exposed, skipped, gold=gold)
+
+
+def lm_scores(plan: UnitPlan, docs: dict, backbone: str):
+    """The backbone's language-model scores, before a head is fine-tuned on it: the exposure test's of
+    test and extra (None where it is off), and, where a leak is planted, the log p of each test document's
+    gold class name at its slot (the leak's manipulation check)."""
+    from contamination import doc_scores  # torch: imported where a model scores
+
+    masked = not models.is_decoder(backbone)
+    lm, tok = models.load_scoring_model(backbone, masked=masked)
+    exposed = gold = None
+    if plan.grid.exposure:
+        exposed = doc_scores.raw_scores(
+            lm, tok, exposure_docs(docs), masked, plan.stream("exposure"), plan.grid.eval_batch_size
+        )
+    if conditions.LEAK in plan.grid.conditions:
+        gold = doc_scores.gold_log_probs(lm, tok, docs[conditions.TEST], masked, plan.grid.eval_batch_size)
+    del lm
+    return exposed, gold
+
+
+def starting_point(plan: UnitPlan, head: classifier.ClassifierSettings) -> tuple[str, dict | None]:
+    """Where every condition's backbone starts: the base, or (mlm_head fit, an encoder shipped without an
+    MLM head) the base with its head fitted on pool rows that no split of any of the run's units draws."""
+    base = models.resolve(plan.model.base)
+    if head.mlm_head != "fit" or models.is_decoder(base) or not lm_head_is_new(base):
+        return base, None
+    from harness.tasks.data import load_pool
+    from tapt.methods.raw_text import mlm_head
+
+    pool = load_pool(plan.spec, plan.sample.data_dir)
+    rows = unused_rows(plan.spec, plan.sample, len(pool), plan.grid.subsamples, head.mlm_head_rows)
+    texts = pool["text"].iloc[rows].astype(str).tolist()
+    folder, record = mlm_head.fitted(base, texts, rows, plan.seed, plan.spec.slug)
+    return folder, record
+
+
+def unused_rows(spec, sample, pool_size: int, subsamples: int, size: int) -> list[int]:
+    """`size` pool rows, drawn from those that no split (train, extra, test, null) of subsamples 0 ..
+    `subsamples` - 1 draws (stream `mlm_head`); an error naming mlm_head_rows where too few are left."""
+    drawn = set()
+    for k in range(subsamples):
+        drawn |= {int(r) for d in subsample_docs(spec, sample, k).values() for r in d["row"]}
+    free = np.setdiff1d(np.arange(pool_size), sorted(drawn))
+    if len(free) < size:
+        raise SettingsError.of(
+            "mlm_head_rows",
+            f"is {size}, and {spec.slug}'s pool leaves {len(free)} rows no unit draws: lower it (or m, n, "
+            "subsamples)",
+        )
+    rng = np.random.default_rng(seeds.derive(sample.seed, 0, "mlm_head"))
+    return sorted(int(r) for r in rng.permutation(free)[:size])
 
 
 def head_seed(head: classifier.ClassifierSettings, seed: int, k: int, cond: str) -> int:

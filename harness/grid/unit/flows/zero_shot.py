@@ -94,6 +94,7 @@ def computed(u: ZeroShot) -> UnitRecord:
         {c: s.exposed for c, s in steps.items() if s.exposed is not None},
         {c: s.skipped for c, s in steps.items() if c != conditions.BASE},
         base_from,
+        gold={c: s.gold for c, s in steps.items() if s.gold is not None},
     )
 
 
@@ -107,7 +108,7 @@ def condition_step(u: ZeroShot, cond: str, base: Step) -> Step:
 def finished(trained_step: Step, scored: Step, skipped: str | None) -> Step:
     """A condition's step: its training (record, seconds) and its scores, and why it is not an adaptation."""
     seconds = trained_step.seconds | scored.seconds
-    return Step(scored.scored, scored.exposed, trained_step.training, skipped, seconds)
+    return Step(scored.scored, scored.exposed, trained_step.training, skipped, seconds, scored.gold)
 
 
 def trained(u: ZeroShot, cond: str) -> tuple[methods.Adapted, Step]:

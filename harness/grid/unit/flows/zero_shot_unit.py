@@ -17,7 +17,7 @@ from harness.core import adapters, conditions
 from harness.core.settings import Settings
 from harness.grid.unit.base_model import BASE_SCORES, Base, loaded_base
 from harness.grid.unit.unit_plan import UnitPlan
-from harness.grid.unit.unit_record import Step, exposure_docs, split_docs
+from harness.grid.unit.unit_record import Step, exposure_docs, leak_strength, split_docs
 from harness.scoring import zero_shot as scoring
 from harness.tasks.protocol import Spec
 from tapt import methods
@@ -49,15 +49,15 @@ class ZeroShot:
     def inputs(self, cond: str, workdir: Path) -> methods.Inputs:
         """What the method adapts on in condition `cond`: the loaded base, the condition's documents (the
         gold labels only for the leak), the unit's settings and seed, its scratch folder."""
-        docs = split_docs(self.docs, cond, self.plan.grid.leak_strength)
         return methods.Inputs(
             self.base.model,
             self.base.tokenizer,
             self.spec,
-            docs,
+            split_docs(self.docs, cond),
             self.settings,
             self.plan.stream("adapt"),
             workdir,
+            leak_strength=leak_strength(self.plan, cond),
         )
 
 
@@ -86,11 +86,23 @@ def score(u: ZeroShot, cond: str, model, lm=None, name: str | None = None) -> St
     grid = u.plan.grid
     lm = lm or scoring.scorer(model, u.base.tokenizer, grid.eval_batch_size)
     scored, seconds = timed(u, f"score_{cond}", lambda: scoring.score(lm, u.task, grid.accuracy, name))
-    if not grid.exposure:
-        return Step(scored, seconds=seconds)
+    exposed = gold = None
     with adapters.active(model, name):
-        exposed, more = timed(u, f"exposure_{cond}", lambda: exposure(u, model))
-    return Step(scored, exposed, seconds=seconds | more)
+        if conditions.LEAK in grid.conditions and cond in conditions.ALL:  # the leak's manipulation check
+            gold, more = timed(u, f"gold_{cond}", lambda: gold_log_probs(u, model))
+            seconds |= more
+        if grid.exposure:
+            exposed, more = timed(u, f"exposure_{cond}", lambda: exposure(u, model))
+            seconds |= more
+    return Step(scored, exposed, seconds=seconds, gold=gold)
+
+
+def gold_log_probs(u: ZeroShot, model) -> list[float]:
+    """Log p of each test document's gold continuation after its prompt, under `model`."""
+    docs = u.docs[conditions.TEST]
+    return doc_scores.prompt_gold_log_probs(
+        model, u.base.tokenizer, u.spec, docs, u.plan.grid.eval_batch_size
+    )
 
 
 def exposure(u: ZeroShot, model) -> pd.DataFrame:
