@@ -12,7 +12,9 @@ The rule that picks the ground, fixed here before any bias was read: the (task, 
 greedy is largest among those whose interval lies above 0. Where none does, there is no ground on this
 model, and the script says so.
 
-    python benchmarks/ttrl_premise.py [--n 64] [--samples 8 16] [--temperatures 1.0 0.7] [--budgets 16 64]
+    python benchmarks/ttrl_premise.py [--n 64] [--samples 8 16] [--temperatures 1.0 0.7] [--budgets 16 64] \
+        [--records studies/ttrl_premise/answers.json]
+    python benchmarks/ttrl_premise.py --from-records studies/ttrl_premise/answers.json
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class PremiseArgs(ModelSettings):
     budgets: list[int] = option([16, 64], "the answer's token budget (the task's max_gen_toks is 16)")
     batch: int = option(8, "prompts generated together")
     resamples: int = option(10_000, "bootstrap resamples of the interval")
+    records: str | None = option(None, "write every answer read (the table's inputs) to this JSON file")
+    from_records: str | None = option(
+        None, "print the table from a records file a run wrote (no model is loaded): recomputes it"
+    )
 
 
 def greedy(model, tokenizer, prompts: list[str], budget: int, until, batch: int) -> list[str]:
@@ -104,28 +110,31 @@ def shown(r: dict) -> str:
     )
 
 
-def main(a: PremiseArgs) -> None:
+def measure(a: PremiseArgs) -> dict:
+    """The base's answers, as TTRL's rule reads them: per task its documents' rows and gold answers, per
+    budget the greedy answer to each, and per (budget, temperature) the largest --samples count of sampled
+    answers to each. Everything the table is computed from (`table`)."""
     import torch
     from transformers import set_seed
 
     from harness.core import models
-    from harness.tasks.generative import equivalent, math_answer
+    from harness.tasks.generative import math_answer
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings
 
     model, tokenizer = models.load_scoring_model(models.resolve(a.base))
     model.eval()
-    rows = []
+    out = {"base": a.base, "n": a.n, "m": a.m, "seed": a.seed, "samples": sorted(a.samples), "tasks": {}}
     for task in a.tasks:
         spec = find_spec(task)
         how = spec.answering
         docs = subsample_docs(spec, SampleSettings(m=a.m, n=a.n, seed=a.seed), 0)["test"]
-        prompts, gold = list(docs["prompt"]), [str(c[0]).strip() for c in docs["choices"]]
+        prompts = list(docs["prompt"])
+        found = {"rows": [int(r) for r in docs["row"]], "gold": [str(c[0]).strip() for c in docs["choices"]]}
+        found |= {"greedy": {}, "sampled": {}}
         for budget in a.budgets:
-            first = [
-                math_answer(how.cut(t)) for t in greedy(model, tokenizer, prompts, budget, how.until, a.batch)
-            ]
-            right_greedy = np.array([equivalent(x, g) for x, g in zip(first, gold)], float)
+            texts = greedy(model, tokenizer, prompts, budget, how.until, a.batch)
+            found["greedy"][str(budget)] = [math_answer(how.cut(t)) for t in texts]
             for temperature in a.temperatures:
                 set_seed(a.seed)
                 torch.manual_seed(a.seed)
@@ -133,46 +142,83 @@ def main(a: PremiseArgs) -> None:
                     model, tokenizer, prompts, max(a.samples), temperature, budget, how.until, a.batch
                 )
                 answers = [[math_answer(how.cut(t)) for t in group] for group in texts]
-                for count in sorted(a.samples):
-                    votes = [vote(group[:count]) for group in answers]
-                    right_vote = np.array([equivalent(v, g) for (v, _), g in zip(votes, gold)], float)
-                    one = np.mean(
-                        [equivalent(x, g) for group, g in zip(answers, gold) for x in group[:count]]
-                    )
-                    diff = right_vote - right_greedy
-                    low, high = interval(diff, a.resamples, a.seed)
-                    rows.append(
-                        row := {
-                            "task": task,
-                            "setting": f"N {count}, T {temperature:g}, budget {budget}",
-                            "maj": right_vote.mean(),
-                            "greedy": right_greedy.mean(),
-                            "one": one,
-                            "ties": np.mean([t for _, t in votes]),
-                            "unreadable": np.mean([x is None for group in answers for x in group[:count]]),
-                            "diff": diff.mean(),
-                            "low": low,
-                            "high": high,
-                            "docs": len(prompts),
-                        }
-                    )
-                    print(f"measured {shown(row)}", file=sys.stderr, flush=True)  # as it goes: a long run
-    print(f"base {a.base}; {a.n} documents of test a task, seed {a.seed}; every answer by TTRL's rule\n")
-    print(
-        "| task | setting | maj@N | greedy | one sample | ties | unreadable | maj@N - greedy [95%] | docs |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(shown(r))
+                found["sampled"][f"{budget}/{temperature:g}"] = answers
+                print(f"measured {task} budget {budget} T {temperature:g}", file=sys.stderr, flush=True)
+        out["tasks"][task] = found
+    return out
+
+
+def table(records: dict, resamples: int) -> list[dict]:
+    """The table's rows from the recorded answers: per task and setting, maj@N, greedy, one sample's mean,
+    ties, unreadable samples, and maj@N - greedy with its 95% interval (a paired bootstrap over
+    documents, seeded by the records' seed)."""
+    from harness.tasks.generative import equivalent
+
+    rows = []
+    for task, found in records["tasks"].items():
+        gold = found["gold"]
+        for key, answers in found["sampled"].items():
+            budget, temperature = key.split("/")
+            first = found["greedy"][budget]
+            right_greedy = np.array([equivalent(x, g) for x, g in zip(first, gold)], float)
+            for count in records["samples"]:
+                votes = [vote(group[:count]) for group in answers]
+                right_vote = np.array([equivalent(v, g) for (v, _), g in zip(votes, gold)], float)
+                one = np.mean([equivalent(x, g) for group, g in zip(answers, gold) for x in group[:count]])
+                diff = right_vote - right_greedy
+                low, high = interval(diff, resamples, records["seed"])
+                rows.append(
+                    {
+                        "task": task,
+                        "setting": f"N {count}, T {temperature}, budget {budget}",
+                        "maj": right_vote.mean(),
+                        "greedy": right_greedy.mean(),
+                        "one": one,
+                        "ties": np.mean([t for _, t in votes]),
+                        "unreadable": np.mean([x is None for group in answers for x in group[:count]]),
+                        "diff": diff.mean(),
+                        "low": low,
+                        "high": high,
+                        "docs": len(gold),
+                    }
+                )
+    return rows
+
+
+def printed(records: dict, rows: list[dict]) -> str:
+    """The table and the ground the rule picks, as printed."""
+    lines = [
+        f"base {records['base']}; {records['n']} documents of test a task, seed {records['seed']}; every "
+        "answer by TTRL's rule\n",
+        "| task | setting | maj@N | greedy | one sample | ties | unreadable | maj@N - greedy [95%] | docs |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(shown(r) for r in rows),
+    ]
     ground = [r for r in rows if r["low"] > 0]
     if not ground:
-        print(
+        lines.append(
             "\nno ground: at no setting tried is maj@N above greedy with its 95% interval above 0; the "
             "premise does not hold on this model, and no confirmatory row is run"
         )
-        return
-    best = max(ground, key=lambda r: r["diff"])
-    print(f"\nground (the widest margin whose interval is above 0): {best['task']}, {best['setting']}")
+    else:
+        best = max(ground, key=lambda r: r["diff"])
+        lines.append(
+            f"\nground (the widest margin whose interval is above 0): {best['task']}, {best['setting']}"
+        )
+    return "\n".join(lines)
+
+
+def main(a: PremiseArgs) -> None:
+    import json
+
+    if a.from_records:
+        records = json.loads(Path(a.from_records).read_text())
+    else:
+        records = measure(a)
+        if a.records:
+            Path(a.records).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.records).write_text(json.dumps(records))
+    print(printed(records, table(records, a.resamples)))
 
 
 if __name__ == "__main__":

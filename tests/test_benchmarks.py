@@ -312,3 +312,13 @@ def test_the_probes_table_counts_a_taken_input_right_only_where_it_says_what_it_
     assert "| run: tasks empty | 0, 0, silent | 1, 0, refused |" in out
     assert "| run: tasks a string | 1, 0, silent | 0, 0, taken |" in out
     assert "before: silent 2, traceback 1" in out and "after: refused 2, taken 1" in out
+
+
+def test_the_ttrl_premise_table_is_recomputed_from_the_answers_it_recorded(tiny_llama, tmp_path):
+    """The premise pilot writes every answer it read; its table comes back from them alone, the same."""
+    records = tmp_path / "answers.json"
+    measured = script("ttrl_premise.py", "--smoke", "--base", str(tiny_llama), "--records", str(records))
+    again = script("ttrl_premise.py", "--from-records", str(records))
+    assert "| arithmetic | N 4, T 1, budget 16 |" in measured and again == measured
+    found = json.loads(records.read_text())
+    assert set(found["tasks"]["arithmetic"]["sampled"]) == {"16/1"} and found["samples"] == [2, 4]

@@ -12,7 +12,6 @@ from harness.core import models
 from harness.core.settings import Settings, option
 from tapt import output
 from tapt.corpus import TaptOptions, answer_masks, keeping_answers, raw_texts
-from tapt.methods.raw_text import mlm_head
 
 MLM_PROBABILITY = 0.15
 
@@ -151,6 +150,9 @@ def pretrain(base: str, texts: list[tuple[str, str]], settings: TextSettings, se
     ).train()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+
+    from tapt.methods.raw_text import mlm_head  # torch: loaded where a model trains
+
     fitted_start = not decoder and (Path(base) / mlm_head.RECORD_NAME).is_file()
     if fitted_start:  # every condition keeps the pooler its start carries, as the base's classifier does
         mlm_head.carry_pooler(base, out)
