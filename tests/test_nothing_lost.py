@@ -267,3 +267,49 @@ def test_tables_that_disagree_with_no_units_beside_them_say_a_rerun_computes_eve
     said = str(stop.value)
     assert "the two tables disagree; no unit records lie beside them (units/)" in said
     assert "compute every unit again" in said and "rebuild both from the finished units" not in said
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch, capfd):
+    """`tapt-bench summarize ... | head -2`: the closed pipe is no error (BrokenPipeError is an OSError,
+    and the disk-full handler raised it again as a traceback)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from harness.cli.main import main
+
+    read, write = os.pipe()
+    os.close(read)
+    saved = os.dup(1)
+    os.dup2(write, 1)
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        main(["summarize", str(Path(__file__).resolve().parents[1] / "studies" / "methods_study")])
+    finally:
+        os.dup2(saved, 1)
+        os.close(write)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_write_never_replaces_a_device_or_a_pipe(tmp_path):
+    """The atomic write renames over its target: onto /dev/full it left a regular file there. A target
+    that exists and is not a regular file is refused, and stays what it was."""
+    import os
+    import stat
+
+    from harness.core.errors import UserError
+    from harness.results.paths import atomic_write, file_problem
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    targets = [fifo]
+    if os.geteuid() == 0:  # a character device, as /dev/full is (1, 7); only root may make one
+        os.mknod(tmp_path / "full", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        targets.append(tmp_path / "full")
+    for target in targets:
+        kind = stat.S_IFMT(target.stat().st_mode)
+        with pytest.raises(UserError, match="exists and is not a regular file"):
+            atomic_write(target, b"{}")
+        assert "not a regular file" in file_problem(target)
+        assert stat.S_IFMT(target.stat().st_mode) == kind

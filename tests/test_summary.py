@@ -398,3 +398,15 @@ def test_what_each_method_did_lines_up_under_its_headers():
     header, *rows = format_records(df).splitlines()[1:]
     assert {len(r) for r in rows} == {len(header)}
     assert rows[0].endswith(f"{'-':>14}") and rows[1].endswith(f"{6.0:14.3g}")
+
+
+def test_sibling_runs_of_the_same_units_are_never_pooled(tmp_path, tiny_grid):
+    """A pilot's leak-1/ and leak-4/ (or a run copied twice) hold the same subsamples: read together they
+    would count each unit twice as if independent. The parent is refused, naming both; each reads alone."""
+    import shutil
+
+    for name in ("leak-1", "leak-4"):
+        shutil.copytree(tiny_grid, tmp_path / "pilot" / name)
+    with pytest.raises(UserError, match=r"holds two runs of the same unit .*pilot/leak-1 and .*pilot/leak-4"):
+        collect(tmp_path / "pilot")
+    assert len(collect(tmp_path / "pilot" / "leak-1")) == len(collect(tiny_grid))

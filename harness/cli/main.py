@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> None:
         # exit; that is noise after the one line
         sys.unraisablehook = lambda unraisable: None
         sys.exit(130)
+    except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
+        # (before OSError, of which it is one: caught there it was raised again as a traceback)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as err:
         if err.errno != errno.ENOSPC or tracebacks():
             raise
@@ -56,8 +59,6 @@ def main(argv: list[str] | None = None) -> None:
             f"tapt-bench: error: the disk is full (No space left on device{where}); everything finished "
             "before it is kept: free the disk, then run the same command again"
         )
-    except BrokenPipeError:  # the reader of our output (e.g. `| head`) stopped early: not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _run(argv: list[str]) -> None:

@@ -147,7 +147,10 @@ def folder_problem(path: str | Path) -> str | None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so `path` is either old or complete, never partial."""
+    """Write via a temporary file and rename, so `path` is either old or complete, never partial. A path
+    that exists and is not a regular file (a device, a FIFO) is refused: the rename would replace it."""
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path} exists and is not a regular file (a device or a pipe): name a file to write")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,6 +174,8 @@ def file_problem(path: str | Path) -> str | None:
     path = Path(path)
     if path.is_dir():
         return f"{path} is a folder: name a file, such as {path / 'report.html'}"
+    if path.exists() and not path.is_file():
+        return f"{path} exists and is not a regular file (a device or a pipe): name a file to write"
     return folder_problem(path.parent)
 
 

@@ -97,7 +97,33 @@ def collect(root: str | Path) -> pd.DataFrame:
         frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=ks, **read, **flips))
     if not frames:
         raise UserError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
+    refuse_sibling_runs(root, frames)
     return pd.concat(frames, ignore_index=True)
+
+
+def refuse_sibling_runs(root: Path, frames: list[pd.DataFrame]) -> None:
+    """Refuse a folder that holds two runs with the same unit (m, n, model, task, subsample): sibling runs
+    (leak-1/ and leak-4/ of a pilot, two copies of one run) would count the same subsamples twice as if
+    independent. Each run is read on its own, by its folder."""
+    seen: dict[tuple, Path] = {}
+    for df, path in zip(frames, sorted(root.rglob("accuracies.csv"))):
+        run = path.parents[4].relative_to(root) if len(path.relative_to(root).parts) > 5 else Path(".")
+        for k in df["subsample"]:
+            key = (
+                int(df["m"].iloc[0]),
+                int(df["n"].iloc[0]),
+                df["model"].iloc[0],
+                df["task"].iloc[0],
+                int(k),
+            )
+            if key in seen and seen[key] != run:
+                m, n, model, task, sub = key
+                raise UserError(
+                    f"{root}: holds two runs of the same unit (m{m}/n{n}/{model}/{task} subsample {sub}) in "
+                    f"{root / seen[key]} and {root / run}: their units are not independent, so they are "
+                    "never pooled; summarize each run's folder on its own"
+                )
+            seen[key] = run
 
 
 def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | None], dict[str, list], list]:

@@ -19,6 +19,7 @@ before its first unit.
 from __future__ import annotations
 
 import math
+import os
 import textwrap
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -436,7 +437,7 @@ def write_plan(opts: PilotOptions, cfg: GridConfig, given: dict, found: dict) ->
     text = "".join(f"# {line}\n" for line in wrapped) + yaml.safe_dump(keys, sort_keys=False, width=100)
     target = Path(opts.plan)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staged = target.with_suffix(".checking.yaml")
+    staged = target.with_name(f".{target.stem}.{os.getpid()}.checking.yaml")  # never a user's file
     staged.write_text(text)
     try:
         load_config(staged, {"data_dir": cfg.sample.data_dir, "include_path": cfg.sample.include_path})
