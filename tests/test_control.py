@@ -122,3 +122,16 @@ def test_a_headless_encoder_starts_every_condition_from_its_fitted_head_and_the_
     pretrain(str(folder), texts, TextSettings(pretrain_epochs=1, pretrain_batch_size=8), 0, out)
     saved = load_file(out / "model.safetensors")
     assert np.allclose(saved["bert.pooler.dense.weight"].numpy(), base_pooler.numpy())
+
+
+@pytest.mark.parametrize("key, value", [("head_seed", "per_condition"), ("mlm_head", "fit"), ("clf_epochs", 2)])
+def test_a_zero_shot_config_refuses_the_classifier_heads_settings(tmp_path, tiny_llama, data_dir, key, value):
+    """The zero-shot flow trains no head: a head setting there was accepted, ignored and not recorded."""
+    from helpers import tiny_grid_config
+
+    from harness.core.errors import SettingsError
+    from harness.grid.configuration.run_checks import load_run
+
+    config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", **{key: value})
+    with pytest.raises(SettingsError, match=f"key '{key}' sets the classifier's head; the zero_shot flow"):
+        load_run(config)

@@ -149,3 +149,17 @@ def test_the_pilot_climbs_the_head_recipes_until_the_heads_learn_and_the_plan_na
     assert cfg.head.clf_epochs == 16.0 and cfg.head.clf_lr == 0.003
     assert cfg.grid.task_overrides["trec"]["clf_epochs"] == 16.0
     assert "Head recipe: long (clf_epochs 16, clf_lr 0.003)" in plan.read_text()
+
+
+def test_the_pilot_refuses_to_size_a_plan_from_no_spread():
+    from harness.core.errors import UserError
+    from harness.study.pilot import sized
+
+    class Plan:
+        equivalence_bound, alpha, sides = 3.0, 0.05, "two"
+
+    class Config:
+        plan = Plan()
+
+    with pytest.raises(UserError, match="all have the same bias .* a spread of 0 sizes no plan.*--subsamples"):
+        sized(Config(), np.array([2.0, 2.0]), 2)

@@ -149,7 +149,7 @@ def folder_problem(path: str | Path) -> str | None:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary file and rename, so `path` is either old or complete, never partial. A path
     that exists and is not a regular file (a device, a FIFO) is refused: the rename would replace it."""
-    if path.exists() and not path.is_file():
+    if path.exists() and not path.is_file() and not path.is_dir():  # a folder: the rename's own error says it
         raise UserError(f"{path} exists and is not a regular file (a device or a pipe): name a file to write")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

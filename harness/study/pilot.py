@@ -259,6 +259,11 @@ def sized(cfg: GridConfig, bias: np.ndarray, entered: int) -> dict[str, Any]:
         raise UserError(
             "the pilot needs at least 2 units of entered tasks to read a spread: add --subsamples"
         )
+    if sd == 0:
+        raise UserError(
+            f"the {len(bias)} pilot units of the entered tasks all have the same bias ({bias[0]:+.2f} "
+            "points): a spread of 0 sizes no plan (every K would look enough); add --subsamples"
+        )
     for_bound = units_for_bound(sd, p.equivalence_bound, p.alpha, POWER, p.sides)
     floor = per_task_floor(p.alpha, p.sides)
     each = max(floor, math.ceil(for_bound / entered))

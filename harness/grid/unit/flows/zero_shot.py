@@ -12,9 +12,9 @@ import pandas as pd
 
 from harness import results
 from harness.core import adapters, conditions, models, weights
-from harness.core.errors import UserError
+from harness.core.errors import SettingsError, UserError
 from harness.core.models import FormSettings
-from harness.core.sections import Sections
+from harness.core.sections import Sections, default_of
 from harness.grid.unit import stream
 from harness.grid.unit.base_model import LOADED, loaded_base
 from harness.grid.unit.flow import Flow, check_exposure_parts
@@ -27,8 +27,18 @@ from tapt.methods import prompt_tapt
 
 
 def check(cfg: Sections) -> None:
-    """The exposure test's parts are read within it: CoDeC and plug-in scores need exposure: true."""
+    """The exposure test's parts are read within it: CoDeC and plug-in scores need exposure: true. The
+    classifier's head settings are refused: this flow trains no head, and would ignore them."""
     check_exposure_parts(cfg.grid, cfg.grid.exposure)
+    head = getattr(cfg, "head", None)
+    # the study's per-task settings (task_overrides) carry head keys for the classifier: a task's config
+    # holds them, and they are not the user's
+    per_task = {(k, repr(v)) for o in cfg.grid.task_overrides.values() for k, v in o.items()}
+    for field in dataclasses.fields(head) if head is not None else ():
+        value = getattr(head, field.name)
+        if value != default_of(field) and (field.name, repr(value)) not in per_task:
+            problem = f"sets the classifier's head; the zero_shot flow trains none: remove it (got {value!r})"
+            raise SettingsError.of(field.name, problem)
 
 
 def check_base(base: str) -> str | None:
