@@ -124,7 +124,9 @@ def test_a_headless_encoder_starts_every_condition_from_its_fitted_head_and_the_
     assert np.allclose(saved["bert.pooler.dense.weight"].numpy(), base_pooler.numpy())
 
 
-@pytest.mark.parametrize("key, value", [("head_seed", "per_condition"), ("mlm_head", "fit"), ("clf_epochs", 2)])
+@pytest.mark.parametrize(
+    "key, value", [("head_seed", "per_condition"), ("mlm_head", "fit"), ("clf_epochs", 2)]
+)
 def test_a_zero_shot_config_refuses_the_classifier_heads_settings(tmp_path, tiny_llama, data_dir, key, value):
     """The zero-shot flow trains no head: a head setting there was accepted, ignored and not recorded."""
     from helpers import tiny_grid_config

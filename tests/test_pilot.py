@@ -161,5 +161,7 @@ def test_the_pilot_refuses_to_size_a_plan_from_no_spread():
     class Config:
         plan = Plan()
 
-    with pytest.raises(UserError, match="all have the same bias .* a spread of 0 sizes no plan.*--subsamples"):
+    with pytest.raises(
+        UserError, match="all have the same bias .* a spread of 0 sizes no plan.*--subsamples"
+    ):
         sized(Config(), np.array([2.0, 2.0]), 2)
