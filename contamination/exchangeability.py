@@ -47,6 +47,11 @@ def t_statistic(canonical: Sequence[float], shuffled: Sequence[Sequence[float]])
             f"canonical and {len(shuffled)} shuffled"
         )
     diffs = canonical - np.array([np.mean(s) for s in shuffled])
+    if np.std(diffs) == 0:
+        raise UserError(
+            f"every shard's canonical - shuffled difference is {diffs[0]:+.6g}: with no spread the t-test is "
+            "undefined (no p-value); a model that scores every order alike, or a log written by hand"
+        )
     t = float(np.mean(diffs) / np.std(diffs) * np.sqrt(len(diffs)))
     return t, float(stats.t.sf(t, df=len(diffs) - 1))
 
@@ -62,9 +67,18 @@ def pvalue_from_log(log: dict[str, Any], source: str = "log") -> float:
         rows_ok = isinstance(values, list) and all(isinstance(row, list) and row for row in values)
         numbers = rows_ok and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat)
         if not numbers or not all(math.isfinite(x) for x in flat):
+            held = "NaN or an infinity"
+            if not rows_ok:
+                held = (
+                    "an empty list, or an entry that is not a list"
+                    if key == "shuffled_logprobs"
+                    else "no numbers"
+                )
+            elif not numbers:
+                held = "a non-number"
+            shape = "a list of numbers, one a shard" if key == "canonical_logprobs" else "a list a shard"
             raise UserError(
-                f"{source}: {key} must hold finite numbers (log-probabilities); it holds "
-                f"{'a non-number' if not numbers else 'NaN or an infinity'}: the log is damaged, write it "
-                "again with `contamination exchangeability --out`"
+                f"{source}: {key} must hold finite numbers (log-probabilities: {shape}); it holds {held}: "
+                "the log is damaged, write it again with `contamination exchangeability --out`"
             )
     return t_statistic(canonical, shuffled)[1]

@@ -313,3 +313,55 @@ def test_a_write_never_replaces_a_device_or_a_pipe(tmp_path):
             atomic_write(target, b"{}")
         assert "not a regular file" in file_problem(target)
         assert stat.S_IFMT(target.stat().st_mode) == kind
+
+
+@pytest.mark.parametrize(
+    "log, said",
+    [
+        (
+            {"canonical_logprobs": [1, 1, 1], "shuffled_logprobs": [[0], [0], [0]]},
+            "with no spread the t-test",
+        ),
+        ({"canonical_logprobs": [], "shuffled_logprobs": []}, "canonical_logprobs .* holds no numbers"),
+        (
+            {"canonical_logprobs": [1, 2], "shuffled_logprobs": [[0], []]},
+            "shuffled_logprobs .* an empty list",
+        ),
+    ],
+)
+def test_a_pvalue_log_with_no_spread_or_no_numbers_is_one_line(tmp_path, capsys, log, said):
+    """`contamination pvalue` printed `pval 0` or `pval nan` for shards with no spread, and `a non-number`
+    for empty lists."""
+    import json
+
+    from harness.cli.main import main
+
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(log))
+    with pytest.raises(SystemExit, match=said):
+        main(["contamination", "pvalue", str(path)])
+    assert "pval" not in capsys.readouterr().out
+
+
+def test_an_hdi_mass_of_one_or_more_is_refused_before_any_sampling():
+    from harness.core.errors import SettingsError
+    from harness.stats.analysis import AnalysisSettings
+
+    with pytest.raises(SettingsError, match="hdi_prob must be below 1.0, got 1.5"):
+        AnalysisSettings(hdi_prob=1.5)
+
+
+def test_a_cut_table_is_one_line_naming_it_and_the_rebuild(tmp_path, tiny_grid):
+    """A probabilities.parquet cut to 500 bytes raised pyarrow's ArrowInvalid in summarize, report and
+    analyze."""
+    import shutil
+
+    from harness.cli.main import main
+
+    shutil.copytree(tiny_grid, tmp_path / "run")
+    table = next((tmp_path / "run").rglob("probabilities.parquet"))
+    table.write_bytes(table.read_bytes()[:500])
+    with pytest.raises(
+        SystemExit, match=r"probabilities.parquet: not a readable table \(ArrowInvalid\); delete"
+    ):
+        main(["summarize", str(tmp_path / "run")])

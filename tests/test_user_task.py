@@ -191,3 +191,15 @@ def test_a_bad_data_file_is_named_with_its_line_and_the_fix(user, tmp_path, name
     spec = load_spec("weather", [user["tasks"]])
     with pytest.raises(TaskError, match=said):
         load_pool(spec, user["data"])
+
+
+@pytest.mark.parametrize(
+    "classes, said", [("[calm, calm]", "names 'calm' more than once"), ("[calm]", "names fewer than 2")]
+)
+def test_classes_named_twice_or_alone_are_refused(user, classes, said):
+    from pathlib import Path
+
+    path = Path(user["tasks"]) / "tapt_weather.yaml"
+    path.write_text(YAML.replace("[calm, stormy]", classes))
+    with pytest.raises(TaskError, match=f"dataset_kwargs classes {said}"):
+        load_spec("weather", [user["tasks"]])

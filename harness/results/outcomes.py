@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core import conditions
+from harness.results.paths import read_table
 
 # per unit, the test documents the test model gets right and the extra model wrong, and the reverse
 FLIPS = ("flips_test_only", "flips_extra_only")
@@ -90,7 +91,7 @@ def predictions(root: str | Path) -> dict[str, pd.DataFrame]:
     row; columns: the conditions)."""
     out = {}
     for path in sorted(Path(root).rglob("probabilities.parquet")):
-        probs = pd.read_parquet(path)
+        probs = read_table(path)
         out[path.parent.relative_to(root).as_posix()] = predicted(probs).pivot_table(
             index=["subsample", "row"], columns="condition", values="pred", aggfunc="first"
         )

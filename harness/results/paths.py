@@ -168,6 +168,25 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def read_table(path: Path):
+    """A parquet table the grid wrote, or one line naming it and how to rebuild it (a file cut short, or
+    edited, is no table)."""
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        unit = path.parent.name == UNITS.split("/")[-2]
+        fix = (
+            f"delete it and {path.with_suffix('.json').name} beside it, then rerun the grid with the same "
+            "config and --out: it computes that unit again"
+            if unit
+            else "delete it, then rerun the grid with the same config and --out: it rebuilds the table from "
+            "the unit records in units/"
+        )
+        raise UserError(f"{path}: not a readable table ({type(err).__name__}); {fix}") from None
+
+
 def file_problem(path: str | Path) -> str | None:
     """Why a file cannot be written at `path` (None when it can): it is a folder, or its folder cannot
     be made or written."""

@@ -18,6 +18,7 @@ from harness.results.paths import (
     ONE_CLASS,
     TEST_MAJORITY,
     calibration_path,
+    read_table,
     shard_locks,
 )
 from harness.results.units import finished, stale_tables
@@ -133,7 +134,7 @@ def unit_classes(probs_path: Path, rows: int) -> tuple[list[int], list[str | Non
     elsewhere, without unit records) give row numbers, None and NaN: the collapse could not be checked."""
     if not probs_path.is_file():  # beside unit records, collect refused it first (stale_tables)
         return list(range(rows)), [None] * rows, {c: [np.nan] * rows for c in FLIPS}, [np.nan] * rows
-    probs = pd.read_parquet(probs_path)
+    probs = read_table(probs_path)
     ks = [int(k) for k in pd.unique(probs["subsample"])]
     if len(ks) != rows:
         kept = len(finished(probs_path.parent))
@@ -167,7 +168,7 @@ def measured(df: pd.DataFrame, effect: str) -> pd.Series:
 def probabilities(root: str | Path) -> dict[str, pd.DataFrame]:
     """Per task folder under root, by its path from root (as `predictions`): its probabilities table."""
     return {
-        path.parent.relative_to(root).as_posix(): pd.read_parquet(path)
+        path.parent.relative_to(root).as_posix(): read_table(path)
         for path in sorted(Path(root).rglob("probabilities.parquet"))
     }
 

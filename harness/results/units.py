@@ -16,6 +16,7 @@ from harness.results.paths import (
     NOT_ADAPTED,
     UNIT_LAYOUT,
     atomic_write,
+    read_table,
     unit_paths,
 )
 
@@ -126,7 +127,7 @@ def rebuild(tdir: Path, settings: dict | None = None) -> pd.DataFrame:
     if any(u.get(NOT_ADAPTED) for u in units):
         acc[NOT_ADAPTED] = [",".join(u.get(NOT_ADAPTED, {})) for u in units]
     atomic_write(tdir / "accuracies.csv", acc.to_csv(index=False).encode())
-    tables = [pd.read_parquet(unit_paths(tdir, u["subsample"])[1]) for u in units]
+    tables = [read_table(unit_paths(tdir, u["subsample"])[1]) for u in units]
     if tables:
         atomic_write(
             tdir / "probabilities.parquet", pd.concat(tables, ignore_index=True).to_parquet(index=False)

@@ -24,6 +24,7 @@ class FitSettings(Settings):
         "target_accept": 0.5,
         "retry_target_accept": 0.0,
     }
+    BELOW = {"hdi_prob": 1.0}  # a mass of 1 or more is no interval: checked before any sampling
 
     chains: int = option(4, "NUTS chains")
     draws: int = option(1000, "draws per chain kept")

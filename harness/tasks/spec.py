@@ -71,6 +71,13 @@ class TaskSpec:
         kw = dict(kwargs)
         if not generative:
             kw["classes"] = tuple(str(c) for c in kw["classes"])
+            twice = sorted({c for c in kw["classes"] if kw["classes"].count(c) > 1})
+            if twice or len(kw["classes"]) < 2:
+                why = f"names {', '.join(map(repr, twice))} more than once" if twice else "names fewer than 2"
+                raise TaskError(
+                    f"{source}: dataset_kwargs classes {why}: a class is one label's name, and two labels of "
+                    "one name cannot be told apart; name each label once, at least two"
+                )
         if isinstance(kw.get("text_field"), list):
             kw["text_field"] = tuple(kw["text_field"])
         return cls(**kw)
