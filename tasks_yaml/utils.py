@@ -112,6 +112,7 @@ def load_docs(**kwargs) -> datasets.DatasetDict:
             f"{what}\n(lm_eval sets the subsample with --metadata, e.g. "
             f'--metadata \'{{"data_dir": "DIR", "m": 50, "n": 50, "subsample": 0}}\'; now {given})'
         ) from None
+    adapters.check_rows(kwargs.get("peft"), docs)  # the draw the record names gives the rows it lists
     test = docs[sample.split]
     if (kwargs.get("pretrained") or kwargs.get("peft")) and not spec.generative:  # the study's rule too
         counts = choice_tokens(test, spec.target_delimiter, kwargs)

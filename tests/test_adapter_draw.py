@@ -92,3 +92,38 @@ def test_an_adapter_whose_tapt_json_is_another_adapters_is_refused_by_the_checks
     with pytest.raises(SystemExit, match=said + record["adapter_sha256"][:12]):
         exposure(copied, tiny_llama, data_dir, tmp_path)  # was: read the record's draw, scored, written
     assert not list(tmp_path.glob("exposure*.json"))
+
+
+def test_exchangeability_reads_the_adapters_draw_and_an_edited_record_is_refused(
+    adapter, tiny_llama, data_dir, tmp_path
+):
+    """`contamination exchangeability --peft` tested the default n 100 draw of an adapter trained at n 8;
+    it reads the record's draw now, and a contradicting flag is refused. A record whose n was edited from
+    8 to 6 names other documents than the rows it lists: every check refuses it (before, exposure read
+    "no evidence" on the wrong 6)."""
+    import shutil
+
+    def exchangeability(ad, *flags):
+        out = tmp_path / f"x{len(list(tmp_path.glob('x*')))}.json"
+        main(
+            [
+                "contamination", "exchangeability", "--task", "ag_news", "--peft", str(ad),
+                "--base", str(tiny_llama), "--data-dir", str(data_dir), "--shards", "2",
+                "--permutations", "2", "--out", str(out), *flags,
+            ]
+        )  # fmt: skip
+        return json.loads(out.read_text())
+
+    own = exchangeability(adapter)
+    assert (own["settings"]["n"], own["settings"]["m"]) == (8, 4)
+    with pytest.raises(SystemExit, match=r"--n 100, the adapter's 8"):
+        exchangeability(adapter, "--n", "100")
+    edited = tmp_path / "edited"
+    shutil.copytree(adapter, edited)
+    record = json.loads((edited / "tapt.json").read_text())
+    (edited / "tapt.json").write_text(json.dumps({**record, "n": 6}))
+    said = r"its tapt.json names the draw .*n 6.*whose test split is 6 rows, not the 8 rows it lists"
+    with pytest.raises(SystemExit, match=said):
+        exposure(edited, tiny_llama, data_dir, tmp_path)
+    with pytest.raises(SystemExit, match=said):
+        exchangeability(edited)

@@ -63,6 +63,7 @@ def cmd_contamination_exchangeability(args: argparse.Namespace) -> None:
 
     if args.action == "test":
         print("note: `contamination test` is now `contamination exchangeability`; the old name still works")
+    adapters_draw(args)  # an adapter's own draw, as exposure reads it (it tested the default n 100 before)
     test, result = run_test(ContaminationArgs, run, args)
     print(
         f"pval {result['pval']:.6g}  t {result['t']:.4f}  shards {result['num_shards']}  "
@@ -83,18 +84,25 @@ def adapters_draw(args: argparse.Namespace) -> None:
     """A checked adapter's or checkpoint's own draw (its tapt.json) as the defaults of the subsample's
     flags, so that the test reads the documents it was trained on; a flag that contradicts it is refused
     in one line naming both (as lm-eval's hook refuses --metadata)."""
+    from harness.core.settings import field_names
     from harness.tasks import adapters
-    from harness.tasks.protocol import find_spec
+    from harness.tasks.protocol import SplitSettings, find_spec, subsample_docs
 
-    trained_by = args.peft or args.checkpoint
-    if not trained_by or args.suspect_split or args.reference_split or args.reference_file:
+    trained_by = getattr(args, "peft", None) or getattr(args, "checkpoint", None)
+    whole = [getattr(args, k, None) for k in ("suspect_split", "reference_split", "reference_file")]
+    if not trained_by or any(whole):
         return  # a whole split is no subsample: nothing of the draw is read
     named = adapters.given_flags(getattr(args, "argv", []))
     given = {k: getattr(args, k) for k in named}
-    slug = find_spec(args.task, args.include_path).slug
-    trained = adapters.trained_for(trained_by, given, args.task, slug, flag="the flags")
+    spec = find_spec(args.task, args.include_path)
+    trained = adapters.trained_for(trained_by, given, args.task, spec.slug, flag="the flags")
     for key, value in trained.items():
         setattr(args, key, value)
+    if trained:  # the draw the record names must give the rows it lists as trained on
+        sample = SplitSettings(
+            **{k: getattr(args, k) for k in field_names(SplitSettings) if hasattr(args, k)}
+        )
+        adapters.check_rows(trained_by, subsample_docs(spec, sample, sample.subsample))
 
 
 def cmd_contamination_exposure(args: argparse.Namespace) -> None:

@@ -64,7 +64,9 @@ class ClassifierSettings(Settings):
         "head from random weights; fit: the head is fitted once, the encoder frozen, on pool rows no unit "
         "draws, and every condition, base included, starts from that checkpoint with the base's pooler",
     )
-    mlm_head_rows: int = option(500, "with mlm_head fit: the pool rows the head is fitted on")
+    mlm_head_rows: int = option(
+        500, "with mlm_head fit: the most pool rows the head is fitted on (fewer where the pool leaves fewer)"
+    )
 
 
 def load_classifier(backbone: str, num_classes: int, seed: int):

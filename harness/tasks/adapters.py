@@ -109,3 +109,26 @@ def check_record(peft, model) -> None:
             "so it names documents this adapter was not trained on; write the adapter again with tapt-bench "
             "train, or delete tapt.json and name the draw"
         )
+
+
+def check_rows(peft, docs: dict) -> None:
+    """The rows an adapter's tapt.json lists as trained on must be the rows of the split its draw gives
+    (`docs`: that draw's splits): a record whose draw was edited (n 8 to 6, say) names other documents,
+    and every check would read them as the adapter's own."""
+    path = Path(str(peft)).expanduser() / "tapt.json" if peft else None
+    try:
+        record = json.loads(path.read_text()) if path is not None else None
+    except (OSError, ValueError):
+        return  # none, or not whole: trained_for says so where it reads the draw
+    if not isinstance(record, dict) or not record.get("rows") or record.get("split") not in docs:
+        return
+    split, listed = record["split"], sorted(int(r) for r in record["rows"])
+    drawn = sorted(int(r) for r in docs[split]["row"])
+    if drawn != listed:
+        draw = ", ".join(f"{k} {record[k]}" for k in TRAINED if k in record)
+        raise UserError(
+            f"{peft}: its tapt.json names the draw {draw}, whose {split} split is {len(drawn)} rows, not the "
+            f"{len(listed)} rows it lists as trained on ({len(set(drawn) & set(listed))} in common): the "
+            "record was edited, or the data changed; restore it, or write the adapter again with tapt-bench "
+            "train"
+        )

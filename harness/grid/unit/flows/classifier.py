@@ -150,20 +150,25 @@ def starting_point(plan: UnitPlan, head: classifier.ClassifierSettings) -> tuple
 
 
 def unused_rows(spec, sample, pool_size: int, subsamples: int, size: int) -> list[int]:
-    """`size` pool rows, drawn from those that no split (train, extra, test, null) of subsamples 0 ..
-    `subsamples` - 1 draws (stream `mlm_head`); an error naming mlm_head_rows where too few are left."""
+    """At most `size` pool rows, drawn from those that no split (train, extra, test, null) of subsamples 0
+    .. `subsamples` - 1 draws (stream `mlm_head`): all of them where the pool leaves fewer (the fit
+    records its count); an error naming mlm_head_rows where it leaves under MIN_FIT_ROWS."""
     drawn = set()
     for k in range(subsamples):
         drawn |= {int(r) for d in subsample_docs(spec, sample, k).values() for r in d["row"]}
     free = np.setdiff1d(np.arange(pool_size), sorted(drawn))
-    if len(free) < size:
+    if len(free) < MIN_FIT_ROWS:
         raise SettingsError.of(
-            "mlm_head_rows",
-            f"is {size}, and {spec.slug}'s pool leaves {len(free)} rows no unit draws: lower it (or m, n, "
-            "subsamples)",
+            "mlm_head",
+            f"is fit, and {spec.slug}'s pool leaves {len(free)} rows no unit draws (at least {MIN_FIT_ROWS} "
+            "are needed): set mlm_head: new for it (task_overrides), or lower m, n or subsamples",
         )
     rng = np.random.default_rng(seeds.derive(sample.seed, 0, "mlm_head"))
     return sorted(int(r) for r in rng.permutation(free)[:size])
+
+
+# the fewest free pool rows an MLM head is fitted on
+MIN_FIT_ROWS = 32
 
 
 def head_seed(head: classifier.ClassifierSettings, seed: int, k: int, cond: str) -> int:
