@@ -114,7 +114,9 @@ def test_a_headless_encoder_starts_every_condition_from_its_fitted_head_and_the_
     assert len(fitted["pool_rows"]) == 32 and not drawn & set(fitted["pool_rows"])
     free = len(unused_rows(spec, sample, 5452, 2, 100_000))  # at most: all the free rows where fewer
     assert free < 5452 and not drawn & set(unused_rows(spec, sample, 5452, 2, 100_000))
-    with pytest.raises(SettingsError, match=r"mlm_head is fit, and trec's pool leaves 13 rows .*\(at least 32"):
+    with pytest.raises(
+        SettingsError, match=r"mlm_head is fit, and trec's pool leaves 13 rows .*\(at least 32"
+    ):
         unused_rows(spec, sample, 20, 2, 500)  # a pool of 20 rows: under 32 free whatever is drawn
     folder = mlm_head.cache_root() / fitted["checkpoint"]
     assert (folder / mlm_head.RECORD_NAME).is_file()
