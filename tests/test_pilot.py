@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from harness.core.power import mde_at, power_at, units_for_bound
-from harness.study.pilot import MARK, per_task_floor
+from harness.study.pilot import MARK
+from harness.study.sizing import per_task_floor
 
 CONFIG = {
     "model_tag": "tiny",
@@ -133,7 +134,6 @@ def test_the_pilot_climbs_the_head_recipes_until_the_heads_learn_and_the_plan_na
         "long",
         clf_epochs=1,
         clf_lr=1e-5,
-        tasks=["trec"],
         task_overrides={"trec": {"clf_epochs": 1}},
     )
     said = capsys.readouterr().out
@@ -145,7 +145,7 @@ def test_the_pilot_climbs_the_head_recipes_until_the_heads_learn_and_the_plan_na
     ]
     assert (tmp_path / "pilot" / "head-long" / "leak-1").is_dir()
     cfg = load_config(plan, {"data_dir": str(data_dir)})
-    assert found["head_recipe"] == "long" and found["entered"] == ["trec"]
+    assert found["head_recipe"] == "long" and found["entered"] == ["trec", "ag_news"]
     assert cfg.head.clf_epochs == 16.0 and cfg.head.clf_lr == 0.003
     assert cfg.grid.task_overrides["trec"]["clf_epochs"] == 16.0
     assert "Head recipe: long (clf_epochs 16, clf_lr 0.003)" in plan.read_text()
@@ -153,7 +153,7 @@ def test_the_pilot_climbs_the_head_recipes_until_the_heads_learn_and_the_plan_na
 
 def test_the_pilot_refuses_to_size_a_plan_from_no_spread():
     from harness.core.errors import UserError
-    from harness.study.pilot import sized
+    from harness.study.sizing import sized
 
     class Plan:
         equivalence_bound, alpha, sides = 3.0, 0.05, "two"

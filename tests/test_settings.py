@@ -55,7 +55,7 @@ def test_n_below_1_is_refused_everywhere(tmp_path, data_dir, n):
         main(["tasks", "show", "--task", "trec", "--data-dir", str(data_dir), "--n", str(n)])
     from tasks_yaml.utils import load_docs
 
-    kwargs = {"slug": "trec", "hub_id": "trec", "classes": ["a"] * 6, "instruction": "x."}
+    kwargs = {"slug": "trec", "hub_id": "trec", "classes": list("abcdef"), "instruction": "x."}
     with pytest.raises(
         SettingsError,
         match=f"(?s)task tapt_trec: --metadata 'n' must be at least 1, got {n}.*lm_eval sets the "
@@ -67,7 +67,7 @@ def test_n_below_1_is_refused_everywhere(tmp_path, data_dir, n):
 def test_lm_eval_hook_names_the_metadata_fix_when_the_pool_is_too_small(data_dir):
     from tasks_yaml.utils import load_docs
 
-    kwargs = {"slug": "trec", "hub_id": "trec", "classes": ["a"] * 6, "instruction": "x."}
+    kwargs = {"slug": "trec", "hub_id": "trec", "classes": list("abcdef"), "instruction": "x."}
     with pytest.raises(UserError, match=r"(?s)task tapt_trec: m \+ 2n = 100 \+ 2\*5000 .*--metadata"):
         load_docs(**kwargs, data_dir=str(data_dir), n=5000)
 
