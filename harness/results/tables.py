@@ -82,8 +82,8 @@ def collect(root: str | Path) -> pd.DataFrame:
                 f"{tdir}: {why}: its tables are stale, and reading them would skip units. Rerun the grid "
                 f"with the same config and --out (it runs nothing finished and rebuilds the tables){live}"
             )
-    frames = []
-    for path in sorted(root.rglob("accuracies.csv")):
+    frames, paths = [], sorted(root.rglob("accuracies.csv"))
+    for path in paths:
         match = LAYOUT.search(path.as_posix())
         if not match:
             raise UserError(f"{path}: not in the layout m<m>/n<n>/<model>/<task>/accuracies.csv")
@@ -98,16 +98,16 @@ def collect(root: str | Path) -> pd.DataFrame:
         frames.append(df.assign(m=int(m), n=int(n), model=model, task=task, subsample=ks, **read, **flips))
     if not frames:
         raise UserError(f"{root}: no accuracies.csv found (expected m<m>/n<n>/<model>/<task>/accuracies.csv)")
-    refuse_sibling_runs(root, frames)
+    refuse_sibling_runs(root, frames, paths)
     return pd.concat(frames, ignore_index=True)
 
 
-def refuse_sibling_runs(root: Path, frames: list[pd.DataFrame]) -> None:
+def refuse_sibling_runs(root: Path, frames: list[pd.DataFrame], paths: list[Path]) -> None:
     """Refuse a folder that holds two runs with the same unit (m, n, model, task, subsample): sibling runs
     (leak-1/ and leak-4/ of a pilot, two copies of one run) would count the same subsamples twice as if
     independent. Each run is read on its own, by its folder."""
     seen: dict[tuple, Path] = {}
-    for df, path in zip(frames, sorted(root.rglob("accuracies.csv"))):
+    for df, path in zip(frames, paths):  # collect's own files, in its order: one frame each
         run = path.parents[4].relative_to(root) if len(path.relative_to(root).parts) > 5 else Path(".")
         for k in df["subsample"]:
             key = (
