@@ -18,11 +18,10 @@ from pathlib import Path
 
 import torch
 
+import harness
 from harness import results
 from harness.core.settings import Settings, option, parse_script
 from harness.grid.configuration import config, plan
-from harness.grid.execution import run
-from harness.grid.execution.on_ray import executor, ray_module
 from harness.grid.unit.base_model import loaded_base
 
 
@@ -41,9 +40,7 @@ def leg(
     try:
         run_cfg = cfg.replace(out=str(out))
         clock = time.perf_counter()
-        run.run(
-            run_cfg, execute=executor(address=None, cpus_per_unit=per_unit_cpus, gpus_per_unit=per_unit_gpus)
-        )
+        harness.run(run_cfg, ray=True, cpus_per_unit=per_unit_cpus, gpus_per_unit=str(per_unit_gpus))
         seconds = time.perf_counter() - clock
     finally:
         ray.shutdown()
@@ -53,7 +50,8 @@ def leg(
 
 def main() -> None:
     args = parse_script(RayBenchArgs, __doc__)
-    ray = ray_module()
+    import ray  # the optional extra: pip install -e '.[ray]'
+
     cfg = config.load_config(args.config)
     cpus, gpus = os.cpu_count() or 1, torch.cuda.device_count()
     print(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+import harness
 from contamination import doc_scores
 from contamination.exposure import exposure_test, two_sided
 from contamination.verdict import flags, inconclusive
@@ -30,10 +31,11 @@ from harness.core import conditions
 from harness.core.models import load_scoring_model, resolve
 from harness.core.power import ALPHA, wilson
 from harness.core.settings import Settings, option, parse_script
+from harness.grid.configuration import resolve as run_layout
 from harness.grid.configuration.config import load_config
-from harness.grid.execution import run
 from harness.study import calibrate
 from harness.tasks import prompts
+from harness.tasks.lm_eval_spec import folder_name
 from harness.tasks.protocol import find_spec, subsample_docs
 
 SAME = "same task"
@@ -139,8 +141,7 @@ def main() -> None:
     if args.subsamples:
         cfg = cfg.replace(subsamples=args.subsamples)
     grid = calibrate.mode_config(cfg, "padding")  # the mode `calibrate --modes padding` trains
-    if run.todo(grid, (0, 1)):  # the calibrate run's units are reused; only missing ones are trained
-        run.run(grid, keep_adapters=True)
+    harness.run(grid, keep_adapters=True)  # the calibrate run's units are reused; only missing ones trained
     base, tokenizer = load_scoring_model(resolve(cfg.model.base))
     rows = []
     for t, slug in enumerate(grid.slugs):
@@ -151,7 +152,7 @@ def main() -> None:
         sets = {"suspect": prompts.rendered(spec, suspect[["text", "label", "row"]])}
         sets |= reference_sets(spec, reference, other)
         base_scores = scored(base, tokenizer, spec, sets, args.batch_size)
-        tdir = run.task_dir(grid, slug)
+        tdir = results.task_dir(run_layout.folder(grid), folder_name(slug))
         for k in range(grid.grid.subsamples):
             for cond in (conditions.EXTRA, conditions.TEST):
                 mine, mine_base = dict(sets), dict(base_scores)

@@ -111,9 +111,7 @@ def walk(config: Path) -> tuple[list[int], dict[str, int], int]:
     """(package changes: by folder, and with harness/grid and harness/study as one folder; calls of
     each once-a-run lookup; the method settings' round trips) of one grid
     run of `config`."""
-    from harness.grid.configuration import plan
-    from harness.grid.configuration.run_checks import load_run
-    from harness.grid.execution.run import run
+    import harness
     from tapt import methods
 
     changes, lookups, last, trips = [0, 0], dict.fromkeys(LOOKUPS.values(), 0), [None, None], [0]
@@ -148,8 +146,7 @@ def walk(config: Path) -> tuple[list[int], dict[str, int], int]:
 
     sys.setprofile(seen)
     try:
-        for cell in load_run(config).run_configs():  # as `tapt-bench run` does: checked once, on load
-            run(plan.run_plan(cell))
+        harness.run(config)  # as `tapt-bench run` does: checked once, on load, each cell planned once
     finally:
         sys.setprofile(None)
     return changes, lookups, trips[0]

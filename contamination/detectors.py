@@ -114,11 +114,17 @@ def codec_pvalue(record: dict, cond: str, texts: list[str]) -> float | None:
     return None if test is None else test["p_test"]
 
 
-ENTRY_POINTS = "tapt_bench.detectors"
+def checked(detector: Detector) -> None:
+    """A detector's own fields: a name, and what it sees."""
+    if not detector.name or detector.sees not in (TEXT, LABELS):
+        raise PluginError(
+            f"detector {detector.name or detector!r} must be a Detector with a name, whose sees is "
+            f"{TEXT!r} or {LABELS!r}"
+        )
+
+
 # the detectors by name: the built-ins, registered where they are defined below, then the plug-ins
-DETECTORS: Registry[Detector] = Registry(
-    "detector", Detector, ENTRY_POINTS, "my_detectors.py", key=lambda d: d.name
-)
+DETECTORS: Registry[Detector] = Registry("detector", Detector, key=lambda d: d.name, validate=checked)
 
 
 def built_in(name: str, sees: str, pvalue: Callable[[dict, str, list[str]], float | None]) -> Detector:
@@ -146,7 +152,7 @@ def own_name(value: Score, target: str) -> None:
 
 
 # the plug-in per-document scores (the built-ins are doc_scores' own columns)
-SCORES: Registry[Score] = Registry("score", Score, "tapt_bench.scores", "my_score.py:SCORE", check=own_name)
+SCORES: Registry[Score] = Registry("score", Score, check=own_name)
 
 
 def load_score(target: str) -> Score:
@@ -162,10 +168,10 @@ def load_score(target: str) -> Score:
 
 def register(name: str, detector: Detector) -> Detector:
     """Add a detector under `name` (refused if the name is taken by another); returns it."""
-    if not isinstance(detector, Detector) or detector.sees not in (TEXT, LABELS):
-        raise PluginError(f"detector {name!r} must be a Detector whose sees is {TEXT!r} or {LABELS!r}")
+    if not isinstance(detector, Detector):
+        raise PluginError(f"detector {name!r} is a {type(detector).__name__}, not a Detector")
     named = detector if detector.name == name else dataclasses.replace(detector, name=name)
-    found = DETECTORS.get(name)
+    found = DETECTORS.held(name)
     if found is not None and found == named:  # the same file loaded again (a second --detectors): kept
         return found
     return DETECTORS.register(named)

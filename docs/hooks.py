@@ -121,7 +121,24 @@ def measurements() -> str:
     return "\n".join(lines) + "\n"
 
 
+def plugin_kinds() -> str:
+    from harness.core.plugin_kinds import table
+
+    return table() + "\n"
+
+
+def built_ins() -> str:
+    from harness.grid.unit.flow import BUILT_IN as FLOWS
+    from tapt.methods.registry import BUILT_IN as METHODS
+
+    rows = [f"| method | `{name}` | `{where}` |" for name, where in METHODS.items()]
+    rows += [f"| flow | `{name}` | `{where}` |" for name, where in FLOWS.items()]
+    return "\n".join(["| kind | name | where it is |", "|---|---|---|", *rows]) + "\n"
+
+
 GENERATED = {
+    "<!-- plugin kinds -->": plugin_kinds,
+    "<!-- built-ins -->": built_ins,
     "<!-- measurements -->": measurements,
     "<!-- configs -->": configs,
     "<!-- cli reference -->": cli_reference,

@@ -6,55 +6,51 @@ module that internal renames do not move (as lm-eval's plug-ins import from `lm_
     from harness.api import Statistic, register               # a summary statistic: register(Statistic(...))
     from harness.api import Flow, UnitPlan, record_of          # a flow: FLOW = Flow(...)
 
-`register` is the one verb for every kind of plug-in (a method, a flow, a detector, a statistic, a
-score): it adds the item under its name where it is defined and returns it.
+`register` is the one verb for every kind of plug-in (harness.core.plugin_kinds.KINDS: a method, a flow, a
+detector, a statistic, a score): it adds the item under its name where it is defined and returns it. An
+installed plug-in is an entry point of its kind's group that names the value (`module:NAME`).
 """
 
 from contamination import detectors
 from contamination.detectors import DETECTORS, LABELS, SCORES, TEXT, Detector
 from contamination.doc_scores import Score, ScoreInputs
 from harness.core.errors import SettingsError, UserError
-from harness.core.plugins import PluginError
+from harness.core.plugin_kinds import KINDS
+from harness.core.plugins import REGISTRIES, PluginError
 from harness.core.recipe import recipe_table
 from harness.core.settings import Settings, option
 from harness.grid.unit.flow import FLOWS, Flow
 from harness.grid.unit.unit_plan import UnitPlan
 from harness.grid.unit.unit_record import UnitRecord, record_of
-from harness.stats import statistics
-from harness.stats.statistics import Statistic
+from harness.stats.statistics import STATISTICS, Statistic
 from harness.tasks.protocol import Spec, answered
 from tapt.methods import LEARNED_FROM, METHODS, VOTES, Adapted, Inputs, Method
 
 
 def register(item, detector: Detector | None = None):
-    """Add a plug-in where it is defined, of any kind: a Method, a Flow, a Detector (named by its
-    `name`), a Statistic or a Score; returns it. `register("name", Detector(...))` names a detector as
-    its first spelling did. A name taken by another item of the kind is refused."""
+    """Add a plug-in where it is defined, of any kind of harness.core.plugin_kinds.KINDS (a Method, a Flow,
+    a Detector named by its `name`, a Statistic, a Score); returns it. `register("name", Detector(...))`
+    names a detector as its first spelling did. A name taken by another item of the kind is refused."""
     if isinstance(item, str):
         return detectors.register(item, detector)
-    if isinstance(item, Detector) and not item.name:
-        raise PluginError(f"detector {item!r} has no name: register(Detector(..., name='my detector'))")
-    kinds = {
-        Method: METHODS.register,
-        Flow: FLOWS.register,
-        Detector: lambda d: detectors.register(d.name, d),
-        Statistic: statistics.register,
-        Score: SCORES.register,
-    }
-    for kind, add in kinds.items():
-        if isinstance(item, kind):
-            return add(item)
-    raise PluginError(
-        f"register takes a Method, Flow, Detector, Statistic or Score; {item!r} is a {type(item).__name__}"
-    )
+    for kind in KINDS:
+        registry = REGISTRIES[kind.name]
+        if isinstance(item, registry.of):
+            return registry.register(item)
+    *rest, last = (k.type.rpartition(":")[2] for k in KINDS)
+    raise PluginError(f"register takes a {', '.join(rest)} or {last}; {item!r} is a {type(item).__name__}")
 
 
 register_statistic = register  # the statistic's first spelling
 
 __all__ = [
     "DETECTORS",
+    "FLOWS",
     "LABELS",
     "LEARNED_FROM",
+    "METHODS",
+    "SCORES",
+    "STATISTICS",
     "TEXT",
     "VOTES",
     "Adapted",

@@ -74,11 +74,10 @@ def tiny_bert(tmp_path_factory) -> Path:
 def tiny_grid(tmp_path_factory, tiny_llama, data_dir) -> Path:
     """One uninterrupted run of tiny_grid_config, shared by every test that only reads it or compares
     another run with it (resumed, sharded, on Ray)."""
-    from harness.grid.configuration.config import load_config
-    from harness.grid.execution.run import run
+    import harness
 
     def full(tmp: Path) -> None:
-        run(load_config(tiny_grid_config(tmp, tiny_llama, data_dir, tmp / "full")))
+        harness.run(tiny_grid_config(tmp, tiny_llama, data_dir, tmp / "full"))
 
     return made_once(tmp_path_factory, "tiny_grid", full) / "full"
 

@@ -64,8 +64,7 @@ ALL_CONDITIONS = ["base", "extra", "test", "leak", "stream"]
 def one_unit(tmp_path: Path, tiny_llama: Path, data_dir: Path, method: str, settings: dict, **extra) -> dict:
     """The record of one unit of tiny_grid_config with every condition (the stream in 2 chunks of 3), run by
     `method` with its `settings`."""
-    from harness.grid.configuration.config import load_config
-    from harness.grid.execution.run import run
+    import harness
 
     if settings:
         extra["method_settings"] = {method: settings}
@@ -73,7 +72,7 @@ def one_unit(tmp_path: Path, tiny_llama: Path, data_dir: Path, method: str, sett
     config = tiny_grid_config(
         tmp_path, tiny_llama, data_dir, tmp_path / "out", method=method, subsamples=1, **extra
     )
-    run(load_config(config))
+    harness.run(config)
     (unit_file,) = (tmp_path / "out").rglob("units/0.json")
     return json.loads(unit_file.read_text())
 

@@ -1,5 +1,5 @@
 """One public surface for plug-ins: the examples import from harness.api alone, a method file written
-against it runs through `methods show`, and a renamed internal module still imports, with a warning."""
+against it runs through `methods show`; the old names of moved modules are gone (CHANGELOG.md says where)."""
 
 import ast
 import importlib
@@ -47,11 +47,13 @@ def test_a_method_file_written_against_the_surface_loads(tmp_path, capsys):
     assert "mine: a plug-in" in capsys.readouterr().out
 
 
-def test_the_former_module_name_still_imports_with_a_deprecation_warning():
-    sys.modules.pop("harness.tasks.splits", None)
-    with pytest.warns(DeprecationWarning, match="harness.tasks.splits is now harness.tasks.protocol"):
-        old = importlib.import_module("harness.tasks.splits")
-    assert old.answered is importlib.import_module("harness.api").answered
+def test_the_old_module_names_are_gone_and_the_changelog_names_where_they_went():
+    for old in ("harness.tasks.splits", "tapt.raw_text", "harness.grid.run", "harness.cli.rounds"):
+        sys.modules.pop(old, None)
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
+    changelog = (Path(__file__).parents[1] / "CHANGELOG.md").read_text()
+    assert "`harness.tasks.splits` -> `harness.tasks.protocol`" in changelog
 
 
 def test_a_boolean_is_one_switch_and_still_takes_a_value(capsys):

@@ -14,10 +14,10 @@ import pytest
 import torch
 from helpers import grid_tables, write_grid_config
 
+import harness
 from harness.core.errors import SettingsError, UserError
 from harness.grid.configuration import config as grid_config
 from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution import run as grid_run
 from harness.grid.execution.merge import merge
 from harness.scoring.classifier import ClassifierSettings, classify, load_classifier
 from harness.tasks.protocol import subsample_docs
@@ -100,7 +100,7 @@ def test_classifier_loss_decreases_and_a_rerun_gives_the_same_numbers(tiny_bert,
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, tiny_llama, data_dir):
     tmp = tmp_path_factory.mktemp("clf")
-    grid_run.run(load_run(config(tmp, tiny_llama, data_dir, tmp / "full")))
+    harness.run(config(tmp, tiny_llama, data_dir, tmp / "full"))
     return tmp / "full"
 
 
@@ -125,7 +125,7 @@ def test_layout_and_the_units_record(uninterrupted):
 @pytest.mark.slow
 def test_the_exposure_setting_scores_each_pretrained_encoder_on_its_raw_texts(tmp_path, tiny_bert, data_dir):
     out = tmp_path / "exposed"
-    grid_run.run(load_run(config(tmp_path, tiny_bert, data_dir, out, subsamples=1, exposure=True)))
+    harness.run(config(tmp_path, tiny_bert, data_dir, out, subsamples=1, exposure=True))
     exposure = json.loads((out / TASK_DIR / "units" / "0.json").read_text())["exposure"]
     assert set(exposure["tests"]) == {"base", "extra", "test"} and len(exposure["docs"]["row"]) == 16
     assert [exposure["tests"][c]["calibrated"] for c in ("base", "extra", "test")] == [False, True, True]
@@ -148,7 +148,7 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
     proc.wait()
     done = sorted(p.name for p in (tmp_path / "killed" / TASK_DIR / "units").glob("*.json"))
     assert done == ["0.json"], done
-    grid_run.run(load_run(cfg))  # the same command resumes; here in this process
+    harness.run(cfg)  # the same command resumes; here in this process
     for got, want in zip(tables(tmp_path / "killed"), tables(uninterrupted)):
         pd.testing.assert_frame_equal(got, want)
 
@@ -157,7 +157,7 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(uninterrupted, tmp_pat
 def test_a_shard_recomputes_its_unit_and_merges_with_the_rest_into_the_unsharded_run(
     uninterrupted, tmp_path, tiny_llama, data_dir
 ):
-    grid_run.run(load_run(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1")), (1, 2))
+    harness.run(config(tmp_path, tiny_llama, data_dir, tmp_path / "s1"), shard="1/2")
     rest = tmp_path / "s0"  # shard 0/2 of the shared run: its unit 0
     shutil.copytree(uninterrupted, rest)
     for path in (rest / TASK_DIR / "units").glob("1.*"):

@@ -7,15 +7,24 @@ from pathlib import Path
 
 import pytest
 
+import harness
 from harness.cli.main import main
 from harness.core.errors import SettingsError
 from harness.grid.configuration.config import load_config
 from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution.run import run
 from harness.results import collect
 from tests.helpers import tiny_grid_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
+
+
+@pytest.fixture
+def unscreened(monkeypatch):
+    """A confirmatory zero-shot plan's tasks pass the screen (the tiny model answers at chance): what these
+    tests read is the plan's records, not its screen."""
+    from harness.study import screen
+
+    monkeypatch.setattr(screen, "screened", lambda cfg: cfg)
 
 
 def one_unit(tmp_path, tiny_llama, data_dir, **extra) -> Path:
@@ -30,10 +39,10 @@ def test_a_plug_in_edited_between_two_runs_is_a_unit_of_other_settings(tmp_path,
     shutil.copy(EXAMPLE, plugin)
     path = one_unit(tmp_path, tiny_llama, data_dir, method=f"{plugin}:METHOD", subsamples=2)
     cfg = load_config(path)
-    run(cfg, shard=(0, 2))
+    harness.run(cfg, shard="0/2")
     plugin.write_text(plugin.read_text() + "\n# the lr x50, say\n")
     with pytest.raises(SettingsError, match="made with other settings") as err:
-        run(load_config(path), shard=(1, 2))
+        harness.run(path, shard="1/2")
     assert "method_code" in str(err.value)
 
 
@@ -41,7 +50,7 @@ def test_units_carried_to_a_new_out_are_pooled_after_the_grid_reruns(tmp_path, t
     """A run's finished units copied onto another machine's --out (no tables): rerunning the grid there
     runs nothing and rebuilds the tables, so summarize reads every unit (before: it read none of them)."""
     path = one_unit(tmp_path, tiny_llama, data_dir, subsamples=2)
-    run(load_config(path))
+    harness.run(path)
     carried = tmp_path / "carried"
     for unit in (tmp_path / "out").rglob("units/*"):
         (carried / unit.relative_to(tmp_path / "out")).parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +59,7 @@ def test_units_carried_to_a_new_out_are_pooled_after_the_grid_reruns(tmp_path, t
         main(["summarize", str(carried)])
     raw = json.loads(path.read_text())
     path.write_text(json.dumps(raw | {"out": str(carried)}))
-    run(load_config(path))
+    harness.run(path)
     (log,) = carried.rglob("run-*.log")
     assert "0 units to run of 2" in log.read_text()
     got, ran = collect(carried), collect(tmp_path / "out")
@@ -58,21 +67,23 @@ def test_units_carried_to_a_new_out_are_pooled_after_the_grid_reruns(tmp_path, t
 
 
 def test_a_confirmatory_plan_edited_between_rounds_refuses_to_resume_naming_the_key(
-    tmp_path, tiny_llama, data_dir
+    tmp_path, tiny_llama, data_dir, unscreened
 ):
     path = one_unit(tmp_path, tiny_llama, data_dir, confirmatory=True, subsamples=2)
-    run(load_config(path), shard=(0, 2))
+    harness.run(path, shard="0/2")
     raw = json.loads(path.read_text())
     path.write_text(json.dumps(raw | {"alpha": 0.01}))
     with pytest.raises(SettingsError, match=r"alpha: 0\.05 then, 0\.01 now"):
-        run(load_config(path), shard=(1, 2))
+        harness.run(path, shard="1/2")
 
 
-def test_a_manifest_edited_after_the_data_is_not_confirmed(tmp_path, tiny_llama, data_dir, capsys):
+def test_a_manifest_edited_after_the_data_is_not_confirmed(
+    tmp_path, tiny_llama, data_dir, capsys, unscreened
+):
     """`sides` changed by hand in a manifest: the summary says which file was edited, and it is not
     confirmed (before: confirmed, and read with the edited test)."""
     path = one_unit(tmp_path, tiny_llama, data_dir, confirmatory=True)
-    run(load_config(path))
+    harness.run(path)
     (manifest,) = (tmp_path / "out").rglob("manifest-shard*.json")
     found = json.loads(manifest.read_text())
     found["config"]["sides"] = "one"

@@ -51,8 +51,8 @@ def test_a_run_reads_the_methods_settings_from_the_flag(tmp_path, tiny_llama, da
     args = parser().parse_args(
         ["run", "--config", str(config), "--method-settings", '{"test-time-rl": {"samples": 3}}']
     )
-    from harness.cli.run import grid_config
+    from harness.cli.run import config_keys
 
-    cfg = grid_config(str(config), args)
+    cfg = load_config(config, config_keys(args))
     assert resolve.method_settings(cfg).samples == 3
     assert resolve.method_settings(load_config(config)).samples == 8  # the file alone: the default

@@ -15,11 +15,11 @@ import pytest
 from helpers import TINY_GRID_DIR, grid_tables
 from helpers import tiny_grid_config as config
 
+import harness
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError, UserError
 from harness.grid.configuration import plan
 from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution import run as grid_run
 from harness.grid.execution.merge import merge
 
 MODEL_DIR = "m4/n6/tiny"
@@ -59,10 +59,9 @@ def test_layout_rows_and_the_leak_condition(tiny_grid):
 
 
 def test_the_summary_of_a_run_names_the_leak_and_the_changes(tiny_grid, capsys):
-    from harness.cli.run import print_summary
+    import harness
 
-    print_summary(tiny_grid / MODEL_DIR)
-    shown = capsys.readouterr().out
+    shown = harness.summarize(tiny_grid / MODEL_DIR).text()
     assert "leak (leak-extra)" in shown and "leak/extra" in shown and "MDE" in shown
     assert "ag_news" in shown and "{'loss'" not in shown
     assert "exposure test (test vs extra documents against base" in shown and "(3 units, m=4 n=6)" in shown
@@ -91,8 +90,7 @@ def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, ti
     shutil.copytree(tiny_grid, out)
     cfg = load_run(config(tmp_path, tiny_llama, data_dir, out))
     before = {p: p.stat().st_mtime_ns for p in out.rglob("units/*")}
-    assert grid_run.todo(cfg, (0, 1)) == []
-    grid_run.run(cfg)
+    harness.run(cfg)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("units/*")} == before
     # the rerun's manifest keeps the first run's record: the units it finished, its code and its seconds
     (manifest,) = out.rglob("manifest-shard0of1.json")
@@ -103,7 +101,7 @@ def test_a_rerun_skips_finished_units_and_writes_nothing(tiny_grid, tmp_path, ti
     manifest.write_text("{")  # cut by hand: named before the run writes anything, not dropped
     logs = set(out.rglob("run-*.log"))
     with pytest.raises(UserError, match=r"manifest-shard0of1\.json: not valid JSON"):
-        grid_run.run(cfg)
+        harness.run(cfg)
     assert set(out.rglob("run-*.log")) == logs
 
 
@@ -115,7 +113,7 @@ def test_a_shard_recomputes_its_units_and_merges_with_the_rest_into_the_unsharde
     assert [k for _, k in plan.shard_keys(cfg, (0, 2))] == [0, 2] and [
         k for _, k in plan.shard_keys(cfg, (1, 2))
     ] == [1]
-    grid_run.run(cfg, (1, 2))  # unit 1, computed again in this process
+    harness.run(cfg, shard="1/2")  # unit 1, computed again in this process
     rest = tmp_path / "s0"  # shard 0/2 of the shared run: its units 0 and 2
     shutil.copytree(tiny_grid, rest)
     for path in (rest / TINY_GRID_DIR / "units").glob("1.*"):
@@ -180,10 +178,8 @@ def test_merge_takes_overlapping_units_that_differ_only_in_timings_and_names_the
 @pytest.mark.slow
 def test_a_rerun_with_other_settings_refuses_then_overwrite_recomputes(tmp_path, tiny_llama, data_dir):
     out = tmp_path / "out"
-    grid_run.run(
-        load_run(
-            config(tmp_path, tiny_llama, data_dir, out, subsamples=1, conditions=["base", "extra", "test"])
-        )
+    harness.run(
+        config(tmp_path, tiny_llama, data_dir, out, subsamples=1, conditions=["base", "extra", "test"])
     )
     unit = out / TINY_GRID_DIR / "units" / "0.json"
     manifest = out / MODEL_DIR / "manifest-shard0of1.json"
@@ -306,7 +302,7 @@ def test_sigkill_mid_unit_then_rerun_equals_uninterrupted(tiny_grid, tmp_path, t
     done = sorted(p.name for p in units.glob("*.json"))
     assert "0.json" in done and len(done) < 3, done
     assert len(pd.read_csv(units.parent / "accuracies.csv")) == len(done)
-    grid_run.run(load_run(cfg))  # the same command resumes; here in this process, saving a start-up
+    harness.run(cfg)  # the same command resumes; here in this process, saving a start-up
     for got, want in zip(grid_tables(tmp_path / "killed"), grid_tables(tiny_grid)):
         pd.testing.assert_frame_equal(got, want)
 
@@ -367,7 +363,7 @@ def test_a_run_ends_with_the_seconds_of_each_stage_summed_over_its_units(
     tmp_path, tiny_llama, data_dir, capsys
 ):
     out = tmp_path / "out"
-    grid_run.run(load_run(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))
+    harness.run(config(tmp_path, tiny_llama, data_dir, out, subsamples=2))
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("seconds by stage"))
     records = [json.loads(p.read_text())["seconds"] for p in (out / TINY_GRID_DIR / "units").glob("*.json")]
     train_extra = sum(r["train_extra"] for r in records)
@@ -377,5 +373,5 @@ def test_a_run_ends_with_the_seconds_of_each_stage_summed_over_its_units(
         assert f" {stage} {total:.0f}" in line, line
     assert f"(extra {train_extra:.0f}, test " in line and "other " in line
     capsys.readouterr()
-    grid_run.run(load_run(config(tmp_path, tiny_llama, data_dir, out, subsamples=2)))  # nothing to run
+    harness.run(config(tmp_path, tiny_llama, data_dir, out, subsamples=2))  # nothing to run
     assert "seconds by stage" not in capsys.readouterr().out

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from helpers import write_grid_config, write_plain_tasks
 
+import harness
 from harness.cli.main import main
 from harness.core.errors import SettingsError, TaskError
 from harness.grid.configuration.config import load_config
-from harness.grid.execution import run as grid_run
 from harness.tasks.lm_eval_spec import LmEvalSpec, folder_name
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.spec import TASKS_DIR, load_task_config
@@ -98,7 +98,7 @@ def test_a_grid_scores_exactly_the_test_docs_as_lm_eval_does(plain, tiny_llama, 
         "quantize": "none",
         "method_settings": {"prompt-tapt": {"batch_size": 4}},
     }
-    grid_run.run(load_config(write_grid_config(tmp_path, out, cfg)))
+    harness.run(write_grid_config(tmp_path, out, cfg))
     acc = (out / "m8/n6/tiny/my_questions/accuracies.csv").read_text().splitlines()
     assert acc[0] == "base,extra,test,majority,num_classes,majority_all,leak"
     spec, docs = docs_of(plain, "my_questions", n=6)

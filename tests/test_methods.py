@@ -3,6 +3,8 @@ receives (no gold labels outside the leak), TLM's selection, and a broken method
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -214,7 +216,7 @@ def test_a_file_method_is_loaded_and_checked_once_and_a_relative_name_is_the_fil
 @pytest.mark.parametrize(
     "method, message",
     [
-        ("nope", "key 'method' no method 'nope': the methods are prompt-tapt, .*path/to/file.py:METHOD"),
+        ("nope", "key 'method' no method 'nope': the methods are prompt-tapt, .*path/to/my_method.py:METHOD"),
         ("{file}:NOT_A_METHOD", "key 'method' .*NOT_A_METHOD' is a int, not a tapt.methods.contract.Method"),
         ("{file}:MISSING", "key 'method' .*cannot be imported \\(AttributeError"),
         (
@@ -468,31 +470,30 @@ def test_tlm_online_trains_the_carried_adapter_on_weighted_by_the_current_model(
     assert got == pytest.approx(sorted(tlm.weights(torch.tensor(on), 0.0, 0.1).tolist()), rel=1e-4)
 
 
-def test_a_built_in_method_is_one_file_in_the_package(tmp_path, monkeypatch, capsys):
-    """A module (or a folder) beside the built-ins with a module-level METHOD is listed and found, with
-    nothing else edited; a module without one (a helper) is not a method."""
+def test_a_built_in_method_is_one_row_of_the_table_and_listing_them_loads_no_torch(
+    tmp_path, monkeypatch, capsys
+):
+    """A method file and its row in BUILT_IN (name -> module:METHOD): listed in the row's order and found,
+    with nothing else edited; `methods list` imports no torch (each method loads it as it runs)."""
     (tmp_path / "my_builtin.py").write_text(
         "from harness.api import Adapted, Method, Settings\n"
         "METHOD = Method('my-builtin', ('zero_shot',), Settings, lambda x: Adapted(x.model), 'one file')\n"
     )
-    (tmp_path / "my_helper.py").write_text("VALUE = 1\n")
-    (tmp_path / "my_folder").mkdir()  # a method with helpers: a folder, its METHOD in __init__.py
-    (tmp_path / "my_folder" / "__init__.py").write_text(
-        "from harness.api import Adapted, Method, Settings\n"
-        "METHOD = Method('my-folder', ('zero_shot',), Settings, lambda x: Adapted(x.model), 'a folder')\n"
-    )
-    monkeypatch.setattr(methods, "__path__", [*methods.__path__, str(tmp_path)])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(methods.registry.BUILT_IN, "my-builtin", "my_builtin:METHOD")
     methods.builtin.cache_clear()
     try:
         assert methods.find("my-builtin").about == "one file"
-        assert methods.find("my-folder").about == "a folder" and "my-folder" in methods.builtin()
         main(["methods", "list"])
-        assert "my-builtin" in capsys.readouterr().out
-        assert "my_helper" not in " ".join(methods.builtin())
+        assert capsys.readouterr().out.splitlines()[-1].startswith("my-builtin")
     finally:
         monkeypatch.undo()
         methods.builtin.cache_clear()
     assert "my-builtin" not in methods.builtin()
+    code = "import sys; from harness.cli.main import main; main(['methods', 'list']); "
+    code += "print('torch' in sys.modules)"
+    listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert listed.stdout.split()[-1] == "False" and "test-time-rl" in listed.stdout
 
 
 def test_prompt_tapt_prints_its_recipe_against_the_studys_code_with_a_source_per_row(capsys):

@@ -9,9 +9,8 @@ import pandas as pd
 import pytest
 from helpers import TINY_GRID_DIR, tiny_grid_config
 
+import harness
 from harness.cli.main import main
-from harness.grid.configuration.config import load_config
-from harness.grid.execution.run import run
 
 
 def test_a_unit_whose_table_is_lost_is_computed_again_not_counted_finished(
@@ -23,7 +22,7 @@ def test_a_unit_whose_table_is_lost_is_computed_again_not_counted_finished(
     (tdir / "units" / "1.parquet").unlink()  # its record kept: half a unit
     with pytest.raises(SystemExit, match=r"2 finished unit\(s\) in units/ and 3 in accuracies.csv"):
         main(["summarize", str(out)])  # the tables are stale: said, and the advice below mends it
-    run(load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, out)))
+    harness.run(tiny_grid_config(tmp_path, tiny_llama, data_dir, out))
     log = sorted((tdir.parent / "logs").glob("run-*.log"))[-1].read_text()
     assert "1 units to run of 3" in log.replace("unit(s)", "units")
     assert (tdir / "units" / "1.parquet").is_file()

@@ -10,13 +10,14 @@ import pandas as pd
 import pytest
 from helpers import tiny_grid_config
 
+import harness
 from harness import results
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import load_config
 from harness.grid.execution import lock
-from harness.grid.execution.run import run, task_dir, write_unit
+from harness.grid.execution.run import task_dir, write_unit
 from harness.grid.unit.unit_plan import UnitKey
 from harness.grid.unit.unit_record import UnitRecord
 from tapt import output
@@ -29,7 +30,7 @@ def test_a_second_run_into_a_folder_and_shard_is_refused_naming_the_first(tmp_pa
         with pytest.raises(
             UserError, match=f"another run \\(PID {os.getpid()} on .*, started .*\\) is writing"
         ):
-            run(cfg)
+            harness.run(cfg)
         assert not list((tmp_path / "out").rglob("manifest*"))  # refused before anything is written
         overlap = pytest.raises(UserError, match="in 1 shard\\(s\\), and this run's shards are 2: the two")
         with (
@@ -43,7 +44,7 @@ def test_a_second_run_into_a_folder_and_shard_is_refused_naming_the_first(tmp_pa
         lock.held(resolve.folder(cfg), (1, 2)),
         deletes,
     ):  # shards of one count
-        run(cfg, (0, 1), overwrite=True)
+        harness.run(cfg, overwrite=True)
     assert not results.lock_path(resolve.folder(cfg), (0, 1)).exists()  # given back when the run ends
 
 

@@ -207,10 +207,9 @@ def test_a_copy_of_the_base_in_another_folder_is_the_same_base(tmp_path, tiny_ll
 
 
 def test_the_summary_says_how_far_each_conditions_model_moved(tiny_grid, capsys):
-    from harness.cli.run import print_summary
+    import harness
 
-    print_summary(Path(tiny_grid))
-    shown = capsys.readouterr().out
+    shown = harness.summarize(Path(tiny_grid)).text()
     assert "moved (norm)" in shown and "layers moved" in shown
 
 

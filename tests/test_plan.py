@@ -182,19 +182,3 @@ def test_a_worker_computes_the_unit_plan_it_is_sent_and_builds_no_run_plan_nor_c
     assert isinstance(reply, worker_messages.Done), getattr(reply, "trace", reply)
     assert reply.record.key == ("ag_news", 0) and reply.record.record["settings_hash"] == unit.settings_hash
     assert counted == {"run plans": 0, "configs": 0, "config files": 0}
-
-
-def test_a_module_moved_by_the_grid_split_answers_its_old_name_with_a_warning():
-    import importlib
-    import sys
-
-    import harness.grid.configuration.plan as new
-
-    sys.modules.pop("harness.grid.plan", None)
-    with pytest.warns(DeprecationWarning, match="harness.grid.plan moved to harness.grid.configuration.plan"):
-        old = importlib.import_module("harness.grid.plan")
-    assert old is new
-    with pytest.warns(DeprecationWarning, match="harness.cli.rounds moved to harness.study.rounds"):
-        assert importlib.import_module("harness.cli.rounds").run_rounds.__module__ == "harness.study.rounds"
-    with pytest.raises(ImportError):
-        importlib.import_module("harness.grid.no_such_module")

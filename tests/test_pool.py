@@ -9,13 +9,12 @@ import pandas as pd
 import pytest
 from helpers import tiny_grid_config, without_times
 
+import harness
 from harness.cli.main import main
 from harness.core import threads
-from harness.grid.configuration.config import load_config
 from harness.grid.execution import pool
 from harness.grid.execution.on_ray import gpu_fraction
 from harness.grid.execution.pool import Pool, fits
-from harness.grid.execution.run import run
 from harness.grid.execution.worker_messages import Memory
 
 
@@ -35,7 +34,7 @@ def test_two_workers_write_the_records_of_one_process_bit_for_bit(tmp_path, tiny
     config = tiny_grid_config(
         tmp_path, tiny_llama, data_dir, tmp_path / "one", tasks=["ag_news", "rotten_tomatoes"]
     )
-    run(load_config(config), threads=1)
+    harness.run(config, threads=1)
     config = tiny_grid_config(
         tmp_path, tiny_llama, data_dir, tmp_path / "two", tasks=["ag_news", "rotten_tomatoes"]
     )

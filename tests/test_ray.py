@@ -12,9 +12,9 @@ import pytest
 from helpers import grid_tables
 from helpers import tiny_grid_config as config
 
+import harness
 from harness.cli.main import main
 from harness.grid.configuration import config as grid_config
-from harness.grid.execution import run as grid_run
 
 
 def sorted_tables(out):
@@ -57,8 +57,6 @@ def running_unit_pid(logs, timeout: float = 300) -> int:
 def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(
     ray_local, tmp_path, tiny_llama, data_dir
 ):
-    from harness.grid.execution.on_ray import executor
-
     # long units (10 epochs), so that the kill lands while the first one runs
     cfg = grid_config.load_config(
         config(
@@ -75,7 +73,7 @@ def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(
 
     def drive():
         try:
-            grid_run.run(cfg, execute=executor(address=None, cpus_per_unit=1, gpus_per_unit=0))
+            harness.run(cfg, ray=True)
         except BaseException as err:  # reported below, in the test's thread
             failure.append(err)
 
@@ -96,8 +94,7 @@ def test_a_worker_killed_mid_unit_is_retried_and_each_unit_written_once(
     assert [(slug, k) for slug, k, _ in starts].count(killed[0]) == 2, starts  # which Ray started again
 
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "fault").rglob("units/*")}
-    assert grid_run.todo(cfg, (0, 1)) == []
-    grid_run.run(cfg, execute=executor(address=None, cpus_per_unit=1, gpus_per_unit=0))
+    harness.run(cfg, ray=True)
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "fault").rglob("units/*")} == before
 
 

@@ -62,12 +62,11 @@ def test_a_unit_scored_together_records_what_one_at_a_time_records(tiny_grid, tm
     """The tiny grid (one model at a time: the default) against its first subsample scored
     together: the same training records (the adapters' hashes, `moved`), exposure scores and accuracies
     to the bit, the same prediction for every document, class probabilities to 1e-6."""
-    from harness.grid.configuration.config import load_config
-    from harness.grid.execution.run import run
+    import harness
 
     out = tmp_path / "together"
     cfg = tiny_grid_config(tmp_path, tiny_llama, data_dir, out, subsamples=1, score_together=True)
-    run(load_config(cfg))
+    harness.run(cfg)
     alone, ours = (json.loads((d / TINY_GRID_DIR / "units/0.json").read_text()) for d in (tiny_grid, out))
     assert "score_base+extra+test+leak" in ours["seconds"] and "score_base" in alone["seconds"]
     assert alone["training"]["extra"]["moved"]["norm"] > 0 and ours["exposure"]

@@ -100,7 +100,7 @@ def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, mo
     from harness.grid.execution import run as grid_run
 
     seen = {}
-    monkeypatch.setattr(grid_run, "run", lambda cfg, *a: seen.setdefault("cfg", cfg))
+    monkeypatch.setattr(grid_run, "run", lambda cfg, *a: seen.setdefault("cfg", cfg) and [])
     own = {"prompt-tapt": {"epochs": 1, "lr": 0.01}}
     path = write_config(tmp_path, data_dir=str(data_dir), m=4, method_settings=own, out=str(tmp_path / "out"))
     given = '{"prompt-tapt": {"epochs": 2}}'  # a method's settings: key by key over the file's

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from helpers import tiny_grid_config
 
+import harness
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
 from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution.run import run
 from harness.grid.unit.stream import chunks
 
 WATCHED = """
@@ -55,7 +55,7 @@ def watched_run(tmp_path, tiny_llama, data_dir, **stream):
         exposure=False,
         **stream,
     )
-    run(load_run(config))
+    harness.run(config)
     (unit_file,) = out.rglob("units/0.json")
     probs = pd.read_parquet(unit_file.parent.parent / "probabilities.parquet")
     test_rows = [str(r) for r in probs[probs["condition"] == "test"]["row"]]
@@ -123,7 +123,7 @@ def test_carry_refuses_a_method_that_cannot_carry_and_one_that_stacks_a_new_adap
         tmp_path, tiny_llama, data_dir, tmp_path / "o2", method=f"{tmp_path / 'mine.py'}:STACKED", **keys
     )
     with pytest.raises(UserError, match="returned a new model in the stream \\(chunk 2 of 3\\)"):
-        run(load_run(config))
+        harness.run(config)
 
 
 def test_the_stream_needs_the_zero_shot_flow_and_no_more_chunks_than_documents(

@@ -8,9 +8,8 @@ import pandas as pd
 import pytest
 from helpers import write_grid_config
 
+import harness
 from harness.core.errors import SettingsError, UserError
-from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution import run as grid_run
 from harness.tasks.subsample import draw, train_counts
 from tapt.corpus import keeping_answers, raw_texts
 
@@ -51,7 +50,7 @@ def one_unit(tmp_path, tiny_bert, data_dir, task=HATE, m=50, n=8, **extra) -> di
         **extra,
     }
     out = tmp_path / "out"
-    grid_run.run(load_run(write_grid_config(tmp_path, out, cfg)))
+    harness.run(write_grid_config(tmp_path, out, cfg))
     return json.loads((out / f"m{m}/n{n}/tiny/{task}/units/0.json").read_text())
 
 

@@ -9,6 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
+import harness
 from harness.cli.main import main
 from harness.core.errors import TaskError
 from harness.tasks.data import load_pool
@@ -142,8 +143,6 @@ def test_train_by_slug_prints_the_lm_eval_command_that_scores_it(user, tiny_llam
 
 
 def test_a_one_task_grid_by_slug(user, tiny_llama, tmp_path):
-    from harness.grid.configuration import config as grid_config
-    from harness.grid.execution import run as grid_run
 
     path = tmp_path / "grid.yaml"
     path.write_text(
@@ -162,7 +161,7 @@ def test_a_one_task_grid_by_slug(user, tiny_llama, tmp_path):
             }
         )
     )
-    grid_run.run(grid_config.load_config(path))
+    harness.run(path)
     acc = pd.read_csv(tmp_path / "out" / "m6" / "n10" / "tiny" / "weather" / "accuracies.csv")
     assert len(acc) == 1 and acc["num_classes"].tolist() == [2]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from helpers import tiny_grid_config
 
+import harness
 from harness.cli.main import main
 from harness.core.errors import SettingsError, UserError
 from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution.run import run
 
 NOT_RESTORING = """
 import torch
@@ -45,7 +45,7 @@ def test_a_method_that_does_not_give_the_base_back_stops_the_run_before_the_next
         )
     )
     with pytest.raises(UserError) as err:
-        run(cfg)
+        harness.run(cfg)
     message = str(err.value)
     assert "method norm-doubling" in message and str(tmp_path / "mine.py") in message
     assert "did not give the base back after the extra condition" in message

@@ -1,7 +1,3 @@
-"""The `tapt-bench` command line: parsing and printing only, one module per command group; every
-command's flags are generated from its settings dataclass. `harness.cli.rounds` moved to
-`harness.study.rounds`; its old name answers for one release (harness.core.moved)."""
-
-from harness.core.moved import keep_old_names
-
-keep_old_names(__name__, {"rounds": "harness.study.rounds"})
+"""The `tapt-bench` command line: parsing and printing only, one module per command group; each command
+parses its flags (generated from its settings dataclasses), calls the front door (harness.study.front_door)
+and prints what it returns."""

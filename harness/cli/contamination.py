@@ -127,21 +127,20 @@ def cmd_contamination_exposure(args: argparse.Namespace) -> None:
 
 
 def cmd_contamination_calibrate(args: argparse.Namespace) -> None:
+    import harness
     from contamination.detectors import format_rates
-    from harness.cli.run import grid_config
-    from harness.results import calibration_path
-    from harness.study.calibrate import CalibrateOptions, calibrate
+    from harness.cli.run import config_keys, own
+    from harness.study.calibrate import CalibrateOptions
 
     opts = from_namespace(CalibrateOptions, args)
-    args.exposure = True  # every grid calibrate runs has the exposure test on (and so CoDeC may be asked for)
-    cfg = grid_config(opts.config, args)
-    result = calibrate(cfg, opts)
+    done = harness.calibrate(opts.config, **own(CalibrateOptions, args), **config_keys(args))
+    result = done.result
     for note in result["notes"]:
         print(f"note: {note}")
     print(format_rates(result["rates"]))
     if len({r["task"] for r in result["rates_by_task"]}) > 1:
         print("\nper task:\n" + format_rates(result["rates_by_task"]))
-    print(f"per task and condition: {calibration_path(cfg.grid.out)}; {result['seconds']:.0f} s")
+    print(f"per task and condition: {done.path}; {result['seconds']:.0f} s")
 
 
 def cmd_contamination_show(args: argparse.Namespace) -> None:

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.core.errors import named
+from harness.core.errors import UserError, named
 
 T = TypeVar("T")
 
@@ -37,24 +37,11 @@ def own_import_failed(module: str, err: ImportError) -> bool:
 
 def failed_loading(target: str, err: BaseException) -> str:
     """What a plug-in file's own code did as it loaded (a syntax error, a raise), and the fix."""
-    from harness.core.errors import UserError
 
     if isinstance(err, UserError) and str(err).endswith("fix that file"):  # a check named the file already
         return f"{target!r} failed as it loaded: {err}"
     where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
     return f"{target!r} failed as it loaded{where}: {named(err)}; fix that file"
-
-
-def load_entry_points(group: str) -> list[str]:
-    """Import the module of every installed entry point of `group` (each registers what it defines as
-    it loads); their names."""
-    from importlib.metadata import entry_points
-
-    names = []
-    for point in entry_points(group=group):
-        importlib.import_module(point.value.split(":")[0])
-        names.append(point.name)
-    return names
 
 
 def load_attr(target: str, example: str):
@@ -152,7 +139,6 @@ OURS = ("harness.", "contamination.", "tapt.", "tasks_yaml.")  # the package's m
 def called(kind: str, name: str, fn, *args):
     """`fn(*args)`, a plug-in's function; what it raises comes back as one line naming its file (a
     built-in's error is the package's bug, raised as it is)."""
-    from harness.core.errors import UserError
 
     if getattr(fn, "__module__", "").startswith(OURS):
         return fn(*args)
@@ -168,7 +154,6 @@ def real(kind: str, name: str, fn, value, low: float | None = None, high: float 
     """A plug-in's number checked: a real scalar, finite, within [low, high] where given; else one line
     naming the plug-in's file and what it returned. A built-in's value is taken as it is (a NaN where its
     test has nothing to read)."""
-    from harness.core.errors import UserError
 
     if getattr(fn, "__module__", "").startswith(OURS):
         return float(value)
@@ -184,29 +169,6 @@ def real(kind: str, name: str, fn, value, low: float | None = None, high: float 
     )
 
 
-def package_scan(package: str, attr: str, of: type) -> list:
-    """The built-ins of a kind whose built-ins are files (methods, flows): every module or folder of
-    `package` with a module-level `attr` of type `of`. Its `__path__` is read now: a test may extend it."""
-    import pkgutil
-
-    found = importlib.import_module(package)
-    values = (
-        getattr(importlib.import_module(f"{package}.{m.name}"), attr, None)
-        for m in pkgutil.iter_modules(found.__path__)
-    )
-    return [v for v in values if isinstance(v, of)]
-
-
-def module_named(package: str, attr: str, of: type, name: str, key: Callable[[Any], str]):
-    """The built-in in the module of `package` named as the item (`prompt-tapt`: prompt_tapt), imported
-    alone, so that naming one does not import every other; None where there is none."""
-    module = name.replace("-", "_")
-    if not module.isidentifier() or importlib.util.find_spec(f"{package}.{module}") is None:
-        return None
-    value = getattr(importlib.import_module(f"{package}.{module}"), attr, None)
-    return value if isinstance(value, of) and key(value) == name else None
-
-
 def resolved(name: str) -> str:
     """A plug-in's name as one key: `file.py:attr` with the file's absolute path (a relative path names
     another file from another folder); any other name as it is."""
@@ -214,44 +176,54 @@ def resolved(name: str) -> str:
     return f"{Path(module).resolve()}:{attr}" if colon and module.endswith(".py") else name
 
 
+REGISTRIES: dict[str, Registry] = {}  # kind -> its registry, as each is made (harness.api.register reads it)
+
+
 class Registry(Mapping[str, T]):
-    """One kind of plug-in (a method, a flow, a detector, a statistic, a score), registered and found one
-    way, with its errors in the same words for every kind. It reads as a mapping of name -> item: the
-    built-ins (`builtins()`), those registered, and those of the installed entry points of the kind's
-    group (each module registers what it defines as it loads, on the first read).
-    - `register(item)` adds one under its name (refused where the name is taken by another, or the item
-      is not of the kind's type);
+    """One kind of plug-in (a row of harness.core.plugin_kinds.KINDS), registered and found one way, with
+    its errors in the same words for every kind. It reads as a mapping of name -> item: the built-ins
+    (`builtins()`), those registered, and those of the installed entry points of the kind's group (each
+    names its value, `module:NAME`, loaded on the first read).
+    - `register(item)` adds one under its name (refused where the name is taken by another, the item is not
+      of the kind's type, or `validate` refuses it);
     - `find(name)` gives the item of that name (`named(name)`, where given, finds a built-in without
       loading the others), else an installed entry point's by its name, else the one
       `package.module:attr` or `path/to/file.py:attr` names (loaded and passed through `check`, which may
       refuse it or say where it came from, once per process: the same name finds the same item after);
-    - `load(target)` imports a file or module that registers items as it loads (how statistics and
-      detectors are added from the command line).
+    - `load(target)` adds what a command-line flag names: the value, or a file or module that registers
+      values as it loads.
     Written by hand: Python's entry points find installed plug-ins, not files or built-ins."""
 
     def __init__(
         self,
         kind: str,
         of: type,
-        group: str,
-        example: str,
         builtins: Callable[[], dict[str, T]] = dict,
         key: Callable[[Any], str] = lambda item: item.name,
         check: Callable[[Any, str], Any] | None = None,
         named: Callable[[str], T | None] = lambda name: None,
+        validate: Callable[[T], None] | None = None,
     ) -> None:
-        self.kind, self.of, self.group, self.example = kind, of, group, example
-        self.builtins, self.key, self.check, self.named = builtins, key, check, named
+        from harness.core.plugin_kinds import BY_NAME
+
+        row = BY_NAME[kind]
+        if row.type != f"{of.__module__}:{of.__qualname__}":
+            raise TypeError(f"plugin_kinds.KINDS's {kind} row names {row.type}; its registry holds {of}")
+        self.kind, self.of, self.group, self.example = kind, of, row.group, row.example
+        self.builtins, self.key, self.check, self.named, self.validate = builtins, key, check, named, validate
         self._items: dict[str, T] = {}
         self._found: dict[str, T] = {}  # an entry point's name or a target -> its checked item
         self._installed = False
+        REGISTRIES[kind] = self
 
     def register(self, item: T) -> T:
         if not isinstance(item, self.of):
             raise PluginError(f"{self.kind} {item!r} is a {type(item).__name__}, not a {self.type_name}")
+        if self.validate is not None:
+            self.validate(item)
         name = self.key(item)
-        taken = self._items.get(name) or self.builtins().get(name)
-        if taken is not None and taken is not item:
+        taken = self.held(name)
+        if taken is not None and taken is not item and taken != item:
             raise PluginError(f"a {self.kind} named {name!r} is registered already; choose another name")
         self._items[name] = item
         return item
@@ -260,20 +232,49 @@ class Registry(Mapping[str, T]):
     def type_name(self) -> str:
         return f"{self.of.__module__}.{self.of.__qualname__}"
 
+    def registered(self) -> list[str]:
+        """The names registered so far, the installed entry points not read."""
+        return list(self._items)
+
+    def held(self, name: str) -> T | None:
+        """The item of that name registered so far (a built-in included), the installed entry points not
+        read (a module that registers as it loads may be one of them)."""
+        return self._items.get(name) or self.builtins().get(name)
+
     def pop(self, name: str, default=None):
         """Take a registered item out (a test's plug-in, say)."""
         return self._items.pop(name, default)
 
     def installed(self) -> dict[str, str]:
-        """The kind's installed entry points: name -> `module:attr`."""
+        """The kind's installed entry points: name -> `module:NAME`."""
         from importlib.metadata import entry_points
 
         return {e.name: e.value for e in entry_points(group=self.group)}
 
+    def entry_point(self, name: str, value: str) -> T:
+        """The value an installed entry point names, of this kind; else one line naming the entry point and
+        the fix."""
+        where = f"entry point {name} = {value} (group {self.group})"
+        module, colon, attr = value.partition(":")
+        if not (colon and module and attr):
+            raise PluginError(f"{where} names a module, not a {self.kind}: name the value, as {module}:NAME")
+        try:
+            found = load_attr(value, self.example)
+        except ValueError as err:
+            raise PluginError(f"{where}: {err}") from None
+        if not isinstance(found, self.of):
+            raise PluginError(f"{where} names a {type(found).__name__}, not a {self.type_name}: name one")
+        return found
+
     def _all(self) -> dict[str, T]:
         if not self._installed:
             self._installed = True
-            load_entry_points(self.group)  # each module registers what it defines as it loads
+            for name, value in self.installed().items():
+                item = self.entry_point(name, value)
+                if self.check is not None:
+                    item = self.check(item, value) or item
+                self._found[value] = item
+                self.register(item)
         return self.builtins() | self._items
 
     def __getitem__(self, name: str) -> T:
@@ -295,21 +296,26 @@ class Registry(Mapping[str, T]):
         key = resolved(name)
         if key in self._found:
             return self._found[key]
-        target = self.installed().get(name, name)
+        installed = self.installed()
+        target = installed.get(name, name)
         if ":" not in target:
             raise PluginError(
                 f"no {self.kind} {name!r}: the {self.kind}s are {', '.join(every)}, or your own as "
                 f"`package.module:attr` or `{self.example}`"
             )
+        value = self.entry_point(name, target) if name in installed else self.loaded(target)
+        if self.check is not None:
+            value = self.check(value, target) or value
+        self._found[key] = value
+        return value
+
+    def loaded(self, target: str) -> T:
         try:
             value = load_attr(target, self.example)
         except ValueError as err:
             raise PluginError(str(err)) from None
         if not isinstance(value, self.of):
             raise PluginError(f"{target!r} is a {type(value).__name__}, not a {self.type_name}")
-        if self.check is not None:
-            value = self.check(value, target) or value
-        self._found[key] = value
         return value
 
     def load(self, target: str, flag: str, fix: str, add: Callable[[T, str], T] | None = None) -> None:
@@ -329,5 +335,6 @@ class Registry(Mapping[str, T]):
             raise SettingsError.of(flag, str(err)) from None
 
 
-class PluginError(ValueError):
-    """A plug-in that cannot be found, loaded or registered: says which and what to fix."""
+class PluginError(UserError):
+    """A plug-in that cannot be found, loaded or registered: says which and what to fix (one line, no
+    traceback, as every UserError)."""

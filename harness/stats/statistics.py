@@ -122,20 +122,14 @@ class Statistic:
         return array.astype(float)
 
 
-ENTRY_POINTS = "tapt_bench.statistics"  # installed modules that register statistics as they load
-# the summary's statistics by key, in the table's order: the built-ins below, then the plug-ins
-STATISTICS: Registry[Statistic] = Registry(
-    "statistic", Statistic, ENTRY_POINTS, "my_statistics.py", key=lambda s: s.key
-)
-
-
 def load_installed() -> None:
-    """The installed statistic plug-ins (entry points of `tapt_bench.statistics`), imported."""
+    """The installed statistic plug-ins (entry points of `tapt_bench.statistics`), loaded."""
     len(STATISTICS)  # reading the registry loads them
 
 
-def register(statistic: Statistic) -> Statistic:
-    """Add a statistic to the summary (refused where its key is taken or its kind unknown)."""
+def checked(statistic: Statistic) -> None:
+    """A statistic's own fields, before it is added: its kind, one of compute or across, keys that format,
+    effects it chooses among the summary's."""
     if isinstance(statistic, Statistic) and statistic.kind not in KINDS:
         raise PluginError(f"statistic {statistic.key!r}: kind must be one of {KINDS}, got {statistic.kind!r}")
     if isinstance(statistic, Statistic) and (statistic.compute is None) == (statistic.across is None):
@@ -160,6 +154,14 @@ def register(statistic: Statistic) -> Statistic:
                 f"choose none of the effects a summary holds ({', '.join(conditions.EFFECTS)}), so it would "
                 "never show: choose among those names"
             )
+
+
+# the summary's statistics by key, in the table's order: the built-ins below, then the plug-ins
+STATISTICS: Registry[Statistic] = Registry("statistic", Statistic, key=lambda s: s.key, validate=checked)
+
+
+def register(statistic: Statistic) -> Statistic:
+    """Add a statistic to the summary (refused where its key is taken or its fields do not hold)."""
     return STATISTICS.register(statistic)
 
 
@@ -201,7 +203,9 @@ register(
         empty=float("inf"),
     )
 )
-BUILT_IN = tuple(STATISTICS)  # the keys above: a plug-in's statistic is any other (the pooled line adds it)
+BUILT_IN = tuple(
+    STATISTICS.registered()
+)  # the keys above: a plug-in's statistic is any other (the pooled line adds it)
 
 
 def plug_in_values(config: dict, effect: str) -> list[str]:

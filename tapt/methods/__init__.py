@@ -33,4 +33,4 @@ from tapt.methods.contract import (  # noqa: F401  (the contract, as methods and
     numeric,
     vote_agreement,
 )
-from tapt.methods.registry import ENTRY_POINTS, METHODS, builtin, check_method, find  # noqa: F401
+from tapt.methods.registry import METHODS, builtin, check_method, find  # noqa: F401

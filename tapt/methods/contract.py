@@ -104,7 +104,6 @@ class Method:
     # what the method reports of itself: its record's key -> the column the summary and report show it
     # as (a key ending in `_share` is shown as a percentage); the grid writes the map into each record
     diagnostics: dict[str, str] = field(default_factory=dict, hash=False)
-    order: int = 100  # where a built-in is listed (`methods list`, the docs): lower first
     # it can continue training: given Inputs.online and the model it returned for the chunk before, it
     # trains that model's adapter on (the stream's carry mode checks that it returns the same model)
     carries: bool = False

@@ -114,6 +114,5 @@ METHOD = Method(
     adapt=adapt,
     about="the study's prompt TAPT: a (Q)LoRA adapter trained with TRL's SFTTrainer on the split's prompts",
     recipe=RECIPE,
-    order=0,
     carries=True,
 )

@@ -1,26 +1,40 @@
-"""Where methods are found: the built-ins (each module or folder of this package with a module-level
-`METHOD`), the entry points of the group `tapt_bench.methods`, and `package.module:attr` or
-`path/to/file.py:attr`; each checked before it runs."""
+"""Where methods are found: the built-ins (BUILT_IN), the entry points of the group `tapt_bench.methods`,
+and `package.module:attr` or `path/to/file.py:attr`; each checked before it runs."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from functools import cache
 from pathlib import Path
 
 from harness.core.errors import SettingsError
-from harness.core.plugins import PluginError, Registry, module_named, package_scan
+from harness.core.plugins import PluginError, Registry
 from harness.core.settings import Settings
 from tapt.methods.contract import NAME, Method
 
-ENTRY_POINTS = "tapt_bench.methods"
+BUILT_IN = {  # name -> its Method, in the order `methods list` and the docs show them; a new built-in: a row
+    "prompt-tapt": "tapt.methods.prompt_tapt:METHOD",
+    "raw-text": "tapt.methods.raw_text:METHOD",
+    "test-time-learning": "tapt.methods.tlm:METHOD",
+    "self-training": "tapt.methods.self_training:METHOD",
+    "test-time-rl": "tapt.methods.test_time_rl:METHOD",
+}
+
+
+def built_in(name: str) -> Method | None:
+    """The built-in method of that name, its module imported alone (no torch: a method imports it as it
+    runs); None where there is none."""
+    if name not in BUILT_IN:
+        return None
+    module, _, attr = BUILT_IN[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 @cache
 def builtin() -> dict[str, Method]:
-    """Every module or folder of this package with a module-level `METHOD` (a `Method`), in their order."""
-    found = package_scan("tapt.methods", "METHOD", Method)
-    return {m.name: m for m in sorted(found, key=lambda m: (m.order, m.name))}
+    """Every built-in method, in BUILT_IN's order."""
+    return {name: built_in(name) for name in BUILT_IN}
 
 
 def sourced(value: Method, target: str) -> Method:
@@ -40,11 +54,9 @@ def sourced(value: Method, target: str) -> Method:
 METHODS: Registry[Method] = Registry(
     "method",
     Method,
-    ENTRY_POINTS,
-    "path/to/file.py:METHOD",
     builtins=lambda: builtin(),
     check=sourced,
-    named=lambda name: module_named("tapt.methods", "METHOD", Method, name, lambda m: m.name),
+    named=built_in,
 )
 
 

@@ -155,6 +155,5 @@ METHOD = Method(
     about="transductive self-training: a LoRA on prompt + the base's confident zero-shot pseudo-labels",
     recipe=RECIPE,
     diagnostics={"kept": "kept"},
-    order=3,
     carries=True,
 )

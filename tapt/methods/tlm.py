@@ -23,14 +23,15 @@ test-time-learning` prints the recipe against the authors' released config, poin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from harness.core import models, training
 from harness.core.errors import SettingsError
 from harness.core.settings import Settings, option
 from harness.tasks.protocol import answered
 from tapt.methods import Adapted, Inputs, Method, recipe_table
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(kw_only=True)
@@ -77,11 +78,15 @@ class TlmSettings(Settings):
 
 def weights(log_ppl: torch.Tensor, threshold: float, lamb: float) -> torch.Tensor:
     """The Sample Efficient Learning weight of each input from its log-perplexity."""
+    import torch
+
     return torch.where(log_ppl > threshold, lamb * torch.exp(log_ppl - threshold), torch.zeros_like(log_ppl))
 
 
 def log_perplexity(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Per sequence: the mean negative log-likelihood of its tokens (labels -100 are ignored)."""
+    import torch
+
     target = labels[:, 1:]
     mask = target != -100
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
@@ -92,6 +97,8 @@ def log_perplexity(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def selectable(model, ids: list[list[int]], threshold: float) -> bool:
     """Whether the frozen base selects any input (offline, its log-perplexity is the weight's input, and
     it does not change in training): one forward pass each, without gradients."""
+    import torch
+
     was_training = model.training
     model.eval()
     try:
@@ -109,6 +116,7 @@ def selectable(model, ids: list[list[int]], threshold: float) -> bool:
 
 
 def trainer_class():
+    import torch
     from transformers import Trainer
 
     class TlmTrainer(Trainer):
@@ -143,10 +151,12 @@ def trainer_class():
     return TlmTrainer
 
 
-def adapt(x: Inputs) -> Adapted:
+def adapt(x: Inputs) -> Adapted:  # torch and the trainers load as a unit runs, not as methods are listed
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import DataCollatorForLanguageModeling, set_seed
+
+    from harness.core import models, training
 
     s: TlmSettings = x.settings
     set_seed(x.seed)
@@ -268,6 +278,5 @@ METHOD = Method(
     "inputs selected and weighted",
     recipe=RECIPE,
     diagnostics={"selected": "selected"},
-    order=2,
     carries=True,
 )

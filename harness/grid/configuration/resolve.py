@@ -126,7 +126,7 @@ def flow_plugin_code(name: str) -> str | None:
     if ":" not in name and not name.endswith(".py"):  # an installed entry point: its module:attr
         from importlib.metadata import entry_points
 
-        target = next((e.value for e in entry_points(group=flow.ENTRY_POINTS) if e.name == name), name)
+        target = next((e.value for e in entry_points(group=flow.FLOWS.group) if e.name == name), name)
     return source_sha256(target)
 
 

@@ -55,5 +55,4 @@ METHOD = Method(
     adapt=adapt,
     about="the study's raw-text TAPT: MLM (encoders) or CLM (decoders) on the split's texts, then a head",
     recipe=RECIPE,
-    order=1,
 )

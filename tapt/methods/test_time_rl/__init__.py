@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.core import training
 from harness.core.errors import UserError
 from harness.core.settings import Settings, option, since
 from harness.tasks.generative import equivalent
@@ -154,6 +153,8 @@ def reference_of(model) -> dict:
 
 
 def grpo_arguments(x: Inputs, rollout: int, longest: int):
+    from harness.core import training  # torch and the trainers load as a unit runs
+
     """TRL's GRPOConfig for the split: one rollout of `rollout` prompts, then rollout/update steps. A pass
     holds one prompt's samples (all of a rollout's at once held 20 GB for ag_news's prompts); an update
     accumulates prompts_per_update of them."""
@@ -190,6 +191,7 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     from peft import LoraConfig
     from transformers import set_seed
 
+    from harness.core import training
     from tapt.methods.test_time_rl.grpo_groups import GroupedGRPOTrainer
 
     s: TtrlSettings = x.settings
@@ -308,7 +310,6 @@ METHOD = Method(
         "unmatched_share": "unmatched",
         "tie_share": "tied votes",
     },
-    order=4,
     carries=True,
     check_task=check_task,
 )
