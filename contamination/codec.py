@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from harness.core import seeds
 from harness.core.power import RESAMPLES
 from harness.core.recipe import recipe_table
 
@@ -70,7 +71,7 @@ def blocks(
         for start in range(0, len(members), size):
             chunk = members[start : start + size]
             others = np.array([i for i in members if i not in chunk])
-            rng = np.random.default_rng([seed, int(rows[chunk[0]])])
+            rng = seeds.document(seed, rows[chunk[0]])
             out.append((chunk, [int(j) for j in rng.permutation(others)[:k]]))
     return out
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from contamination import codec
-from harness.core import loglik, models
+from harness.core import loglik, models, seeds
 from harness.core.errors import UserError
 from harness.core.plugins import called
 from harness.tasks.protocol import Spec
@@ -227,7 +227,7 @@ def masked_scores(model, tokenizer, docs: pd.DataFrame, seed: int) -> pd.DataFra
     for doc in docs.itertuples():
         ids = tokenizer(doc.text, truncation=True, max_length=models.MAX_LENGTH)["input_ids"]
         inner = list(range(1, len(ids) - 1)) or [0]
-        rng = np.random.default_rng([seed, int(doc.row)])
+        rng = seeds.document(seed, doc.row)
         chosen = sorted(rng.choice(inner, size=max(1, round(MLM_FRACTION * len(inner))), replace=False))
         lp, mean, std = masked_log_probs(model, ids, chosen, mask_id)
         text.append(float(lp.mean()))

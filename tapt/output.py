@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.core.errors import UserError
 from harness.core.provenance import library_versions
+from harness.results.paths import ADAPTER_RECORD
 
 
 @contextmanager
@@ -67,7 +68,7 @@ def replace_files(new: Path, out: Path, written: list[str]) -> None:
         os.replace(new / name, out / name)
 
 
-RECORD = "tapt.json"  # what every output dir of tapt-bench holds: what made it
+RECORD = ADAPTER_RECORD  # what every output dir of tapt-bench holds: what made it
 
 
 def refuse_foreign(out: Path) -> None:

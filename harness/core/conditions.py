@@ -21,15 +21,16 @@ TAPT = {
 TAPT_SPLITS = (EXTRA, TEST)  # TAPT never trains on the labeled train split
 # (control, treatment) of each effect: the pretraining boost, the evaluation bias, the planted leak
 # and what legitimate online adaptation gains (score-first, as test-time training must be run to be fair)
-EFFECTS = {"boost": (BASE, EXTRA), "bias": (EXTRA, TEST), "leak": (EXTRA, LEAK), "online": (EXTRA, STREAM)}
-TESTED = ("bias", "leak")  # given a paired permutation test, BH over tasks
+BOOST, BIAS, PLANTED, ONLINE = "boost", "bias", "leak", "online"  # the effects' names, each written once
+EFFECTS = {BOOST: (BASE, EXTRA), BIAS: (EXTRA, TEST), PLANTED: (EXTRA, LEAK), ONLINE: (EXTRA, STREAM)}
+TESTED = (BIAS, PLANTED)  # given a paired permutation test, BH over tasks
 # the effects whose question has one side whatever a plan says: a planted leak is asked whether it raised
 # the score above extra's (its test is one-sided, H1: leak above extra); the bias keeps its plan's sides
-ONE_SIDED = ("leak",)
-PRIMARY = "bias"  # the design's question: the effect whose detectable size (MDE) is reported
+ONE_SIDED = (PLANTED,)
+PRIMARY = BIAS  # the design's question: the effect whose detectable size (MDE) is reported
 READ_TEST = tuple(e for e, (_, t) in EFFECTS.items() if TAPT.get(t, ("",))[0] == TEST)  # bias, leak, online
 OPTIONAL = tuple(c for c in ALL if c not in PAIRED)  # conditions a run may add to the paired three
-STUDIED = ("boost", PRIMARY)  # the study's two effects: what `analyze` fits unless told one
+STUDIED = (BOOST, PRIMARY)  # the study's two effects: what `analyze` fits unless told one
 
 
 def shown() -> tuple[str, ...]:

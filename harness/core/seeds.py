@@ -9,20 +9,23 @@ the same numbers:
 |---------------|-----------------------|----------------------------------------------------------------|
 | `draw`        | `[seed, k]`           | a study task's draw of train, extra, test and null (numpy)     |
 | `eval_draw`   | `[seed, k, 1]`        | an lm-eval task's extra and test from its evaluation docs      |
-| `train_draw`  | `[seed, k, 2]`        | an lm-eval task's train from its training docs                 |
+| `eval_train`  | `[seed, k, 2]`        | an lm-eval task's train from its training docs                 |
 | `adapt`       | `seed`                | the zero-shot flow's method (the same for every subsample)     |
 | `classifier`  | `seed + k`            | the classifier flow's method, head and training order          |
 | `exposure`    | `seed`                | the exposure test's masks and permutations                     |
 | `mlm_head`    | `[seed, 4]`           | the rows an encoder's MLM head is fitted on (once a run: no k) |
+| `sample`      | `[seed, 3]`           | a command's seeded sample of n documents (`--n`; no unit: no k)  |
+| `document`    | `[seed, row]`         | one document's: its exposure-test masks, its CoDeC context      |
 
-`head` derives a condition's own head seed from the `classifier` stream (`per_condition` heads).
+`document(seed, row)` gives the last (a document's row, not a unit's k); `head` derives a condition's own
+head seed from the `classifier` stream (`per_condition` heads).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-STREAMS = ("draw", "eval_draw", "train_draw", "adapt", "classifier", "exposure", "mlm_head")
+STREAMS = ("draw", "eval_draw", "eval_train", "adapt", "classifier", "exposure", "mlm_head", "sample")
 
 
 def derive(seed: int, k: int, stream: str) -> int | list[int]:
@@ -32,20 +35,27 @@ def derive(seed: int, k: int, stream: str) -> int | list[int]:
         return [seed, k]
     if stream == "eval_draw":
         return [seed, k, 1]
-    if stream == "train_draw":
+    if stream == "eval_train":
         return [seed, k, 2]
     if stream in ("adapt", "exposure"):
         return seed
     if stream == "mlm_head":
         return [seed, 4]
+    if stream == "sample":
+        return [seed, 3]
     if stream == "classifier":
         return seed + k
     raise ValueError(f"no random stream {stream!r}; the streams are {', '.join(STREAMS)}")
 
 
 def rng(seed: int, k: int, stream: str) -> np.random.Generator:
-    """numpy's generator of one of the draws' streams (`draw`, `eval_draw`, `train_draw`)."""
+    """numpy's generator of one of the draws' streams (`draw`, `eval_draw`, `eval_train`)."""
     return np.random.default_rng(derive(seed, k, stream))
+
+
+def document(seed: int, row: int) -> np.random.Generator:
+    """numpy's generator of one document's stream: the same for every model that reads it."""
+    return np.random.default_rng([seed, int(row)])
 
 
 def head(seed: int, k: int, index: int) -> int:

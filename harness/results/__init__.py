@@ -59,6 +59,7 @@ from harness.results.paths import (
     shard_locks,
     task_dir,
     unit_paths,
+    unit_table,
     write_json,
 )
 from harness.results.tables import (
@@ -71,6 +72,7 @@ from harness.results.tables import (
     unit_classes,
 )
 from harness.results.units import (
+    FIRST_TRAIN_DRAW,
     any_unit,
     exposure_tests,
     finished,
@@ -82,6 +84,8 @@ from harness.results.units import (
     same_settings,
     stale_tables,
     task_dirs,
+    train_draw_of,
+    unit_files,
     unit_records,
     write_unit,
 )
@@ -98,6 +102,7 @@ __all__ = [
     "PROVENANCE",
     "CALIBRATION",
     "NOT_ADAPTED",
+    "FIRST_TRAIN_DRAW",
     "CONTROL",
     "ONE_CLASS",
     "TEST_MAJORITY",
@@ -123,9 +128,12 @@ __all__ = [
     "file_problem",
     "write_json",
     "unit_paths",
+    "unit_table",
     "null_model_path",
     "is_done",
     "read_unit",
+    "train_draw_of",
+    "unit_files",
     "unit_records",
     "null_records",
     "task_dirs",

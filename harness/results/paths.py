@@ -99,6 +99,14 @@ def adapter_path(tdir: Path, subsample: int, cond: str) -> Path:
     return tdir / "adapters" / f"{subsample}_{cond}"
 
 
+ADAPTER_RECORD = "tapt.json"  # what every adapter or model folder tapt-bench writes holds: what made it
+
+
+def adapter_record_path(folder: str | Path) -> Path:
+    """The record beside an adapter or model folder tapt-bench wrote: its draw, settings and files."""
+    return Path(str(folder)).expanduser() / ADAPTER_RECORD
+
+
 def report_path(root: str | Path) -> Path:
     """`tapt-bench report`'s page of a results folder, by default."""
     return Path(root) / "report.html"
@@ -200,6 +208,11 @@ def file_problem(path: str | Path) -> str | None:
 
 def write_json(path: Path, value: Any) -> None:
     atomic_write(path, json.dumps(value, indent=1).encode())
+
+
+def unit_table(record: Path) -> Path:
+    """The per-document table beside a unit's record (units/<k>.json -> units/<k>.parquet)."""
+    return Path(record).with_suffix(".parquet")
 
 
 def unit_paths(tdir: Path, subsample: int) -> tuple[Path, Path]:

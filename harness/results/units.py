@@ -63,9 +63,14 @@ def task_dirs(mdir: Path) -> list[Path]:
     return [tdir for tdir in sorted(mdir.iterdir()) if (tdir / "units").is_dir()]
 
 
+def unit_files(folder: str | Path) -> list[Path]:
+    """Every unit record under a folder (a results root, a model or a task folder), in path order."""
+    return sorted(Path(folder).rglob("units/[0-9]*.json"))
+
+
 def any_unit(mdir: Path) -> Path | None:
     """A unit record of a model folder (its first), None where it has none."""
-    return next(iter(sorted(mdir.glob("*/units/[0-9]*.json"))), None)
+    return next(iter(unit_files(mdir)), None)
 
 
 def finished(tdir: Path) -> dict[int, dict[str, Any]]:
@@ -152,3 +157,13 @@ def exposure_tests(root: str | Path) -> pd.DataFrame:
                     row |= {f"{stat}_{key}": r[key] for key in ("effect", "p_test", "p_extra")}
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+FIRST_TRAIN_DRAW = "proportional"  # how train was drawn in every unit and adapter before a record named it
+
+
+def train_draw_of(record: dict) -> str:
+    """How a unit's train was drawn: its record's `draw`, else its settings' `train_draw` (recorded only
+    where it is not the first draw, so that older units keep their hash), else the first draw."""
+    drawn = (record.get("draw") or {}).get("train") or record.get("settings", {}).get("train_draw")
+    return drawn or FIRST_TRAIN_DRAW

@@ -136,6 +136,54 @@ def same_base(pretrained: str, peft) -> None:
     )
 
 
+def init_with_base(init, self, pretrained=None, *args, **kwargs) -> None:
+    """lm-eval's HFLM.__init__ (`init`) with the base an adapter names where pretrained= is not given, an
+    embedded default by name, and every load's failure one line naming the key to fix."""
+    if isinstance(pretrained, str) and embedded(pretrained):
+        from harness.core.models import resolve
+
+        pretrained = resolve(pretrained)  # an embedded default by name: its prepared folder
+    named = "pretrained="  # as the user gave it, or the adapter's config where they did not
+    if pretrained is None:
+        pretrained = base_of(kwargs.get("peft"))
+        named = f"peft={kwargs.get('peft')}: its base (adapter_config.json's base_model_name_or_path) "
+    elif kwargs.get("peft") and isinstance(pretrained, str):
+        same_base(pretrained, kwargs["peft"])
+    if not isinstance(pretrained, str):
+        return init(self, pretrained, *args, **kwargs)
+    from harness.core.errors import UserError
+    from harness.core.models import check_weights
+
+    try:
+        check_weights(pretrained, named)
+        if kwargs.get("peft"):
+            check_weights(kwargs["peft"], "peft=")
+    except UserError as err:
+        raise one_line(str(err)) from None
+    try:
+        init(self, pretrained, *args, **kwargs)
+    except OSError as err:  # no such folder, or a hub id out of reach: transformers' traceback
+        fix = "name a model folder, or a hub id this machine can reach"
+        if named != "pretrained=":
+            fix = "pass pretrained=BASE, the base it was trained on, or fix that key"
+        raise one_line(f"{named}{pretrained}: cannot load it ({first_line(err)}); {fix}") from None
+    except RuntimeError as err:
+        if "size mismatch" not in str(err):
+            raise
+        raise one_line(
+            f"peft={kwargs.get('peft')}: its weights do not fit pretrained={pretrained} "
+            "(size mismatch): the adapter was trained on another base; pass that base as "
+            "pretrained=, or fix base_model_name_or_path in its adapter_config.json"
+        ) from None
+    if kwargs.get("peft"):
+        from harness.tasks.adapters import check_record
+
+        try:
+            check_record(kwargs["peft"], self._model)
+        except UserError as err:
+            raise one_line(f"peft={err}") from None
+
+
 def pretrained_from_adapter(huggingface) -> None:
     init = huggingface.HFLM.__init__
     if getattr(init, "tapt_bench", False):
@@ -143,49 +191,7 @@ def pretrained_from_adapter(huggingface) -> None:
 
     @functools.wraps(init)
     def with_base(self, pretrained=None, *args, **kwargs):
-        if isinstance(pretrained, str) and embedded(pretrained):
-            from harness.core.models import resolve
-
-            pretrained = resolve(pretrained)  # an embedded default by name: its prepared folder
-        named = "pretrained="  # as the user gave it, or the adapter's config where they did not
-        if pretrained is None:
-            pretrained = base_of(kwargs.get("peft"))
-            named = f"peft={kwargs.get('peft')}: its base (adapter_config.json's base_model_name_or_path) "
-        elif kwargs.get("peft") and isinstance(pretrained, str):
-            same_base(pretrained, kwargs["peft"])
-        if not isinstance(pretrained, str):
-            return init(self, pretrained, *args, **kwargs)
-        from harness.core.errors import UserError
-        from harness.core.models import check_weights
-
-        try:
-            check_weights(pretrained, named)
-            if kwargs.get("peft"):
-                check_weights(kwargs["peft"], "peft=")
-        except UserError as err:
-            raise one_line(str(err)) from None
-        try:
-            init(self, pretrained, *args, **kwargs)
-        except OSError as err:  # no such folder, or a hub id out of reach: transformers' traceback
-            fix = "name a model folder, or a hub id this machine can reach"
-            if named != "pretrained=":
-                fix = "pass pretrained=BASE, the base it was trained on, or fix that key"
-            raise one_line(f"{named}{pretrained}: cannot load it ({first_line(err)}); {fix}") from None
-        except RuntimeError as err:
-            if "size mismatch" not in str(err):
-                raise
-            raise one_line(
-                f"peft={kwargs.get('peft')}: its weights do not fit pretrained={pretrained} "
-                "(size mismatch): the adapter was trained on another base; pass that base as "
-                "pretrained=, or fix base_model_name_or_path in its adapter_config.json"
-            ) from None
-        if kwargs.get("peft"):
-            from harness.tasks.adapters import check_record
-
-            try:
-                check_record(kwargs["peft"], self._model)
-            except UserError as err:
-                raise one_line(f"peft={err}") from None
+        return init_with_base(init, self, pretrained, *args, **kwargs)
 
     with_base.tapt_bench = True
     huggingface.HFLM.__init__ = with_base

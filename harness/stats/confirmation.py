@@ -26,7 +26,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
     configs = [(m.get("config") or {}, m.get("config_hash")) for m in found]
     units = {tdir.name: results.finished(tdir) for tdir in results.task_dirs(mdir)}
     records = [r for per_task in units.values() for r in per_task.values()]
-    draws = dict(Counter(train_draw(r) for r in records))
+    draws = dict(Counter(results.train_draw_of(r) for r in records))
     edited = [
         path.name
         for path, (config, recorded) in zip(results.manifest_paths(mdir), configs)
@@ -76,14 +76,6 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         "left_out": left_out,
         "draws": draws,
     }
-
-
-def train_draw(record: dict) -> str:
-    """How a unit's train was drawn: its record's draw, else its settings' (a unit written before either
-    existed drew proportionally)."""
-    return (record.get("draw") or {}).get("train") or record.get("settings", {}).get(
-        "train_draw", "proportional"
-    )
 
 
 def missing_units(plan: dict, units: dict[str, dict[int, dict]]) -> list[str]:

@@ -64,7 +64,7 @@ def movement(record: dict) -> dict[str, float]:
 def method_records(root: str | Path) -> pd.DataFrame:
     """One row per (m, n, model, task, condition): the mean of each diagnostic over its units."""
     rows, shares = [], set()
-    for path in sorted(Path(root).rglob("units/[0-9]*.json")):
+    for path in results.unit_files(root):
         match = results.UNIT_LAYOUT.search(path.as_posix())
         if not match:
             continue
@@ -119,7 +119,7 @@ def premise(mdir: Path) -> dict[str, dict[str, float]]:
     (tapt.methods.vote_agreement): each premise number over every unit, weighted by the documents it was
     read on, and those documents; empty where no unit recorded one."""
     sums: dict[str, dict[str, float]] = {}
-    for path in sorted(Path(mdir).glob("*/units/[0-9]*.json")):
+    for path in results.unit_files(mdir):
         for name, record in results.read_unit(path).get("training", {}).items():
             docs = record.get("premise_documents") if isinstance(record, dict) else None
             if name not in conditions.ALL or not docs:

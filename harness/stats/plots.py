@@ -74,7 +74,7 @@ def task_differences(fits: list[dict], title: str, path: Path) -> Path | None:
     """Eq. 12 (the study's Figure 4): per-task bias with its HDI in every cell, for the tasks whose
     observed mean bias reaches BIAS_SHOWN in at least one cell. None when no task does."""
     plt = pyplot()
-    bias = [f["record"] for f in fits if f["record"]["effect"] == "bias"]
+    bias = [f["record"] for f in fits if f["record"]["effect"] == conditions.PRIMARY]
     tasks = sorted({t["task"] for r in bias for t in r["per_task"] if t["observed"] >= BIAS_SHOWN})
     if not tasks:
         return None

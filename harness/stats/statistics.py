@@ -138,7 +138,7 @@ def checked(statistic: Statistic) -> None:
         for field in ("key", "header", "of"):
             text = getattr(statistic, field)
             try:
-                str(text).format(e="bias")
+                str(text).format(e=conditions.PRIMARY)
             except (KeyError, IndexError, ValueError) as err:
                 made_by = where(statistic.compute or statistic.across)
                 raise PluginError(

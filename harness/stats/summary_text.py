@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness import results
 from harness.core import conditions
 from harness.core.power import ALPHA, POWER
 from harness.stats.confirmation import line as confirmation_line
@@ -110,7 +111,7 @@ def format_tables(summary: dict[str, Any]) -> str:
 
 DRAWS = {
     "balanced": "balanced (int(m / K) rows of each class, the study's draw)",
-    "proportional": "proportional (m rows in the pool's class proportions)",
+    results.FIRST_TRAIN_DRAW: "proportional (m rows in the pool's class proportions)",
 }
 
 

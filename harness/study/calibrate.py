@@ -216,7 +216,7 @@ def why_none(cfg: GridConfig, opts) -> str:
     reads (the leak and the exposure test, most often), or nothing."""
     from harness.core.settings import differences
 
-    found = next(iter(sorted(Path(cfg.grid.out).rglob("units/[0-9]*.json"))), None)
+    found = next(iter(results.unit_files(cfg.grid.out)), None)
     if found is None:
         return ""
     want = resolve.recorded(mode_config(cfg.run_configs()[0], modes_of(cfg.run_configs()[0], opts)[0]))

@@ -122,9 +122,10 @@ def run_pilot(
     entered = [s.task for s in screened if s.entered]
     if not entered:
         raise UserError(f"no task passed the screen ({RULE}): no plan can read a bias")
-    size = sized(cfg, differences(first, "bias", entered), len(entered))
+    size = sized(cfg, differences(first, conditions.PRIMARY, entered), len(entered))
     say(
-        f"bias (test - extra) over {len(entered)} entered tasks' pilot units: sd {size['sd']:.2f} pts; "
+        f"{conditions.label(conditions.PRIMARY, ' - ')} over {len(entered)} entered tasks' pilot units: "
+        f"sd {size['sd']:.2f} pts; "
         f"{size['units_for_bound']} units see {cfg.plan.equivalence_bound:g} pts with 80% power; "
         f"{size['subsamples']} a task (a task's own test needs {size['task_floor']}): K {size['units']}, "
         f"MDE {size['mde']:.2f} pts"
@@ -174,7 +175,7 @@ def leak_search(cfg: GridConfig, strengths: list[int], run_at, entered: list[str
     for strength in strengths:
         folder = run_at(strength)
         absorbed = absorption(folder, entered)
-        found = leak_at(cfg, strength, differences(folder, "leak", entered), units, absorbed)
+        found = leak_at(cfg, strength, differences(folder, conditions.PLANTED, entered), units, absorbed)
         leaks.append(found)
         say(
             f"leak strength {strength}: leak - extra {found.mean:+.2f} pts (sd {found.sd:.2f}, one-sided 95% "

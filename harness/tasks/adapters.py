@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 from harness.core.errors import UserError, named
+from harness.results.paths import adapter_record_path
+from harness.results.units import FIRST_TRAIN_DRAW
 
 # what an adapter tapt-bench wrote records of its draw, read as the defaults of --metadata
 TRAINED = ("m", "n", "seed", "subsample", "prompt_format", "train_draw")
-FIRST_DRAW = "proportional"  # the train draw of every adapter written before its record named one
 
 
 def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata") -> dict:
@@ -20,7 +21,7 @@ def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata
     the documents of that draw. A --metadata value that contradicts the record, or another task, is
     refused naming both. `flag`: how the caller names the values it was given (lm-eval's --metadata, or
     a command's flags)."""
-    path = Path(str(peft)).expanduser() / "tapt.json" if peft else None
+    path = adapter_record_path(peft) if peft else None
     for key in ("m", "n", "seed", "subsample"):
         value = given.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -37,6 +38,28 @@ def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata
             file=sys.stderr,
         )
         return {}
+    record = read_record(path, given, task, slug, flag, peft)
+    trained = {k: record[k] for k in TRAINED if record.get(k) is not None}
+    trained.setdefault("train_draw", FIRST_TRAIN_DRAW)  # an adapter written before its record named one
+    clash = {k: (given[k], v) for k, v in trained.items() if k in given and given[k] != v}
+    if clash and flag == "--metadata":
+        said = ", ".join(f"{k} {g!r} (the adapter's: {v!r})" for k, (g, v) in clash.items())
+        raise UserError(
+            f"task {task}: {flag} sets {said}, but the adapter {peft} was trained on that draw "
+            f"({path}): drop {', '.join(clash)} from {flag} to read the documents it was trained for"
+        )
+    if clash:
+        said = ", ".join(f"--{k.replace('_', '-')} {g}, the adapter's {v}" for k, (g, v) in clash.items())
+        raise UserError(
+            f"{said} ({path}): it was trained on another draw; drop "
+            f"{', '.join('--' + k.replace('_', '-') for k in clash)} to check the documents it was trained on"
+        )
+    return trained
+
+
+def read_record(path: Path, given: dict, task: str, slug: str, flag: str, peft) -> dict:
+    """An adapter's tapt.json, checked: whole, naming its task (this one) and every value of its draw that
+    `given` does not; else one line saying what to pass or write again."""
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -65,22 +88,7 @@ def trained_for(peft, given: dict, task: str, slug: str, flag: str = "--metadata
             f"task {task}: the adapter {peft} was trained on task {record['task']!r} ({path}): read it "
             f"with {fix}"
         )
-    trained = {k: record[k] for k in TRAINED if record.get(k) is not None}
-    trained.setdefault("train_draw", FIRST_DRAW)
-    clash = {k: (given[k], v) for k, v in trained.items() if k in given and given[k] != v}
-    if clash and flag == "--metadata":
-        said = ", ".join(f"{k} {g!r} (the adapter's: {v!r})" for k, (g, v) in clash.items())
-        raise UserError(
-            f"task {task}: {flag} sets {said}, but the adapter {peft} was trained on that draw "
-            f"({path}): drop {', '.join(clash)} from {flag} to read the documents it was trained for"
-        )
-    if clash:
-        said = ", ".join(f"--{k.replace('_', '-')} {g}, the adapter's {v}" for k, (g, v) in clash.items())
-        raise UserError(
-            f"{said} ({path}): it was trained on another draw; drop "
-            f"{', '.join('--' + k.replace('_', '-') for k in clash)} to check the documents it was trained on"
-        )
-    return trained
+    return record
 
 
 def given_flags(argv: list[str], keys=TRAINED) -> set[str]:
@@ -92,7 +100,7 @@ def given_flags(argv: list[str], keys=TRAINED) -> set[str]:
 def check_record(peft, model) -> None:
     """An adapter's tapt.json names the draw that is scored: it must be this adapter's own. A record copied
     from another adapter (its adapter_sha256 is not this one's) names documents this one never read."""
-    path = Path(str(peft)).expanduser() / "tapt.json"
+    path = adapter_record_path(peft)
     try:
         recorded = json.loads(path.read_text()).get("adapter_sha256")
     except (OSError, ValueError, AttributeError):
@@ -115,7 +123,7 @@ def check_rows(peft, docs: dict) -> None:
     """The rows an adapter's tapt.json lists as trained on must be the rows of the split its draw gives
     (`docs`: that draw's splits): a record whose draw was edited (n 8 to 6, say) names other documents,
     and every check would read them as the adapter's own."""
-    path = Path(str(peft)).expanduser() / "tapt.json" if peft else None
+    path = adapter_record_path(peft) if peft else None
     try:
         record = json.loads(path.read_text()) if path is not None else None
     except (OSError, ValueError):

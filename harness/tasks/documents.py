@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from harness.core import seeds
 from harness.core.errors import UserError
 from harness.tasks.data import read_local
 
@@ -62,5 +63,5 @@ def sample(docs: pd.DataFrame, n: int | None, seed: int, what: str) -> pd.DataFr
         return docs
     if n > len(docs):
         raise UserError(f"{what}: n = {n} exceeds its {len(docs)} documents; lower it or leave it unset")
-    rows = np.sort(np.random.default_rng([seed, 3]).choice(len(docs), size=n, replace=False))
+    rows = np.sort(seeds.rng(seed, 0, "sample").choice(len(docs), size=n, replace=False))
     return docs.iloc[rows].reset_index(drop=True)

@@ -210,7 +210,7 @@ class LmEvalSpec:
             raise TaskError(
                 f"task {self.task_name}: m = {sample.m} exceeds its {len(train)} training docs; lower m"
             )
-        rng = seeds.rng(sample.seed, subsample, "train_draw")
+        rng = seeds.rng(sample.seed, subsample, "eval_train")
         per_class = np.bincount(train["label"], minlength=len(self.classes or ()))
         if self.classes is None or sample.m < len(per_class) or not per_class.all():
             picked = rng.choice(len(train), size=sample.m, replace=False)  # too few to stratify: uniform

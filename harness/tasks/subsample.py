@@ -11,6 +11,7 @@ from harness.core import seeds
 from harness.core.conditions import NULL
 from harness.core.errors import TaskError
 from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
+from harness.results.units import FIRST_TRAIN_DRAW
 
 SPLITS = ("train", "extra", "test")
 DRAWS = (*SPLITS, NULL)  # and a third draw beside extra and test (calibrate's null model): up to n rows
@@ -41,7 +42,7 @@ class SampleSettings(DataSettings):
     BELOW = {"seed": 2**31}  # the classifier stream, seed plus the unit's index (core.seeds): 32 bits
     # prompt_format: added after the first results; chat_model: the run's base, recorded as such;
     # train_draw: every result before it drew proportionally, so those keep their hash (since)
-    RECORD = {"prompt_format": WHEN_SET, "chat_model": NEVER, "train_draw": since("proportional")}
+    RECORD = {"prompt_format": WHEN_SET, "chat_model": NEVER, "train_draw": since(FIRST_TRAIN_DRAW)}
 
     m: int = option(100, "labeled train size (stratified by class)")
     n: int = option(100, "size of the unlabeled extra set and of the labeled test set")

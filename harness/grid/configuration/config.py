@@ -55,8 +55,10 @@ class GridConfig(Sections):
         self.sample.default_chat_model(self.model.base)
 
     def check(self) -> None:
-        """The keys' values against each other, with no I/O: a config is a value. What needs the disk or a
-        plug-in (the out folder, each method, each cell) is checked once for a run, by `check_run`."""
+        """The keys' values against each other, and against the flow's own check. The built-in flows' checks
+        read no file; a plug-in flow named by file or module is loaded to be asked (its top-level code runs
+        once a process). What needs the disk or a method (the out folder, each method, each cell) is
+        checked once for a run, by `check_run`."""
         from harness.core.plugins import called
 
         served = flow.get(self.grid.flow)

@@ -1,5 +1,6 @@
 """What a run checks once, before anything is written, beyond a config's own values: the out folder, the
-task overrides, each method and each cell (a config does no I/O; these load plug-ins and probe the disk)."""
+task overrides, each method and each cell (a config checks its keys, loading at most its plug-in flow;
+these load methods and probe the disk)."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
     for rel, path in chosen.items():
         target = Path(dest) / rel
         if path.resolve() != target.resolve():
-            results.atomic_write(target.with_suffix(".parquet"), path.with_suffix(".parquet").read_bytes())
+            results.atomic_write(results.unit_table(target), results.unit_table(path).read_bytes())
             results.atomic_write(target, path.read_bytes())
         touched.add(target.parent.parent)
     for tdir in sorted(touched):
@@ -104,7 +104,7 @@ def same_unit(a: Path, b: Path) -> bool:
     ja, jb = (without_timings(results.read_unit(p)) for p in (a, b))
     if ja != jb:
         return False
-    pa, pb = (pd.read_parquet(p.with_suffix(".parquet")) for p in (a, b))
+    pa, pb = (pd.read_parquet(results.unit_table(p)) for p in (a, b))
     return pa.equals(pb)
 
 

@@ -35,7 +35,7 @@ class Flow:
     sections: the config sections it brings beside the shared ones, name -> (settings class, title):
       recorded only in its units, carried by its units' plans (UnitPlan.section);
     default_method: the method it runs when a config names none (its results folder has no `+method`);
-    check(config): a grid config's values against the flow, no I/O, raising SettingsError;
+    check(config): a grid config's values against the flow, reading no file, raising SettingsError;
     check_task(spec) and check_base(path): why the task or the base cannot serve it, or None;
     compute(plan, keep_adapters): one unit's record, nothing written but kept adapters;
     null_model(plan, base_scored): the method adapted on a third draw (None: the flow has none);

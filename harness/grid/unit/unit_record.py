@@ -128,7 +128,7 @@ def majority(docs: dict[str, pd.DataFrame], pool_share: float, generative: bool 
     }
 
 
-def train_draw(plan: UnitPlan, docs: dict[str, pd.DataFrame]) -> dict:
+def draw_record(plan: UnitPlan, docs: dict[str, pd.DataFrame]) -> dict:
     """How train was drawn, and its rows per class (empty for a task whose choices differ by doc)."""
     classes = plan.spec.classes
     counts = np.bincount(docs["train"]["label"], minlength=len(classes)) if classes else []
@@ -162,6 +162,30 @@ def other_rows(scored: pd.DataFrame, test: pd.DataFrame) -> str | None:
     return None
 
 
+def check_scores(plan: UnitPlan, cond: str, df: pd.DataFrame, test: pd.DataFrame) -> None:
+    """A condition's scores, as a flow returned them: a True or False `correct` for each of the unit's
+    test documents, once; else one line naming the flow, and nothing of the unit written."""
+    odd = (
+        df["correct"][~df["correct"].map(lambda x: isinstance(x, bool | np.bool_))]
+        if "correct" in df
+        else None
+    )
+    if odd is None or len(odd):
+        held = "no `correct` column" if odd is None else f"`correct` holds {odd.iloc[0]!r}"
+        raise UserError(
+            f"flow {plan.grid.flow}: {plan.key.slug} subsample {plan.key.k}: {cond}'s scores have {held} "
+            "for a test document: it must be True or False for each; nothing of it is written. Fix the "
+            "flow's compute"
+        )
+    wrong = other_rows(df, test)
+    if wrong:
+        raise UserError(
+            f"flow {plan.grid.flow}: {plan.key.slug} subsample {plan.key.k}: {cond}'s scores {wrong}: a "
+            "condition scores each of the unit's test documents once; nothing of it is written. Fix the "
+            "flow's compute"
+        )
+
+
 def record_of(
     plan: UnitPlan,
     docs: dict,
@@ -178,25 +202,7 @@ def record_of(
     documents scored the base, where this unit read its scores; `gold`: each condition's log p of every
     test document's gold answer, the leak's manipulation check)."""
     for cond, df in scored.items():
-        odd = (
-            df["correct"][~df["correct"].map(lambda x: isinstance(x, bool | np.bool_))]
-            if "correct" in df
-            else None
-        )
-        if odd is None or len(odd):
-            held = "no `correct` column" if odd is None else f"`correct` holds {odd.iloc[0]!r}"
-            raise UserError(
-                f"flow {plan.grid.flow}: {plan.key.slug} subsample {plan.key.k}: {cond}'s scores have {held} "
-                "for a test document: it must be True or False for each; nothing of it is written. Fix the "
-                "flow's compute"
-            )
-        wrong = other_rows(df, docs["test"])
-        if wrong:
-            raise UserError(
-                f"flow {plan.grid.flow}: {plan.key.slug} subsample {plan.key.k}: {cond}'s scores {wrong}: a "
-                "condition scores each of the unit's test documents once; nothing of it is written. Fix the "
-                "flow's compute"
-            )
+        check_scores(plan, cond, df, docs["test"])
     generative = any("answer" in df for df in scored.values())
     shares = majority(docs, plan.spec.pool_majority(plan.sample), generative)
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | shares
@@ -207,7 +213,7 @@ def record_of(
         "seconds": seconds,
         "training": training,
         "code": plan.code,
-        "draw": train_draw(plan, docs),
+        "draw": draw_record(plan, docs),
         "inputs": fingerprints.of_unit(plan.spec, docs, plan.weights, plan.sample.include_path),
     }
     if any(skipped.values()):  # recorded only where a condition was not adapted: older units match

@@ -105,6 +105,20 @@ def lm_head_is_new(base: str) -> bool:
     return not any(a.endswith(("ForMaskedLM", "ForPreTraining", "ForCausalLM", "LMHeadModel")) for a in archs)
 
 
+def training_inputs(tokenizer, ids: list[list[int]], texts: list[tuple[str, str]], decoder: bool):
+    """(the dataset's columns, its collator, what was planted): an encoder's leak has its answers masked on
+    every read (AnswerMasked), with how many answer tokens it holds and how many answers were not found."""
+    columns, collate, planted = {"input_ids": ids}, collator(tokenizer, decoder), {}
+    if not decoder and any(answer for _, answer in texts):
+        columns["answer_mask"] = answer_masks(tokenizer, ids, texts)
+        collate = AnswerMasked(collate, tokenizer)
+        planted = {
+            "answer_tokens": int(sum(map(sum, columns["answer_mask"]))),
+            "answers_not_found": sum(1 for m in columns["answer_mask"] if not any(m)),
+        }
+    return columns, collate, planted
+
+
 def pretrain(base: str, texts: list[tuple[str, str]], settings: TextSettings, seed: int, out: Path) -> dict:
     """Pretrain `base` on `texts` ((text, what follows it) pairs: raw_texts) and save model and tokenizer to
     `out`; returns the training record."""
@@ -126,14 +140,7 @@ def pretrain(base: str, texts: list[tuple[str, str]], settings: TextSettings, se
     set_seed(seed)
     tokenizer = models.tokenizer(base)
     ids = keeping_answers(tokenizer, texts, models.MAX_LENGTH)
-    columns, collate, planted = {"input_ids": ids}, collator(tokenizer, decoder), {}
-    if not decoder and any(answer for _, answer in texts):  # the leak: its answers masked on every read
-        columns["answer_mask"] = answer_masks(tokenizer, ids, texts)
-        collate = AnswerMasked(collate, tokenizer)
-        planted = {
-            "answer_tokens": int(sum(map(sum, columns["answer_mask"]))),
-            "answers_not_found": sum(1 for m in columns["answer_mask"] if not any(m)),
-        }
+    columns, collate, planted = training_inputs(tokenizer, ids, texts, decoder)
     model = (AutoModelForCausalLM if decoder else AutoModelForMaskedLM).from_pretrained(
         base, dtype=torch.float32
     )
