@@ -19,10 +19,10 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from harness.core.settings import option, parse_script
+from harness.core.plumbing.settings import option, parse_script
 from harness.results import collect
-from harness.stats import sampling
-from harness.stats.analysis import AnalysisSettings, fits_of
+from harness.stats.bayes import sampling
+from harness.stats.bayes.analysis import AnalysisSettings, fits_of
 
 
 @dataclass(kw_only=True)

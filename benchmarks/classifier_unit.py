@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from tapt_step import interleaved_medians  # benchmarks/ is on the path when a script here runs
 
-from harness.core.models import MINILM, SMOLLM2, resolve
-from harness.core.settings import option, parse_script
+from harness.core.engine.models import MINILM, SMOLLM2, resolve
+from harness.core.plumbing.settings import option, parse_script
 from harness.scoring.classifier import ClassifierSettings, classify, trainer
 from harness.tasks.protocol import SplitSettings
 from tapt.corpus import raw_texts

@@ -23,9 +23,9 @@ from pathlib import Path
 from contamination import doc_scores
 from contamination.exposure import codec_test
 from harness import results
-from harness.core import models
-from harness.core.power import wilson
-from harness.core.settings import option, parse_script
+from harness.core.design.power import wilson
+from harness.core.engine import models
+from harness.core.plumbing.settings import option, parse_script
 from harness.grid.unit.unit_record import exposure_docs
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings

@@ -20,7 +20,7 @@ import pandas as pd
 from contamination import codec
 from contamination.exposure import CODEC, codec_test
 from harness import results
-from harness.core.errors import read_json_object
+from harness.core.plumbing.errors import read_json_object
 
 
 def with_blocks(scores: dict, k: int, block: int) -> dict:

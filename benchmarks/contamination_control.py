@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contamination.exchangeability_run import SEPARATOR, ContaminationArgs, examples, sharded_test
-from harness.core.models import load_scoring_model, resolve
-from harness.core.settings import option, parse_script
+from harness.core.engine.models import load_scoring_model, resolve
+from harness.core.plumbing.settings import option, parse_script
 
 
 @dataclass(kw_only=True)
@@ -43,7 +43,7 @@ def contaminate(model, tokenizer, corpus: str, block: int, epochs: float, lr: fl
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from harness.core.training import StepLog
+    from harness.core.engine.training import StepLog
     from tapt.adapter import lora_config, sft_config
 
     ids = tokenizer(corpus)["input_ids"]

@@ -15,8 +15,8 @@ import numpy as np
 
 from contamination.exchangeability_run import ContaminationArgs, examples, result_of, shard_texts
 from contamination.logprobs import logprob_one, logprobs_batched
-from harness.core.models import load_scoring_model, resolve
-from harness.core.settings import option, parse_script
+from harness.core.engine.models import load_scoring_model, resolve
+from harness.core.plumbing.settings import option, parse_script
 
 
 @dataclass(kw_only=True)

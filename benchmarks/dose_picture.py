@@ -9,9 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.results import file_problem
-from harness.stats import plots, summary
+from harness.stats.bayes import plots
+from harness.stats.summary import summary
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from harness.core import models, weights
-from harness.core.settings import Settings, option, parse_script
+from harness.core.engine import models, weights
+from harness.core.plumbing.settings import Settings, option, parse_script
 
 
 @dataclass(kw_only=True)
@@ -248,7 +248,7 @@ def stage_seconds(out: Path) -> str:
 def checked(a: GpuCheckArgs) -> str:
     """The model folder whose config and tokenizer the check takes, once it and the task are known to
     exist: before any step runs, one line naming the flag."""
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.tasks.protocol import find_spec
 
     try:

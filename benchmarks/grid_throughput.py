@@ -36,8 +36,8 @@ import pandas as pd
 import torch
 from gpu_check import MISTRAL_7B, TINY, GpuSampler, random_model, shipped_config
 
-from harness.core import models
-from harness.core.settings import Settings, option, parse_script
+from harness.core.engine import models
+from harness.core.plumbing.settings import Settings, option, parse_script
 
 GRID = 500  # the study's zero-shot grid: 25 tasks x 20 subsamples
 STUDY_CELLS = ["50/50/100", "50/100/100", "50/200/50", "50/500/20", "100/50/100", "100/100/100", "100/200/50"]

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from harness.core import models
-from harness.core.models import ModelSettings
-from harness.core.settings import option, parse_script
+from harness.core.engine import models
+from harness.core.engine.models import ModelSettings
+from harness.core.plumbing.settings import option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 from tapt import methods

@@ -3,7 +3,7 @@ shapes the grid's units take: continuous, the shipped confirmatory study's (most
 steps of 1/32), a third of units tied at 0, and the study's released BERT units (steps of 1/50).
 
 Each study draws K per-unit biases from a shape whose mean is the truth (+2 points), and computes
-harness.stats.sign_flip's interval (exact signs up to 22 units, 10,000 drawn above). An interval holds
+harness.stats.summary.sign_flip's interval (exact signs up to 22 units, 10,000 drawn above). An interval holds
 the truth where low <= truth <= high, its edges included (within 1e-9: the interval is closed).
 
     python benchmarks/interval_coverage.py [--studies 1000] [--reference ../shared/reference]
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness import results  # noqa: E402
-from harness.core.settings import Settings, option, parse_script  # noqa: E402
-from harness.stats.sign_flip import SignFlip  # noqa: E402
+from harness.core.plumbing.settings import Settings, option, parse_script  # noqa: E402
+from harness.stats.summary.sign_flip import SignFlip  # noqa: E402
 
 TRUTH, EDGE = 0.02, 1e-9
 SHIPPED = ROOT / "studies" / "methods_confirm"

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.core.settings import Settings, option, parse_script  # noqa: E402
+from harness.core.plumbing.settings import Settings, option, parse_script  # noqa: E402
 
 
 @dataclass(kw_only=True)
@@ -52,7 +52,7 @@ def survival(tokenizer, texts: list[str], names: list[str], max_length: int) -> 
 def main(a: LeakArgs) -> None:
     import transformers
 
-    from harness.core import models
+    from harness.core.engine import models
     from harness.tasks.data import load_pool
     from harness.tasks.spec import all_slugs, load_spec
 

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.core.settings import Settings, option, parse_script  # noqa: E402
+from harness.core.plumbing.settings import Settings, option, parse_script  # noqa: E402
 
 
 def encoder_delta(before, after):
@@ -38,7 +38,7 @@ def warmed_head(base: str, texts: list[str], steps: int, seed: int, out: Path) -
     import torch
     from transformers import AutoModelForMaskedLM, set_seed
 
-    from harness.core import models
+    from harness.core.engine import models
     from tapt.methods.raw_text.pretrain import collator
 
     set_seed(seed)
@@ -89,7 +89,7 @@ class HeadArgs(Settings):
 def main(argv: list[str] | None = None) -> None:
     args = parse_script(HeadArgs, __doc__, argv)
 
-    from harness.core import models
+    from harness.core.engine import models
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings
 

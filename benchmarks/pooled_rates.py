@@ -3,7 +3,7 @@
 `calibrate` reads a detector's error rates per method. Pooled over methods, the base is the same model
 in every method's unit of a (task, subsample), so its p-value is listed once per method: here it counts
 once. A (task, subsample)'s models across methods share their documents, so the interval by unit
-clusters them together (harness.core.power.clustered_wilson). Usage:
+clusters them together (harness.core.design.power.clustered_wilson). Usage:
     python benchmarks/pooled_rates.py studies/methods_study studies/methods_study_tlm
 """
 
@@ -17,8 +17,8 @@ import pandas as pd
 
 from contamination.detectors import DETECTORS, error_rates
 from harness import results
-from harness.core import conditions
-from harness.core.errors import UserError, read_json_object
+from harness.core.design import conditions
+from harness.core.plumbing.errors import UserError, read_json_object
 
 COLUMNS = ("false_positive", "null")
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from compare_log_samples import agreement  # the sibling script (benchmarks/ is on sys.path)
 
-from harness.core import models
-from harness.core.settings import option, parse_script, pick
+from harness.core.engine import models
+from harness.core.plumbing.settings import option, parse_script, pick
 from harness.scoring.prompt_once import PromptOnceLM
 from harness.scoring.zero_shot import lm_eval_task
 from harness.tasks.protocol import subsample_docs

@@ -20,7 +20,7 @@ import torch
 
 import harness
 from harness import results
-from harness.core.settings import Settings, option, parse_script
+from harness.core.plumbing.settings import Settings, option, parse_script
 from harness.grid.configuration import config, plan
 from harness.grid.unit.base_model import loaded_base
 

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from harness import results
-from harness.core.settings import Settings, option, parse_script
+from harness.core.plumbing.settings import Settings, option, parse_script
 
 NEIGHBOURS = {
     "alone": None,

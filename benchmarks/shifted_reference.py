@@ -27,10 +27,10 @@ from contamination import doc_scores
 from contamination.exposure import exposure_test, two_sided
 from contamination.verdict import flags, inconclusive
 from harness import results
-from harness.core import conditions
-from harness.core.models import load_scoring_model, resolve
-from harness.core.power import ALPHA, wilson
-from harness.core.settings import Settings, option, parse_script
+from harness.core.design import conditions
+from harness.core.design.power import ALPHA, wilson
+from harness.core.engine.models import load_scoring_model, resolve
+from harness.core.plumbing.settings import Settings, option, parse_script
 from harness.grid.configuration import resolve as run_layout
 from harness.grid.configuration.config import load_config
 from harness.study import calibrate

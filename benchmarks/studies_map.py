@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 import harness  # noqa: E402
 from harness import results  # noqa: E402
-from harness.core.settings import Settings, option, parse_script  # noqa: E402
-from harness.stats.confirmation import confirmation  # noqa: E402
+from harness.core.plumbing.settings import Settings, option, parse_script  # noqa: E402
+from harness.stats.summary.confirmation import confirmation  # noqa: E402
 
 STUDIES = ROOT / "studies"
 # what each study folder asks, and the shipped config it ran (hand-kept: the records hold neither)

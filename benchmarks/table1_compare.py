@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness import results  # noqa: E402
-from harness.core.settings import Settings, option, parse_script  # noqa: E402
-from harness.stats.statistics import flip_interval  # noqa: E402
+from harness.core.plumbing.settings import Settings, option, parse_script  # noqa: E402
+from harness.stats.summary.statistics import flip_interval  # noqa: E402
 
 # the release's folder names that differ from the task slugs (../shared/reference/README.md)
 RELEASED_AS = {"FRENK-hate-en": "frenk_hate_en", "patent-classification": "patent_classification"}
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
 
     try:
         main()

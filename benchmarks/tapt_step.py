@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from harness.core import models
-from harness.core.models import ModelSettings, resolve
-from harness.core.settings import option, parse_script
+from harness.core.engine import models
+from harness.core.engine.models import ModelSettings, resolve
+from harness.core.plumbing.settings import option, parse_script
 from harness.tasks.protocol import SplitSettings
 from tapt.adapter import AdapterArgs, prepare
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core import conditions, models
-from harness.core.models import ModelSettings
-from harness.core.settings import option, parse_script
+from harness.core.design import conditions
+from harness.core.engine import models
+from harness.core.engine.models import ModelSettings
+from harness.core.plumbing.settings import option, parse_script
 from harness.scoring import zero_shot
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.core import models
-from harness.core.models import ModelSettings
-from harness.core.settings import option, parse_script
+from harness.core.engine import models
+from harness.core.engine.models import ModelSettings
+from harness.core.plumbing.settings import option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 from tapt.methods.test_time_rl.grpo_groups import on_answers

@@ -29,8 +29,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.core.models import ModelSettings  # noqa: E402
-from harness.core.settings import option, parse_script  # noqa: E402
+from harness.core.engine.models import ModelSettings  # noqa: E402
+from harness.core.plumbing.settings import option, parse_script  # noqa: E402
 
 
 @dataclass(kw_only=True)
@@ -54,7 +54,7 @@ class PremiseArgs(ModelSettings):
 
 
 def greedy(model, tokenizer, prompts: list[str], budget: int, until, batch: int) -> list[str]:
-    from harness.core.generation import generate
+    from harness.core.engine.generation import generate
 
     return generate(model, tokenizer, prompts, budget, until, batch)
 
@@ -117,7 +117,7 @@ def measure(a: PremiseArgs) -> dict:
     import torch
     from transformers import set_seed
 
-    from harness.core import models
+    from harness.core.engine import models
     from harness.tasks.generative import math_answer
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.core.settings import option, parse_script
+from harness.core.plumbing.settings import option, parse_script
 
 ROOT = Path(__file__).resolve().parent.parent
 OWN = tuple(str(ROOT / p) + "/" for p in ("harness", "tapt", "contamination"))
@@ -61,7 +61,7 @@ def tiny_llama(out: Path) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from harness.core import models
+    from harness.core.engine import models
 
     tok = models.embedded_tokenizer(models.SMOLLM2)
     torch.manual_seed(0)

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.core import seeds
-from harness.core.power import RESAMPLES
-from harness.core.recipe import recipe_table
+from harness.core.design import seeds
+from harness.core.design.power import RESAMPLES
+from harness.core.plumbing.recipe import recipe_table
 
 SEPARATOR = "\n\n"  # between the context documents and before the scored one
 SKIP_FIRST = 10  # the authors' token_range (10, -1): a document's first 10 tokens are not scored ...
@@ -46,7 +46,7 @@ BLOCK_COLUMN = "codec_block"  # a score table's column of each document's block,
 
 def shared_suffix(sequences: Sequence[Sequence[int]]) -> int:
     """Tokens at the end of every sequence that are the same in all (kept below the shortest)."""
-    from harness.core import loglik  # torch: imported where a model scores, not where the test reads
+    from harness.core.engine import loglik  # torch: imported where a model scores, not where the test reads
 
     return loglik.shared_prefix([list(reversed(s)) for s in sequences])
 
@@ -139,7 +139,7 @@ def drops(
     log-probabilities from the exposure pass, index t - 1 for token t) minus the same tokens' mean with k
     documents of its group before it. Where `block` > 1, a block's documents share their context, so the
     context (and the instruction every prompt starts with) is read once per block, from its KV cache."""
-    from harness.core import loglik
+    from harness.core.engine import loglik
 
     limit = getattr(model.config, "max_position_embeddings", None) or 1 << 30
     sep = tokenizer(SEPARATOR, add_special_tokens=False)["input_ids"]

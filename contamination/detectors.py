@@ -35,9 +35,9 @@ import pandas as pd
 
 from contamination.doc_scores import Score
 from contamination.exposure import BUILT_IN_COLUMNS, two_sample
-from harness.core import conditions
-from harness.core.plugins import PluginError, Registry, called, real
-from harness.core.power import ALPHA, clustered_wilson, wilson
+from harness.core.design import conditions
+from harness.core.design.power import ALPHA, clustered_wilson, wilson
+from harness.core.plumbing.plugins import PluginError, Registry, called, real
 
 TEXT, LABELS = "text", "labels"
 
@@ -169,7 +169,7 @@ def load_score(target: str) -> Score:
 def register(name: str, detector: Detector) -> Detector:
     """Add a detector under `name` (refused if the name is taken by another); returns it."""
     if not isinstance(detector, Detector):
-        raise PluginError(f"detector {name!r} is a {type(detector).__name__}, not a Detector")
+        raise PluginError(f"detector {name!r} must be a Detector whose sees is {TEXT!r} or {LABELS!r}")
     named = detector if detector.name == name else dataclasses.replace(detector, name=name)
     found = DETECTORS.held(name)
     if found is not None and found == named:  # the same file loaded again (a second --detectors): kept
@@ -196,7 +196,7 @@ def unit_pvalues(record: dict, texts: list[str]) -> list[dict]:
 
 def rate(flags: pd.Series, units: pd.Series) -> dict:
     """A flag rate with its Wilson interval (models as independent) and the interval by unit (the models
-    of one unit share its documents: harness.core.power.clustered_wilson)."""
+    of one unit share its documents: harness.core.design.power.clustered_wilson)."""
     flagged, total = int(flags.sum()), len(flags)
     low, high = wilson(flagged, total)
     unit_low, unit_high = clustered_wilson(flags.to_numpy(), units.tolist())

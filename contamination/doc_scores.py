@@ -31,9 +31,10 @@ import numpy as np
 import pandas as pd
 
 from contamination import codec
-from harness.core import loglik, models, seeds
-from harness.core.errors import UserError
-from harness.core.plugins import called
+from harness.core.design import seeds
+from harness.core.engine import loglik, models
+from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.plugins import called
 from harness.tasks.protocol import Spec
 
 MINK_FRACTION = 0.2  # Min-K%++'s K: the share of lowest-scoring tokens averaged (the paper's default)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 
 LOG_KEYS = ("canonical_logprobs", "shuffled_logprobs")
 

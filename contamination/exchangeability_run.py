@@ -10,9 +10,9 @@ import numpy as np
 
 from contamination.exchangeability import split_shards, t_statistic
 from contamination.logprobs import logprobs_batched
-from harness.core.errors import SettingsError
-from harness.core.models import ModelSettings, load_scoring_model
-from harness.core.settings import Settings, option
+from harness.core.engine.models import ModelSettings, load_scoring_model
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.settings import Settings, option
 from harness.tasks import adapters
 from harness.tasks.protocol import Spec, SplitSettings
 

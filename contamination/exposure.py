@@ -26,9 +26,9 @@ import pandas as pd
 
 from contamination import codec
 from contamination.shift import reference_check
-from harness.core import conditions
-from harness.core.errors import UserError
-from harness.core.power import ALPHA, RESAMPLES, detectable
+from harness.core.design import conditions
+from harness.core.design.power import ALPHA, RESAMPLES, detectable
+from harness.core.plumbing.errors import UserError
 
 TEXT_SCORES = {"loss": "text", "mink++": "mink"}  # --text-score -> the doc_scores column
 TEXT_UNITS = {"loss": "nats/token", "mink++": "Min-K%++ units"}

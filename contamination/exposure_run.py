@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from contamination.exposure import check_sizes, exposure_test
-from harness.core import models
-from harness.core.errors import UserError
-from harness.core.models import ModelSettings
-from harness.core.settings import Settings, option
+from harness.core.engine import models
+from harness.core.engine.models import ModelSettings
+from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.settings import Settings, option
 from harness.tasks import adapters, documents
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from tqdm import tqdm
 
-from harness.core.loglik import inference_mode
+from harness.core.engine.loglik import inference_mode
 
 
 def windows(length: int, context: int, stride: int) -> list[tuple[int, int, int]]:

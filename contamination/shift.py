@@ -22,7 +22,7 @@ from math import comb
 
 import numpy as np
 
-from harness.core.power import ALPHA, RESAMPLES
+from harness.core.design.power import ALPHA, RESAMPLES
 
 EXACT_UP_TO = 20000  # splits enumerated exactly up to this many; sampled beyond
 PUNCTUATION = set(string.punctuation)

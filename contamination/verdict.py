@@ -4,7 +4,7 @@ flag from reading as SEEN (no calibration, a shifted reference, a label flag bes
 from __future__ import annotations
 
 from contamination.exposure import CODEC, EXPOSURE_TESTS, LABELS_SEEN
-from harness.core.power import POWER
+from harness.core.design.power import POWER
 
 
 def flags(result: dict) -> dict[str, bool]:

@@ -122,7 +122,7 @@ def measurements() -> str:
 
 
 def plugin_kinds() -> str:
-    from harness.core.plugin_kinds import table
+    from harness.core.plumbing.plugin_kinds import table
 
     return table() + "\n"
 

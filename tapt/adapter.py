@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
-from harness.core import models
-from harness.core.errors import SettingsError
-from harness.core.models import FormSettings, Precision
-from harness.core.settings import WHEN_SET, option
+from harness.core.engine import models
+from harness.core.engine.models import FormSettings, Precision
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
 from harness.tasks.protocol import Spec, gold_continuations
 from tapt.corpus import TaptOptions, keeping_answers, prompt_sequences
 
 if TYPE_CHECKING:
-    from harness.core import training
+    from harness.core.engine import training
 
 LORA = {
     "r": 16,
@@ -95,7 +95,7 @@ def sft_config(
     pre-tokenized."""
     from trl import SFTConfig
 
-    from harness.core import training  # torch: imported where a model trains, not where settings parse
+    from harness.core.engine import training  # torch: imported where a model trains, not where settings parse
 
     return training.arguments(
         workdir,
@@ -198,7 +198,7 @@ def prepare(
     each answer written that many times after its prompt (the planted leak's strength, padding only)."""
     from transformers import set_seed
 
-    from harness.core import training
+    from harness.core.engine import training
 
     max_length = settings.sequence_length()
     set_seed(seed)

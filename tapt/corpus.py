@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.core.conditions import TAPT_SPLITS
-from harness.core.errors import SettingsError
-from harness.core.models import ModelSettings
-from harness.core.settings import option
+from harness.core.design.conditions import TAPT_SPLITS
+from harness.core.engine.models import ModelSettings
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.settings import option
 from harness.tasks import prompts
 from harness.tasks.protocol import Spec, SplitSettings, answered
 

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import UserError
-from harness.core.provenance import library_versions
+from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.provenance import library_versions
 from harness.results.paths import ADAPTER_RECORD
 
 

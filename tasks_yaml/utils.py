@@ -14,9 +14,9 @@ import difflib
 import datasets
 import numpy as np
 
-from harness.core import models
-from harness.core.errors import UserError, print_user_errors
-from harness.core.settings import field_names
+from harness.core.engine import models
+from harness.core.plumbing.errors import UserError, print_user_errors
+from harness.core.plumbing.settings import field_names
 from harness.tasks import adapters
 from harness.tasks.protocol import SplitSettings, subsample_docs
 from harness.tasks.spec import TaskSpec
@@ -67,7 +67,7 @@ def choice_tokens(docs, delimiter: str, kwargs: dict) -> list[list[int]] | None:
     """Per document, each choice's continuation length in tokens as lm-eval's causal models split it:
     the study's rule (the largest mean log-prob a token) reads it. None where the scored model's tokenizer
     cannot be loaded here (a model that is not Hugging Face's): the rule is then not printed."""
-    from harness.core.loglik import encode_pair
+    from harness.core.engine.loglik import encode_pair
 
     name = kwargs.get("tokenizer") or kwargs.get("pretrained")
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from transformers import LlamaForCausalLM
 
-from harness.core import loglik
+from harness.core.engine import loglik
 
 TINY_GRID_DIR = "m4/n6/tiny/ag_news"  # the task dir of tiny_grid_config's runs
 
@@ -23,7 +23,7 @@ def write_grid_config(tmp_path: Path, out: Path, cfg: dict) -> Path:
 def tiny_grid_config(tmp_path: Path, tiny_llama: Path, data_dir: Path, out: Path, **extra) -> Path:
     """A zero-shot grid config on the tiny Llama: ag_news, m 4, n 6, 3 subsamples, the four conditions
     and the exposure test (TINY_GRID_DIR m4/n6/tiny/ag_news). Every run of it computes the same numbers."""
-    from harness.core.settings import field_names
+    from harness.core.plumbing.settings import field_names
     from harness.grid.configuration.config import GridConfig
     from tapt.adapter import AdapterSettings
 
@@ -193,7 +193,7 @@ def make_tiny_llama(out: Path) -> Path:
     dequantised model), saved as a model dir in `out`: the tests' tiny_llama, and the input probes'."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from harness.core import models
+    from harness.core.engine import models
 
     tok = models.embedded_tokenizer(models.SMOLLM2)
     ids = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
@@ -212,7 +212,7 @@ def make_tiny_bert(out: Path) -> Path:
     """A 2-layer BERT with random weights and all-MiniLM-L6-v2's real tokenizer, saved in `out`."""
     from transformers import BertConfig, BertForMaskedLM
 
-    from harness.core import models
+    from harness.core.engine import models
 
     tok = models.embedded_tokenizer(models.MINILM)
     return saved(

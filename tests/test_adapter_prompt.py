@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.tasks.protocol import SplitSettings, find_spec, subsample_docs
 from tasks_yaml.utils import FACTS, load_docs
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.results import COLUMNS, collect
-from harness.stats import analysis, bayes, checks, sampling
+from harness.stats.bayes import analysis, bayes, checks, sampling
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 FAST = sampling.FitSettings(chains=2, draws=300, tune=500, seed=0)
@@ -234,7 +234,7 @@ def test_analyze_json_shape(tmp_path, capsys):
 
 
 def test_meta_analysis_slices_take_one_subsample_per_task_with_every_lm_type():
-    from harness.stats.meta_analysis import slices
+    from harness.stats.bayes.meta_analysis import slices
 
     df = synthetic(tasks=3, subsamples=6)
     for part in slices(df, 5, seed=0):
@@ -284,7 +284,7 @@ def test_analyze_meta_json_reports_each_slices_posterior_mean_and_the_divergence
 
 
 def test_lm_type_agreement_sees_shared_subsample_effects():
-    from harness.stats.meta_analysis import lm_type_agreement
+    from harness.stats.bayes.meta_analysis import lm_type_agreement
 
     df = synthetic(tasks=4, subsamples=20)
     rng = np.random.default_rng(0)

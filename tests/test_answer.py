@@ -9,11 +9,11 @@ import pytest
 
 from harness import results
 from harness.cli.main import main
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.results import collect
-from harness.stats import confirmation
-from harness.stats.statistics import flip_interval
-from harness.stats.summary import summarize
+from harness.stats.summary import confirmation
+from harness.stats.summary.statistics import flip_interval
+from harness.stats.summary.summary import summarize
 
 N = 100  # documents a unit: accuracies in steps of 1/100
 
@@ -137,7 +137,7 @@ def planned(root, commits: list[str], dirty=False, subsamples=6) -> object:
     mdir = root / "m8" / f"n{N}" / "toy"
     config = {"confirmatory": True, "tasks": ["a"], "subsamples": subsamples, "sides": "two"}
     config |= {"alpha": 0.05, "family": "config", "equivalence_bound": 5.0, "seed": 7}
-    from harness.core.study_plan import config_hash
+    from harness.core.design.study_plan import config_hash
 
     hashed = config_hash(config)  # the hash a run records of its config
     results.write_json(results.manifest_path(mdir, (0, 1)), {"config": config, "config_hash": hashed})

@@ -6,7 +6,7 @@ import pytest
 from helpers import tiny_grid_config
 
 from harness.cli.main import main
-from harness.core.errors import SettingsError
+from harness.core.plumbing.errors import SettingsError
 from harness.grid.configuration.run_checks import load_run
 from tapt.methods.test_time_rl import TtrlSettings
 from tapt.methods.tlm import TlmSettings

@@ -279,7 +279,7 @@ def test_calibrate_with_train_false_reads_the_finished_units_of_a_study_short_of
 
 
 def test_an_interval_by_unit_widens_where_a_units_models_flag_together_and_not_where_they_are_apart():
-    from harness.core.power import clustered_wilson, wilson
+    from harness.core.design.power import clustered_wilson, wilson
 
     apart = clustered_wilson([1] * 8 + [0] * 12, range(20))  # every model its own unit
     assert np.allclose(apart, wilson(8, 20), atol=0.01)

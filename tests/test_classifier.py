@@ -15,7 +15,7 @@ import torch
 from helpers import grid_tables, write_grid_config
 
 import harness
-from harness.core.errors import SettingsError, UserError
+from harness.core.plumbing.errors import SettingsError, UserError
 from harness.grid.configuration import config as grid_config
 from harness.grid.configuration.run_checks import load_run
 from harness.grid.execution.merge import merge

@@ -10,7 +10,7 @@ from transformers import LlamaForCausalLM
 from contamination import codec, doc_scores
 from contamination.exposure import codec_test
 from contamination.exposure_run import ExposureArgs
-from harness.core import models
+from harness.core.engine import models
 from harness.grid.configuration import resolve
 
 K = 3  # context documents
@@ -87,7 +87,7 @@ def test_by_default_each_document_draws_its_own_context_as_the_authors_do():
 def test_a_block_read_from_one_cache_gives_each_documents_own_drop(block, tiny_llama, docs):
     """Every document of a block scored on its own (context + document, nothing shared) gives the drop
     the block's shared pass gives; a block of 1 is a context per document."""
-    from harness.core import loglik
+    from harness.core.engine import loglik
 
     spec, d = docs
     tokenizer = models.tokenizer(str(tiny_llama))
@@ -135,7 +135,7 @@ def test_codec_context_is_a_grid_key_that_needs_the_exposure_test_and_changes_th
 ):
     from helpers import tiny_grid_config
 
-    from harness.core.errors import SettingsError
+    from harness.core.plumbing.errors import SettingsError
     from harness.grid.configuration.config import load_config
 
     plain = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out"))
@@ -149,7 +149,7 @@ def test_codec_context_is_a_grid_key_that_needs_the_exposure_test_and_changes_th
 
 
 def test_the_summary_shows_codecs_flag_share_beside_the_exposure_tests_where_the_grid_ran_it():
-    from harness.stats.exposure_summary import format_exposure
+    from harness.stats.summary.exposure_summary import format_exposure
 
     cell = {"m": 8, "n": 8, "model": "lm", "task": "trec", "units": 5}
     test = {"text": 1.0, "label": 0.0, "codec": 0.6}

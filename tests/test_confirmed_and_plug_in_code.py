@@ -9,7 +9,7 @@ import pytest
 
 import harness
 from harness.cli.main import main
-from harness.core.errors import SettingsError
+from harness.core.plumbing.errors import SettingsError
 from harness.grid.configuration.config import load_config
 from harness.grid.configuration.run_checks import load_run
 from harness.results import collect
@@ -177,7 +177,7 @@ def test_shard_zero_of_zero_says_what_n_is():
 
 def test_lm_evals_hook_refuses_a_cut_or_incomplete_adapter_record(tmp_path, data_dir):
     """Before: a cut or empty tapt.json was ignored, and lm_eval scored 100 other documents."""
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.tasks.protocol import find_spec
     from tasks_yaml.utils import FACTS, load_docs
 

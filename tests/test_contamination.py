@@ -9,8 +9,8 @@ from contamination.exchangeability import pvalue_from_log, shard_sizes, split_sh
 from contamination.exchangeability_run import ContaminationArgs, examples, run, sharded_test
 from contamination.logprobs import logprob_one, logprobs_batched, windows
 from harness.cli.main import main
-from harness.core.errors import UserError
-from harness.core.models import check_adapter_base
+from harness.core.engine.models import check_adapter_base
+from harness.core.plumbing.errors import UserError
 from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import load_spec
 from harness.tasks.subsample import SampleSettings

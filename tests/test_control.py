@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from test_study_design import one_unit
 
-from harness.stats import control
-from harness.stats.verdict import key
+from harness.stats.summary import control
+from harness.stats.summary.verdict import key
 
 BIAS_UNINFORMATIVE = key("bias", "uninformative")
 
@@ -87,7 +87,7 @@ def test_a_headless_encoder_starts_every_condition_from_its_fitted_head_and_the_
     from safetensors.torch import load_file
     from transformers import AutoTokenizer, BertModel
 
-    from harness.core.errors import SettingsError
+    from harness.core.plumbing.errors import SettingsError
     from harness.grid.unit.flows.classifier import unused_rows
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings
@@ -135,7 +135,7 @@ def test_a_zero_shot_config_refuses_the_classifier_heads_settings(tmp_path, tiny
     """The zero-shot flow trains no head: a head setting there was accepted, ignored and not recorded."""
     from helpers import tiny_grid_config
 
-    from harness.core.errors import SettingsError
+    from harness.core.plumbing.errors import SettingsError
     from harness.grid.configuration.run_checks import load_run
 
     config = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", **{key: value})

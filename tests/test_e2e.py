@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.core import models
+from harness.core.engine import models
 from tapt.adapter import AdapterArgs
 from tapt.methods.raw_text.pretrain import TextArgs, pretrain_text
 from tapt.methods.single import train

@@ -17,8 +17,8 @@ from contamination.exposure import exposure_test, two_sample
 from contamination.exposure_run import ExposureArgs
 from contamination.verdict import flags
 from harness.cli.main import main
-from harness.core import loglik, models
-from harness.core.power import RESAMPLES
+from harness.core.design.power import RESAMPLES
+from harness.core.engine import loglik, models
 
 N = 10  # test and extra documents: C(20, 10) = 184,756 splits, so p can fall far below 0.05
 

@@ -14,8 +14,8 @@ from contamination.exposure import exposure_test
 from contamination.exposure_run import ExposureArgs
 from contamination.verdict import flags, shifted, verdict
 from harness.cli.main import main
-from harness.core import models
-from harness.core.errors import UserError
+from harness.core.engine import models
+from harness.core.plumbing.errors import UserError
 
 ROWS = 24  # documents per split of the fixture task
 

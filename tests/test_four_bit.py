@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import ALL_CONDITIONS, one_unit
 
-from harness.core import models, weights
+from harness.core.engine import models, weights
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.core.errors import SettingsError
+from harness.core.plumbing.errors import SettingsError
 from tests.helpers import tiny_grid_config
 
 SCRIPT = """

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main as cli_main
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.grid.execution import lock, run
 
 FULL = Path("/dev/full")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from harness.cli.main import main
-from harness.core.errors import TaskError
+from harness.core.plumbing.errors import TaskError
 from harness.grid.unit.unit_record import split_docs
 from harness.tasks.generative import Answering, equivalent, math_answer, metric_problem
 from harness.tasks.protocol import find_spec, subsample_docs
@@ -192,7 +192,7 @@ def test_test_time_rl_on_a_generative_task_records_votes_unreadable_share_reward
 
 
 def test_the_premise_holds_only_where_the_vote_beats_the_bases_own_answer_on_test():
-    from harness.stats.diagnostics import premise_fails
+    from harness.stats.summary.diagnostics import premise_fails
 
     holds = {
         "test": {"vote_accuracy": 0.6, "greedy_accuracy": 0.4},

@@ -17,7 +17,7 @@ from helpers import tiny_grid_config as config
 
 import harness
 from harness.cli.main import main
-from harness.core.errors import SettingsError, TaskError, UserError
+from harness.core.plumbing.errors import SettingsError, TaskError, UserError
 from harness.grid.configuration import plan
 from harness.grid.configuration.run_checks import load_run
 from harness.grid.execution.merge import merge

@@ -135,7 +135,7 @@ def test_train_gives_torch_the_free_cores_as_run_does(tmp_path, tiny_llama, data
     cores before it trains, as run does before each unit."""
     import torch
 
-    from harness.core import threads
+    from harness.core.engine import threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "free_cores", lambda: 1)
@@ -192,7 +192,7 @@ def test_lm_eval_takes_the_embedded_default_by_its_name():
     as its prepared folder (`tapt-bench models prepare` makes it), not looked up on the hub."""
     from types import SimpleNamespace
 
-    from harness.core import models
+    from harness.core.engine import models
     from harness.scoring.lm_eval_registration import pretrained_from_adapter
 
     class HFLM:

@@ -9,7 +9,7 @@ from helpers import tiny_grid_config
 
 from harness import results
 from harness.cli.main import main
-from harness.core.errors import SettingsError, UserError
+from harness.core.plumbing.errors import SettingsError, UserError
 from harness.grid.configuration import resolve
 from harness.grid.configuration.config import GridConfig, load_config
 from harness.grid.configuration.run_checks import load_run
@@ -127,7 +127,7 @@ def test_a_statistic_file_is_read_by_summarize_and_report_and_one_that_registers
         "register(Statistic('{e}_twice_gap', 'twice', 'points', lambda e: e == 'bias',\n"
         "    lambda t, c, seed: 2 * float((t - c).mean())))\n"
     )
-    from harness.stats.statistics import STATISTICS
+    from harness.stats.summary.statistics import STATISTICS
 
     try:
         main(["summarize", SHIPPED, "--json", "--statistics", str(stat)])
@@ -154,7 +154,7 @@ def test_methods_show_aligns_every_setting_under_the_longest_key(capsys):
 def test_a_reports_own_fault_is_not_blamed_on_a_file_no_one_wrote(tmp_path, monkeypatch):
     """A value of the wrong form is blamed on calibration.json only where one was read; else the report's
     own error stands (before: every KeyError named a calibration.json that did not exist)."""
-    from harness.stats import report
+    from harness.stats.presentation import report
 
     def broken(*args, **kwargs):
         raise KeyError("leak_low")

@@ -11,7 +11,7 @@ from helpers import write_grid_config, write_plain_tasks
 
 import harness
 from harness.cli.main import main
-from harness.core.errors import SettingsError, TaskError
+from harness.core.plumbing.errors import SettingsError, TaskError
 from harness.grid.configuration.config import load_config
 from harness.tasks.lm_eval_spec import LmEvalSpec, folder_name
 from harness.tasks.protocol import find_spec, subsample_docs
@@ -421,7 +421,7 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
 def test_a_mistyped_tapt_task_gets_the_nearest_names():
     from lm_eval.tasks import TaskManager
 
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
 
     with pytest.raises(UserError, match="tapt_rotten_tomatos: did you mean tapt_rotten_tomatoes"):
         TaskManager(include_defaults=False).match_tasks(["tapt_rotten_tomatos"])
@@ -432,7 +432,7 @@ def test_a_broken_task_yaml_under_include_path_is_named_as_run_names_it(tmp_path
     line, in the words `tapt-bench run` uses."""
     from lm_eval.tasks import TaskManager
 
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.tasks.spec import TASKS_DIR
 
     text = (TASKS_DIR / "tapt_trec.yaml").read_text().replace("task: tapt_trec", "task: tapt_mine")

@@ -14,7 +14,7 @@ from helpers import grid_tables, tiny_grid_config
 from safetensors.torch import load_file
 
 from harness.cli.main import main
-from harness.core.errors import SettingsError
+from harness.core.plumbing.errors import SettingsError
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import load_config
 from harness.grid.configuration.run_checks import load_run
@@ -403,7 +403,7 @@ def test_tlm_weights_are_the_frozen_bases_log_perplexities(tmp_path, tiny_llama,
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.core import models
+    from harness.core.engine import models
     from harness.tasks.protocol import find_spec, subsample_docs
     from tapt.methods import tlm
 
@@ -442,7 +442,7 @@ def test_tlm_online_trains_the_carried_adapter_on_weighted_by_the_current_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.core import models
+    from harness.core.engine import models
     from harness.tasks.protocol import find_spec
     from tapt.methods import Inputs, tlm
 
@@ -560,7 +560,7 @@ def test_tlms_recipe_cites_the_authors_code_per_row_and_its_same_rows_are_the_se
 
 
 def test_raw_texts_recipe_cites_the_studys_code_per_row_and_its_same_rows_are_the_settings_that_run():
-    from harness.core import models
+    from harness.core.engine import models
     from tapt.methods.raw_text import RECIPE
     from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings
 
@@ -589,7 +589,7 @@ def test_self_trainings_recipe_cites_a_source_per_row_and_its_same_rows_are_the_
 def test_self_training_learns_its_pseudo_labels_tokens_alone_as_the_study_learns_labels(tiny_llama, data_dir):
     """The training rows hold prompt + ' ' + label; the loss reads the label's tokens only (labels -100 on
     the prompt's), and those tokens are the class lm-eval scores; with completion_only false, every token."""
-    from harness.core import loglik, models
+    from harness.core.engine import loglik, models
     from harness.tasks.protocol import SplitSettings, find_spec, subsample_docs
     from tapt import adapter
 

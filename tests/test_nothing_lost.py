@@ -297,7 +297,7 @@ def test_a_write_never_replaces_a_device_or_a_pipe(tmp_path):
     import os
     import stat
 
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.results.paths import atomic_write, file_problem
 
     fifo = tmp_path / "fifo"
@@ -343,8 +343,8 @@ def test_a_pvalue_log_with_no_spread_or_no_numbers_is_one_line(tmp_path, capsys,
 
 
 def test_an_hdi_mass_of_one_or_more_is_refused_before_any_sampling():
-    from harness.core.errors import SettingsError
-    from harness.stats.analysis import AnalysisSettings
+    from harness.core.plumbing.errors import SettingsError
+    from harness.stats.bayes.analysis import AnalysisSettings
 
     with pytest.raises(SettingsError, match="hdi_prob must be below 1.0, got 1.5"):
         AnalysisSettings(hdi_prob=1.5)

@@ -13,7 +13,7 @@ from helpers import tiny_grid_config
 import harness
 from harness import results
 from harness.cli.main import main
-from harness.core.errors import SettingsError, UserError
+from harness.core.plumbing.errors import SettingsError, UserError
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import load_config
 from harness.grid.execution import lock

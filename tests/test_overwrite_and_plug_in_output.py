@@ -15,11 +15,11 @@ from helpers import tiny_grid_config
 
 from contamination import detectors
 from harness.cli.main import main
-from harness.core.errors import SettingsError, TaskError, UserError
-from harness.core.settings import against
+from harness.core.plumbing.errors import SettingsError, TaskError, UserError
+from harness.core.plumbing.settings import against
 from harness.grid.configuration.config import GridConfig
 from harness.grid.configuration.run_checks import load_run
-from harness.stats import statistics
+from harness.stats.summary import statistics
 from tapt import output
 
 HERE = Path(__file__).name  # the plug-ins below are defined in this file

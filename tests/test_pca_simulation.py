@@ -4,7 +4,7 @@ is spread over many directions."""
 import json
 
 from harness.cli.main import main
-from harness.stats.pca_simulation import PcaSettings, simulate
+from harness.stats.bayes.pca_simulation import PcaSettings, simulate
 
 
 def test_no_bias_at_effective_rank_1_and_a_clear_one_at_full_rank():

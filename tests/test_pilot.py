@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.core.power import mde_at, power_at, units_for_bound
+from harness.core.design.power import mde_at, power_at, units_for_bound
 from harness.study.pilot import MARK
 from harness.study.sizing import per_task_floor
 
@@ -152,7 +152,7 @@ def test_the_pilot_climbs_the_head_recipes_until_the_heads_learn_and_the_plan_na
 
 
 def test_the_pilot_refuses_to_size_a_plan_from_no_spread():
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.study.sizing import sized
 
     class Plan:

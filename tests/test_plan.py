@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import tiny_grid_config
 
-from harness.core.errors import SettingsError
+from harness.core.plumbing.errors import SettingsError
 from harness.grid.configuration import config as grid_config
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import GridConfig, load_config
@@ -150,7 +150,7 @@ def test_a_worker_computes_the_unit_plan_it_is_sent_and_builds_no_run_plan_nor_c
     import pickle
     import queue
 
-    from harness.core.sections import Sections
+    from harness.core.plumbing.sections import Sections
     from harness.grid.execution import pool, worker_messages
 
     cfg = load_config(

@@ -1,12 +1,12 @@
 """One rule for every kind of plug-in: an installed entry point names the value (`module:NAME`), of each
-of the five kinds of harness.core.plugin_kinds.KINDS; one that names nothing registrable is one line."""
+of the five kinds of plugin_kinds.KINDS; one that names nothing registrable is one line."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from harness.core.plugin_kinds import KINDS
+from harness.core.plumbing.plugin_kinds import KINDS
 
 PLUGINS = """
 import dataclasses
@@ -33,7 +33,7 @@ STUDY = Path(__file__).parents[1] / "studies" / "methods_study"
 READ = """
 import json
 from harness import api
-from harness.core.plugins import REGISTRIES
+from harness.core.plumbing.plugins import REGISTRIES
 
 found = {kind: sorted(REGISTRIES[kind]) for kind in REGISTRIES}
 print(json.dumps(found))
@@ -72,7 +72,7 @@ def test_an_entry_point_of_each_kind_names_its_value_and_is_registered(tmp_path)
 def test_a_statistics_entry_point_that_names_nothing_registrable_is_one_line(tmp_path):
     for value, said in (
         ("my_plugins", "names a module, not a statistic: name the value, as my_plugins:NAME"),
-        ("my_plugins:NOT_A_STATISTIC", "names a int, not a harness.stats.statistics.Statistic"),
+        ("my_plugins:NOT_A_STATISTIC", "names a int, not a harness.stats.summary.statistics.Statistic"),
         ("my_plugins:NOWHERE", "cannot be imported"),
     ):
         site = installed(tmp_path / value.replace(":", "_"), {"tapt_bench.statistics": f"odd = {value}"})

@@ -59,7 +59,7 @@ def test_a_statistic_from_one_file_appears_in_summarize_its_json_and_the_report(
     import pandas as pd
 
     from harness.api import Statistic, register
-    from harness.stats import statistics
+    from harness.stats.summary import statistics
 
     median = register(
         Statistic(
@@ -157,13 +157,13 @@ def test_a_score_that_is_not_a_score_is_refused_naming_the_key(tmp_path, tiny_ll
 
 def test_a_condition_is_one_entry_of_the_conditions_module(tmp_path, tiny_llama, data_dir, monkeypatch):
     """The contributing guide's row: a new condition (here TAPT on extra's prompts with their answers) is
-    an entry of harness/core/conditions.py, and the grid, its tables and its summary take it up. The entry
+    an entry of core/design/conditions.py, and the grid, its tables and its summary take it up. The entry
     is made after every module is imported, so a module that copied the names at import would miss it."""
     import importlib
     import pkgutil
 
     import harness
-    from harness.core import conditions as c
+    from harness.core.design import conditions as c
 
     for module in pkgutil.walk_packages(harness.__path__, "harness."):
         if not module.name.endswith("__main__"):
@@ -218,7 +218,7 @@ def test_a_score_that_raises_is_one_line_naming_its_file(tmp_path, tiny_llama, d
 )
 def test_a_statistic_plug_ins_wrong_value_or_key_is_one_line_naming_it(tiny_grid, statistic, said):
     from harness.api import Statistic, register
-    from harness.stats import statistics
+    from harness.stats.summary import statistics
 
     added = register(Statistic(header="odd", effects=lambda e: e == "bias", **statistic))
     try:
@@ -240,8 +240,8 @@ def test_a_statistic_whose_key_or_header_names_more_than_the_effect_is_refused_a
     key, header, said
 ):
     from harness.api import Statistic, register
-    from harness.core.plugins import PluginError
-    from harness.stats import statistics
+    from harness.core.plumbing.plugins import PluginError
+    from harness.stats.summary import statistics
 
     with pytest.raises(PluginError, match=re.escape(said)):
         register(Statistic(key, header, "points", lambda e: True, lambda t, c, s: 0.0))
@@ -249,8 +249,8 @@ def test_a_statistic_whose_key_or_header_names_more_than_the_effect_is_refused_a
 
 
 def test_a_plug_in_raising_an_error_with_no_message_is_named_by_the_line_that_raised_it(tmp_path):
-    from harness.core.errors import UserError
-    from harness.core.plugins import called, load_attr
+    from harness.core.plumbing.errors import UserError
+    from harness.core.plumbing.plugins import called, load_attr
 
     path = tmp_path / "quiet.py"
     path.write_text("def compute(x):\n    raise TypeError\n")
@@ -262,8 +262,8 @@ def test_a_plug_in_raising_an_error_with_no_message_is_named_by_the_line_that_ra
 
 def test_a_statistic_that_chooses_no_effect_is_refused_as_it_registers():
     from harness.api import Statistic, register
-    from harness.core.plugins import PluginError
-    from harness.stats import statistics
+    from harness.core.plumbing.plugins import PluginError
+    from harness.stats.summary import statistics
 
     never = Statistic("{e}_never", "never", "points", lambda e: e == "bias_x", lambda t, c, s: 0.0)
     with pytest.raises(PluginError, match=r"choose none of the effects a summary holds \(boost, bias, leak"):
@@ -277,7 +277,7 @@ def test_every_kind_of_plug_in_is_added_by_one_verb_and_named_by_file_and_name(t
     from contamination.detectors import DETECTORS, SCORES
     from harness.api import Detector, Flow, Method, Score, Settings, Statistic, register
     from harness.grid.unit.flow import FLOWS
-    from harness.stats.statistics import STATISTICS
+    from harness.stats.summary.statistics import STATISTICS
     from harness.study.calibrate import load_detectors
     from tapt.methods import METHODS
 

@@ -11,7 +11,7 @@ from helpers import tiny_grid_config, without_times
 
 import harness
 from harness.cli.main import main
-from harness.core import threads
+from harness.core.engine import threads
 from harness.grid.execution import pool
 from harness.grid.execution.on_ray import gpu_fraction
 from harness.grid.execution.pool import Pool, fits

@@ -8,8 +8,8 @@ import pytest
 import torch
 from helpers import ALL_CONDITIONS, one_unit
 
-from harness.core import models, weights
-from harness.core.errors import UserError
+from harness.core.engine import models, weights
+from harness.core.plumbing.errors import UserError
 from tapt import methods
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
@@ -64,7 +64,7 @@ def test_bf16_loads_the_base_in_bf16(tiny_llama):
 def test_a_bf16_model_scores_to_float32_arrays_with_bf16_log_softmax(tiny_llama):
     from transformers import AutoModelForCausalLM
 
-    from harness.core import loglik
+    from harness.core.engine import loglik
 
     model = AutoModelForCausalLM.from_pretrained(tiny_llama, dtype=torch.bfloat16)
     tok = models.tokenizer(str(tiny_llama))

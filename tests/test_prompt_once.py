@@ -14,7 +14,7 @@ from lm_eval.evaluator import evaluate
 from lm_eval.models.huggingface import HFLM
 from transformers import LlamaForCausalLM
 
-from harness.core import models
+from harness.core.engine import models
 from harness.scoring.lm_eval_registration import NAME
 from harness.scoring.prompt_once import PromptOnceLM
 from harness.tasks.lm_eval_spec import find_task
@@ -65,7 +65,7 @@ def test_one_token_and_multi_token_continuations_match_hf_in_lm_evals_order(tiny
 
 
 def test_continuation_passes_split_over_many_rows_still_match(tiny_llama, monkeypatch):
-    from harness.core import loglik
+    from harness.core.engine import loglik
 
     monkeypatch.setattr(loglik, "ROWS_PER_CONTEXT", 1)  # 4 rows a pass: the cache is copied per pass
     hf, once = both(tiny_llama)
@@ -74,7 +74,7 @@ def test_continuation_passes_split_over_many_rows_still_match(tiny_llama, monkey
 
 
 def test_the_instruction_every_context_shares_runs_once_and_scores_as_each_context_alone(tiny_llama):
-    from harness.core import loglik
+    from harness.core.engine import loglik
 
     tok = models.tokenizer(str(tiny_llama))
     instruction = "Classify the text as one of: negative, positive.\n\nText:"

@@ -64,7 +64,7 @@ def test_the_report_of_a_run_opens_in_a_browser_with_its_tables_and_figures(tiny
 
 
 def test_the_bayesian_section_where_analyze_has_run(tiny_grid, tmp_path):
-    from harness.stats import report
+    from harness.stats.presentation import report
 
     record = {
         "m": 4,
@@ -135,12 +135,12 @@ def test_the_report_heads_each_model_with_its_pooled_bias_test(tmp_path):
 def test_an_effect_added_in_conditions_alone_shows_in_the_summary_the_report_and_the_plots(
     tmp_path, tiny_llama, data_dir, capsys, monkeypatch
 ):
-    """An effect is one line of harness/core/conditions.py: `gain`, test against base, added there alone
+    """An effect is one line of core/design/conditions.py: `gain`, test against base, added there alone
     (as a contributor would), is read by the summary, the report's dose table and the dose plot."""
     from helpers import tiny_grid_config
 
-    from harness.core import conditions
-    from harness.stats import plots
+    from harness.core.design import conditions
+    from harness.stats.bayes import plots
 
     doses = {"doses": {"prompt-tapt": {"lr": [0.01, 0.02]}}, "subsamples": 1, "exposure": False}
     path = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", **doses)

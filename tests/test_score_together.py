@@ -12,7 +12,7 @@ import torch
 from helpers import TINY_GRID_DIR, tiny_grid_config, without_times
 from transformers import LlamaForCausalLM
 
-from harness.core import adapters, loglik, models
+from harness.core.engine import adapters, loglik, models
 
 
 def lora(model, seed: int):

@@ -11,7 +11,7 @@ from scipy import stats
 
 from contamination.exchangeability import t_statistic
 from harness.cli.main import main
-from harness.core.errors import SettingsError, UserError
+from harness.core.plumbing.errors import SettingsError, UserError
 from harness.grid.configuration import resolve
 from harness.grid.configuration.config import GridConfig, load_config
 from harness.grid.configuration.run_checks import load_run
@@ -141,7 +141,7 @@ def test_the_lm_eval_hook_prints_a_user_error_as_one_line_and_passes_every_other
     import importlib
     import sys
 
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
 
     passed_on = []
     monkeypatch.setattr(sys, "excepthook", lambda kind, error, tb: passed_on.append(kind))
@@ -243,7 +243,7 @@ def test_a_target_acceptance_of_1_or_more_is_refused_before_anything_is_fitted(t
 
     with pytest.raises(SystemExit, match="--retry-target-accept must be below 1 .*got 1.0"):
         main(["analyze", str(tmp_path / "no_results"), "--retry-target-accept", "1"])
-    from harness.stats.sampling import FitSettings
+    from harness.stats.bayes.sampling import FitSettings
 
     with pytest.raises(SettingsError, match="target_accept must be below 1"):
         FitSettings(target_accept=1.2)

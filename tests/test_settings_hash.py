@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.core.settings import fingerprint
+from harness.core.plumbing.settings import fingerprint
 from harness.grid.configuration import resolve
 from harness.grid.configuration.config import CONFIGS_DIR, GridConfig, read
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness.grid.configuration import resolve
 from harness.results import collect
-from harness.stats.summary import summarize
+from harness.stats.summary.summary import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_PAGE = ROOT / "docs" / "results.md"  # the shipped studies' tables (the README links it)
@@ -82,7 +82,7 @@ def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resume
 
     import yaml
 
-    from harness.core.settings import from_mapping
+    from harness.core.plumbing.settings import from_mapping
     from harness.grid.configuration.config import GridConfig, config_path
 
     records = SHIPPED[name]
@@ -98,7 +98,7 @@ def test_the_shipped_units_carry_the_configs_settings_so_the_same_command_resume
 
 def test_the_readmes_counts_of_collapsed_models_are_the_records_and_the_report_shows_them(tmp_path):
     from harness.cli.main import main
-    from harness.stats.summary import one_class
+    from harness.stats.summary.summary import one_class
 
     text = " ".join(RESULTS_PAGE.read_text().split())
     for name, model in (("Prompt TAPT:", MODEL), ("Test-time RL:", f"{MODEL}+test-time-rl")):
@@ -131,7 +131,7 @@ def confirm_rows() -> dict[str, list[str]]:
 
 
 def test_the_readmes_confirmatory_table_is_the_shipped_records():
-    from harness.stats.summary import of_folder
+    from harness.stats.summary.summary import of_folder
 
     configs = {c["model"]: c for c in of_folder(CONFIRM)["configs"]}
     rows = confirm_rows()
@@ -152,8 +152,8 @@ GENERATIVE = ROOT / "studies" / "methods_generative"
 def test_the_readmes_generative_table_is_the_shipped_records():
     """The results page's two rows on tapt_arithmetic: each verdict, bias, unit count, leak and boost is the
     summary of the shipped records, and both models read as confirmed."""
-    from harness.stats.confirmation import confirmation
-    from harness.stats.summary import of_folder
+    from harness.stats.summary.confirmation import confirmation
+    from harness.stats.summary.summary import of_folder
 
     configs = {c["model"]: c for c in of_folder(GENERATIVE)["configs"]}
     text = RESULTS_PAGE.read_text()
@@ -183,8 +183,8 @@ def test_the_readmes_table1_rows_are_the_shipped_records():
     """The results page's replication row of each shipped cell (MiniLM): its units, boost, bias and planted
     leak, each mean and interval end, are the summary of the shipped records, read as confirmed; a
     cell on the results page is shipped, and a shipped cell is on the results page."""
-    from harness.stats.confirmation import confirmation
-    from harness.stats.summary import of_folder
+    from harness.stats.summary.confirmation import confirmation
+    from harness.stats.summary.summary import of_folder
 
     text = RESULTS_PAGE.read_text()
     section = text.split("### The study's Table 1 on real weights", 1)[1].split("\n### ", 1)[0]
@@ -231,8 +231,8 @@ def test_the_readmes_table1_its_way_row_is_the_shipped_plan():
     interval end) are the summary of the shipped plan, read as confirmed, with the study's draw."""
     import json
 
-    from harness.stats.confirmation import confirmation
-    from harness.stats.summary import of_folder
+    from harness.stats.summary.confirmation import confirmation
+    from harness.stats.summary.summary import of_folder
 
     plan = ROOT / "studies" / "table1_minilm_plan"
     text = RESULTS_PAGE.read_text()

@@ -13,10 +13,10 @@ import pytest
 
 from harness.cli.main import main
 from harness.results import collect
-from harness.stats.sign_flip import SignFlip
-from harness.stats.statistics import flip_interval, paired_pvalue
-from harness.stats.summary import summarize
-from harness.stats.summary_text import format_tables
+from harness.stats.presentation.summary_text import format_tables
+from harness.stats.summary.sign_flip import SignFlip
+from harness.stats.summary.statistics import flip_interval, paired_pvalue
+from harness.stats.summary.summary import summarize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import interval_coverage
@@ -130,7 +130,7 @@ def test_a_folder_without_a_plan_is_read_with_the_sides_a_user_names(tmp_path, c
 def plan_manifest(root: Path, model: str, **plan) -> None:
     config = {"confirmatory": True, "sides": "two", "alpha": 0.05, "family": "config"}
     config |= {"equivalence_bound": 5.0, "seed": 1, "subsamples": 8, "tasks": ["a"]} | plan
-    from harness.core.study_plan import config_hash
+    from harness.core.design.study_plan import config_hash
 
     manifest = {"config": config, "config_hash": config_hash(config)}
     (root / "m50" / "n50" / model / "manifest-shard0of1.json").write_text(json.dumps(manifest))

@@ -11,7 +11,7 @@ from helpers import tiny_grid_config
 
 import harness
 from harness.cli.main import main
-from harness.core.errors import SettingsError, UserError
+from harness.core.plumbing.errors import SettingsError, UserError
 from harness.grid.configuration.run_checks import load_run
 from harness.grid.unit.stream import chunks
 

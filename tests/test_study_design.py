@@ -9,7 +9,7 @@ import pytest
 from helpers import write_grid_config
 
 import harness
-from harness.core.errors import SettingsError, UserError
+from harness.core.plumbing.errors import SettingsError, UserError
 from harness.tasks.subsample import draw, train_counts
 from tapt.corpus import keeping_answers, raw_texts
 
@@ -99,7 +99,7 @@ def test_the_majority_columns_are_the_studys(tmp_path, tiny_bert, data_dir):
     assert unit["train_majority"] == (docs["test"]["label"] == top).mean()
     assert unit["chance"] == pytest.approx(1 / 6)
     from harness.results import collect
-    from harness.stats.summary import summarize
+    from harness.stats.summary.summary import summarize
 
     config = summarize(collect(tmp_path / "out"))["configs"][0]  # summarize reads it from the test documents
     above = int(unit["base"] > unit["majority"])
@@ -152,7 +152,7 @@ def test_the_leak_trains_tests_documents_and_steps_its_strength_the_copies_of_ea
 
 
 def test_the_leaks_class_names_are_masked_on_every_read_and_its_text_at_15_percent(tiny_bert):
-    from harness.core import models
+    from harness.core.engine import models
     from tapt.corpus import answer_masks
     from tapt.methods.raw_text.pretrain import AnswerMasked, collator
 

@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.tasks.subsample import draw, stratified_counts
 
 LABELS = np.repeat([0, 1, 2, 3], [500, 300, 150, 50])  # imbalanced pool of 1000
@@ -86,9 +86,13 @@ def test_clear_errors():
 
 
 def test_each_stream_of_a_unit_is_the_one_its_results_were_drawn_with():
-    from harness.core import seeds
+    from harness.core.design import seeds
 
-    assert [seeds.derive(7, 3, s) for s in seeds.STREAMS] == [[7, 3], [7, 3, 1], [7, 3, 2], 7, 10, 7, [7, 4]]
+    found = [seeds.derive(7, 3, s) for s in seeds.STREAMS]
+    assert found == [[7, 3], [7, 3, 1], [7, 3, 2], 7, 10, 7, [7, 4], [7, 3]]  # sample: [seed, 3], no k
+    assert [int(seeds.document(7, 12).integers(100)) for _ in "ab"] == [
+        int(np.random.default_rng([7, 12]).integers(100))
+    ] * 2  # a document's own stream, as every recorded exposure test drew it
     assert seeds.head(7, 3, 0) != seeds.head(7, 3, 1)
     with pytest.raises(ValueError, match="no random stream 'trian'.*draw, eval_draw"):
         seeds.derive(7, 3, "trian")

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from harness.cli.main import main
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.results import collect
-from harness.stats.summary import paired_pvalue, summarize
+from harness.stats.summary.summary import paired_pvalue, summarize
 
 
 def write(root, task, rows, m=10, n=10, model="toy"):
@@ -113,7 +113,7 @@ def test_hand_computed_means(fixture_dir, capsys):
 def test_the_pooled_test_sees_a_bias_no_task_alone_can(tmp_path, capsys):
     """Three tasks of 4 subsamples: no task's sign-flip test can reach 0.05 (2^-4), the 12 units pooled
     can; the pooled MDE is the formula's over all 12 differences, and the summary prints both."""
-    from harness.stats.summary import detectable_effect
+    from harness.stats.summary.summary import detectable_effect
 
     gains = [0.10, 0.15, 0.05, 0.10]
     for task in ("a", "b", "c"):
@@ -138,7 +138,7 @@ def test_the_pooled_test_sees_a_bias_no_task_alone_can(tmp_path, capsys):
 def test_a_method_that_moved_nothing_claims_no_power(tmp_path, capsys):
     """Six subsamples whose test and extra accuracies are equal: a zero spread gives no MDE (inf), not an
     MDE of 0, and the summary says why instead of blaming the subsample count."""
-    from harness.stats.summary import detectable_effect
+    from harness.stats.summary.summary import detectable_effect
 
     assert detectable_effect(np.zeros(6)) == float("inf")
     write(tmp_path, "a", [[0.5, 0.4 + i / 20, 0.4 + i / 20, 0.3, 2, 0.5] for i in range(6)], n=20)
@@ -156,7 +156,7 @@ def test_the_pooled_verdict_reads_the_interval_against_the_bound(tmp_path, capsy
     """Eight subsamples whose biases cancel (p well above 0.05): with a bound above the interval's upper
     end the bias is 'not inflated beyond' it; with a bound inside it, 'inconclusive', with the units that
     would bring the MDE to the bound: K * (MDE / bound)^2, rounded up."""
-    from harness.stats.summary import detectable_effect
+    from harness.stats.summary.summary import detectable_effect
 
     biases = [0.05, -0.05, 0.10, -0.10, 0.05, -0.05, 0.0, 0.0]
     write(tmp_path, "a", [[0.5, 0.5, 0.5 + b, 0.3, 2, 0.5] for b in biases], n=20)
@@ -177,7 +177,7 @@ def test_the_pooled_verdict_reads_the_interval_against_the_bound(tmp_path, capsy
 def test_detectable_bias_by_hand():
     """(t_0.975,5 + t_0.80,5) * sd / sqrt(6) for six differences (the two-sided test); one subsample
     fewer cannot reject (its smallest two-sided p-value, 2^-4, is above 0.05)."""
-    from harness.stats.summary import detectable_effect
+    from harness.stats.summary.summary import detectable_effect
 
     d = np.array([0.1, 0.0, 0.1, 0.0, 0.05, 0.05])
     sd = np.sqrt(np.sum((d - 0.05) ** 2) / 5)
@@ -189,7 +189,7 @@ def test_detectable_bias_by_hand():
 def test_detectable_bias_matches_a_brute_force_power_simulation():
     """Shift the observed differences (centered) by the MDE, resample them, run the permutation test:
     about 80% of the runs reject at 0.05, within the simulation's Monte Carlo error."""
-    from harness.stats.summary import detectable_effect
+    from harness.stats.summary.summary import detectable_effect
 
     rng = np.random.default_rng(0)
     observed = rng.normal(0.004, 0.03, 20)
@@ -292,7 +292,7 @@ def write_predictions(folder, predicted: dict[str, list[int]], docs: int) -> lis
 
 
 def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
-    from harness.stats.summary import prediction_changes
+    from harness.stats.summary.summary import prediction_changes
 
     predicted = {"base": [0, 1, 1, 0], "extra": [0, 1, 0, 0], "test": [1, 1, 0, 1]}  # 2 subsamples x 2 docs
     rows = write_predictions(tmp_path / "m10" / "n10" / "toy" / "a", predicted, docs=2)
@@ -309,8 +309,8 @@ def test_prediction_changes_count_documents_whose_class_moved(tmp_path):
 
 
 def test_a_model_that_gives_every_document_one_class_is_named_collapsed(tmp_path):
-    from harness.stats.summary import one_class
-    from harness.stats.summary_text import format_one_class
+    from harness.stats.presentation.summary_text import format_one_class
+    from harness.stats.summary.summary import one_class
 
     d = tmp_path / "m10" / "n10" / "toy" / "a"
     # 2 subsamples x 3 docs: extra answers class 1 throughout in subsample 0 only, test in both
@@ -329,9 +329,9 @@ def test_a_model_that_gives_every_document_one_class_is_named_collapsed(tmp_path
 def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypatch):
     """The summary, its text and the report read conditions.EFFECTS: an effect added there (here the
     leak against base, tested) gets its mean, p-values and columns with no other change."""
-    from harness.core import conditions
-    from harness.stats import report
-    from harness.stats.summary_text import format_tables
+    from harness.core.design import conditions
+    from harness.stats.presentation import report
+    from harness.stats.presentation.summary_text import format_tables
 
     monkeypatch.setattr(conditions, "EFFECTS", {**conditions.EFFECTS, "total": ("base", "leak")})
     monkeypatch.setattr(conditions, "TESTED", (*conditions.TESTED, "total"))
@@ -362,7 +362,7 @@ def test_a_new_effect_is_one_entry_of_conditions_and_the_tables_follow(monkeypat
 
 def test_the_exposure_table_of_methods_side_by_side_names_each_model():
     """`summarize` over a methods run: each model's rows under its name, the same task under both."""
-    from harness.stats.exposure_summary import format_exposure
+    from harness.stats.summary.exposure_summary import format_exposure
 
     shares, tasks = [], []
     for model, seen in (("lm", 1.0), ("lm+tlm", 0.4)):
@@ -381,7 +381,7 @@ def test_the_exposure_table_of_methods_side_by_side_names_each_model():
 def test_what_each_method_did_lines_up_under_its_headers():
     """A method's folder name longer than the column and a diagnostic one method lacks ('-'): every
     line of the table is as wide as its header, so each number stands under its column."""
-    from harness.stats.diagnostics import format_records
+    from harness.stats.summary.diagnostics import format_records
 
     df = pd.DataFrame(
         [

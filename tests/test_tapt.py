@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import TASKS_DIR, load_spec
 from harness.tasks.subsample import SampleSettings
@@ -130,7 +130,7 @@ def test_same_seed_same_losses(tiny_llama, data_dir, tmp_path):
 def test_bf16_is_opt_in_trains_under_autocast_and_the_adapted_model_is_scored_in_its_own_precision(
     tiny_llama, data_dir, tmp_path
 ):
-    from harness.core import models
+    from harness.core.engine import models
     from tapt import adapter
 
     ids = torch.tensor([[1, 5, 9, 13, 17]])

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from harness.core.errors import TaskError
+from harness.core.plumbing.errors import TaskError
 from harness.tasks import prompts
 from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import TASKS_DIR, all_slugs, load_spec, load_task_config

@@ -9,8 +9,8 @@ import re
 import pytest
 from helpers import one_unit
 
-from harness.core.errors import UserError
-from harness.stats.diagnostics import format_records, method_records
+from harness.core.plumbing.errors import UserError
+from harness.stats.summary.diagnostics import format_records, method_records
 from tapt import methods
 from tapt.methods.test_time_rl import TtrlSettings, rollout_size
 from tapt.methods.test_time_rl.votes import Rewards, answer, tied, vote
@@ -55,8 +55,8 @@ def test_the_authors_training_rules_reach_trls_config_and_the_defaults_keep_the_
 ):
     """weight decay, the dual clip (TRL's delta) and the KL estimator as set are what GRPOTrainer is given;
     at their defaults they are not recorded (the study's hashes), and set they are."""
-    from harness.core import models
-    from harness.core.sections import recorded
+    from harness.core.engine import models
+    from harness.core.plumbing.sections import recorded
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings
     from tapt.methods import Inputs
@@ -101,7 +101,7 @@ def test_the_authors_training_rules_reach_trls_config_and_the_defaults_keep_the_
 def test_train_runs_it_with_its_settings_as_flags(tmp_path, tiny_llama, data_dir):
     """`answers` is its setting (how it samples), apart from train's `--leak` (train on the gold answers)."""
     from harness.cli.main import main, parser
-    from harness.core.settings import from_namespace
+    from harness.core.plumbing.settings import from_namespace
 
     out = tmp_path / "ttrl"
     argv = f"train --method test-time-rl --task ag_news --m 4 --n 4 --base {tiny_llama} --quantize none"
@@ -256,7 +256,7 @@ def test_the_recipe_rows_that_say_the_same_are_the_settings_that_run_and_cite_th
 def test_sampling_among_the_choices_is_refused_on_a_trainer_that_cannot_do_it(tmp_path, tiny_llama, data_dir):
     from trl import GRPOTrainer
 
-    from harness.core import models
+    from harness.core.engine import models
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings
     from tapt.methods import Inputs
@@ -288,7 +288,7 @@ def test_the_grouped_trainer_runs_only_on_the_trl_private_surface_it_was_written
 def test_carried_on_through_a_stream_its_kl_reference_stays_the_base(tmp_path, tiny_llama, data_dir):
     """TRL copies the adapter it is given as the KL reference; on a later chunk that would be the adapter
     the earlier chunks trained. The first chunk's copy (B zero: the base's equal) stays the reference."""
-    from harness.core import models
+    from harness.core.engine import models
     from harness.tasks.protocol import find_spec, subsample_docs
     from harness.tasks.subsample import SampleSettings
     from tapt.methods import Inputs

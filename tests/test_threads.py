@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from harness.core import threads
+from harness.core.engine import threads
 
 
 @pytest.fixture

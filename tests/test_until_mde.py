@@ -33,7 +33,7 @@ def test_the_pooled_mde_is_the_summarys(tmp_path):
 
     import yaml
 
-    from harness.core.settings import from_mapping
+    from harness.core.plumbing.settings import from_mapping
     from harness.grid.configuration.config import config_path
 
     records = Path(__file__).resolve().parents[1] / "studies" / "methods_study"
@@ -42,7 +42,7 @@ def test_the_pooled_mde_is_the_summarys(tmp_path):
     (self_training,) = [c for c in cfg.run_configs() if resolve.tag(c).endswith("+self-training")]
     model_dir = resolve.folder
     from harness.results import collect
-    from harness.stats.summary import summarize
+    from harness.stats.summary.summary import summarize
 
     (summary,) = summarize(collect(model_dir(self_training)))["configs"]
     expected = (100 * summary["detectable_bias"], summary["bias_units"])

@@ -11,7 +11,7 @@ import pytest
 
 import harness
 from harness.cli.main import main
-from harness.core.errors import TaskError
+from harness.core.plumbing.errors import TaskError
 from harness.tasks.data import load_pool
 from harness.tasks.spec import TASKS_DIR, load_spec
 

@@ -10,7 +10,7 @@ import pytest
 from harness import results
 from harness.cli.main import main
 from harness.results import collect
-from harness.stats.summary import summarize
+from harness.stats.summary.summary import summarize
 
 N = 100  # documents a unit: accuracies in steps of 1/100
 

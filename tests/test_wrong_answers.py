@@ -10,7 +10,7 @@ from helpers import tiny_grid_config
 
 import harness
 from harness.cli.main import main
-from harness.core.errors import SettingsError, UserError
+from harness.core.plumbing.errors import SettingsError, UserError
 from harness.grid.configuration.run_checks import load_run
 
 NOT_RESTORING = """
@@ -296,7 +296,7 @@ def test_a_method_whose_setting_shares_a_name_with_trains_own_flags_is_refused(t
     as an integer) would be read from that flag, so the method is refused, naming the setting."""
     (tmp_path / "clash.py").write_text(
         "from dataclasses import dataclass\n"
-        "from harness.core.settings import Settings, option\n"
+        "from harness.core.plumbing.settings import Settings, option\n"
         "from tapt.methods import Method\n"
         "from tapt.methods.prompt_tapt import METHOD as P\n"
         "@dataclass(kw_only=True)\n"

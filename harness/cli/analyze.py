@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from harness.cli.parsing import command, strict_json
-from harness.core.errors import UserError
-from harness.core.settings import from_namespace
+from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.settings import from_namespace
 
 SUBCOMMANDS = ("fit", "meta")
 
@@ -22,7 +22,7 @@ def with_subcommand(argv: list[str]) -> list[str]:
 def cmd_analyze(args: argparse.Namespace) -> None:
     """`analyze fit RESULTS` (or `analyze RESULTS`) fits every selected cell and effect."""
     from harness.results import collect, file_problem, folder_problem
-    from harness.stats import analysis, checks, plots
+    from harness.stats.bayes import analysis, checks, plots
 
     s = from_namespace(analysis.AnalysisSettings, args)
     source = args.results
@@ -57,8 +57,8 @@ def cmd_analyze(args: argparse.Namespace) -> None:
 
 def analyze_meta(args: argparse.Namespace) -> None:
     from harness.results import collect
-    from harness.stats import analysis, plots
-    from harness.stats.meta_analysis import (
+    from harness.stats.bayes import analysis, plots
+    from harness.stats.bayes.meta_analysis import (
         MetaAnalysisSettings,
         format_meta_analysis,
         lm_type_agreement,
@@ -86,7 +86,7 @@ def analyze_meta(args: argparse.Namespace) -> None:
 
 
 def cmd_simulate_pca(args: argparse.Namespace) -> None:
-    from harness.stats.pca_simulation import PcaSettings, format_rows, plot, simulate
+    from harness.stats.bayes.pca_simulation import PcaSettings, format_rows, plot, simulate
 
     s = from_namespace(PcaSettings, args)
     rows = simulate(s)
@@ -97,9 +97,9 @@ def cmd_simulate_pca(args: argparse.Namespace) -> None:
 
 
 def add_commands(sub) -> None:
-    from harness.stats.analysis import AnalysisSettings
-    from harness.stats.meta_analysis import MetaAnalysisSettings
-    from harness.stats.pca_simulation import PcaSettings
+    from harness.stats.bayes.analysis import AnalysisSettings
+    from harness.stats.bayes.meta_analysis import MetaAnalysisSettings
+    from harness.stats.bayes.pca_simulation import PcaSettings
 
     analyze = sub.add_parser(
         "analyze",

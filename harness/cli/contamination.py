@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from harness.cli.parsing import command, strict_json
-from harness.core.errors import read_json_object
-from harness.core.settings import field_names, from_namespace
+from harness.core.plumbing.errors import read_json_object
+from harness.core.plumbing.settings import field_names, from_namespace
 
 WRITTEN_BY = "tapt-bench"  # a result's mark: the file a later --out may replace
 
@@ -18,7 +18,7 @@ def check_out(out: str | None) -> None:
     not write (a copy of the study's log, say) unless it is one of its results."""
     import json
 
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.results import file_problem
 
     if not out:
@@ -46,7 +46,7 @@ def check_out(out: str | None) -> None:
 def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
     """A test's settings from the flags (the base resolved), its result, written to --out if given (the
     file checked before anything is computed)."""
-    from harness.core.models import resolve
+    from harness.core.engine.models import resolve
     from harness.results import write_json
 
     test = from_namespace(cls, args)
@@ -84,7 +84,7 @@ def adapters_draw(args: argparse.Namespace) -> None:
     """A checked adapter's or checkpoint's own draw (its tapt.json) as the defaults of the subsample's
     flags, so that the test reads the documents it was trained on; a flag that contradicts it is refused
     in one line naming both (as lm-eval's hook refuses --metadata)."""
-    from harness.core.settings import field_names
+    from harness.core.plumbing.settings import field_names
     from harness.tasks import adapters
     from harness.tasks.protocol import SplitSettings, find_spec, subsample_docs
 

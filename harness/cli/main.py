@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from harness.core.errors import UserError, tracebacks
+from harness.core.plumbing.errors import UserError, tracebacks
 
 ABOUT = (
     "Does task-adaptive pretraining on a test set's unlabeled text inflate the scores on it? And did a "
@@ -22,7 +22,7 @@ def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; `argv`, the command line it will read, names the method whose
     settings are `train`'s flags."""
     from harness.cli import analyze, contamination, methods, report, run, tasks, train
-    from harness.core.flags import FlagParser
+    from harness.core.plumbing.flags import FlagParser
 
     top = FlagParser(prog="tapt-bench", description=ABOUT, epilog=EPILOG)
     sub = top.add_subparsers(dest="command", required=True, parser_class=FlagParser)

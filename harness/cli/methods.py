@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli.parsing import command
-from harness.core.settings import key_table
+from harness.core.plumbing.settings import key_table
 
 
 def cmd_methods_list(args: argparse.Namespace) -> None:

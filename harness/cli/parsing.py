@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from harness.core.flags import add_settings
+from harness.core.plumbing.flags import add_settings
 
 
 def positive(text: str) -> float:

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from harness.cli.parsing import command, natural, positive, strict_json
-from harness.core.power import ALPHA, TARGET
-from harness.core.settings import field_names, from_namespace
+from harness.core.design.power import ALPHA, TARGET
+from harness.core.plumbing.settings import field_names, from_namespace
 from harness.study.front_door import STATISTICS_HELP
 from harness.study.run_options import RunOptions
 

@@ -7,19 +7,19 @@ import sys
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.settings import from_namespace, pick
+from harness.core.plumbing.settings import from_namespace, pick
 from harness.tasks.spec import TASKS_DIR
 
 
 def cmd_models_prepare(args: argparse.Namespace) -> None:
-    from harness.core import models
+    from harness.core.engine import models
 
     for name in args.names or list(models.PACKAGES):
         print(f"{name}\t{models.prepare(name)}")
 
 
 def cmd_tasks_list(args: argparse.Namespace) -> None:
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.tasks.data import LOCAL_FILES, resolve_data_dir
     from harness.tasks.spec import load_task_config, spec_from_config, task_files
     from harness.tasks.subsample import DataSettings
@@ -128,7 +128,7 @@ def show_lm_eval_task(spec, chosen) -> None:
 
 
 def cmd_tasks_validate(args: argparse.Namespace) -> None:
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
     from harness.tasks.spec import defined_twice, validation_targets
     from harness.tasks.subsample import SampleSettings
     from harness.tasks.validate import problems
@@ -174,7 +174,7 @@ doc_to_choice: *classes
 
 
 def cmd_tasks_new(args: argparse.Namespace) -> None:
-    from harness.core.errors import TaskError
+    from harness.core.plumbing.errors import TaskError
     from harness.results import folder_problem
     from harness.tasks.spec import TEMPLATE, check_slug, task_files
     from harness.tasks.validate import PLACEHOLDERS

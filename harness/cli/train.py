@@ -7,13 +7,13 @@ import shlex
 from pathlib import Path
 
 from harness.cli.parsing import command
-from harness.core.errors import UserError
-from harness.core.settings import flag, from_namespace
+from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.settings import flag, from_namespace
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from harness.core import threads as thread_count
-    from harness.core.models import resolve
+    from harness.core.engine import threads as thread_count
+    from harness.core.engine.models import resolve
     from harness.results import folder_problem
     from tapt.methods.single import TrainArgs
     from tapt.methods.single import train as adapt
@@ -28,7 +28,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     if problem:  # before anything loads: a read-only folder, or a file where the folder goes
         raise UserError(f"--out {train.out}: {problem}")
     train.base = resolve(train.base)
-    thread_count.use(0)  # as `run` does: the cores no other program is using now (harness/core/threads.py)
+    thread_count.use(0)  # as `run` does: the cores no other program uses now (engine/threads.py)
     method = args.chosen_method  # found once, when the parser took its settings as flags
     rec = adapt(train, method, from_namespace(method.settings, args))
     if rec["kind"] == "text":  # a backbone for the classifier flow, which trains a head on it
@@ -84,7 +84,7 @@ def check_no_clash(method) -> None:
     flag: refused unless it is the same setting (the base's form), of the same type."""
     import typing
 
-    from harness.core.settings import field_names
+    from harness.core.plumbing.settings import field_names
     from tapt.methods.single import TrainArgs
 
     ours, theirs = typing.get_type_hints(TrainArgs), typing.get_type_hints(method.settings)
@@ -99,7 +99,7 @@ def check_no_clash(method) -> None:
 
 def every_methods_flags() -> set[str]:
     """The flags of every built-in method's settings (`--packing`): another method's setting is named."""
-    from harness.core.settings import field_names
+    from harness.core.plumbing.settings import field_names
     from tapt.methods.registry import builtin
 
     return {flag(f) for m in builtin().values() for f in field_names(m.settings)}
@@ -107,7 +107,7 @@ def every_methods_flags() -> set[str]:
 
 def add_commands(sub, method: str | None = None) -> None:
     """The commands; `train`'s flags hold `method`'s settings (default: the study's prompt TAPT)."""
-    from harness.core.flags import add_settings
+    from harness.core.plumbing.flags import add_settings
     from harness.grid.unit.flow import default_method
     from tapt import methods
     from tapt.methods.single import TrainArgs

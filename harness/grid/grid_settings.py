@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.core import conditions
-from harness.core.errors import SettingsError
-from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
+from harness.core.design import conditions
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.settings import NEVER, WHEN_SET, Settings, option, since
 from harness.scoring.classifier import STUDY_TASK_OVERRIDES
 from harness.scoring.zero_shot import Rule
 

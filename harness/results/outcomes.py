@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.core import conditions
+from harness.core.design import conditions
 from harness.results.paths import read_table
 
 # per unit, the test documents the test model gets right and the extra model wrong, and the reverse

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.core import conditions
-from harness.core.errors import UserError, read_json_object
+from harness.core.design import conditions
+from harness.core.plumbing.errors import UserError, read_json_object
 
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
 
@@ -38,7 +38,7 @@ CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, bes
 NOT_ADAPTED = "not_adapted"
 
 # a unit record's planted-leak control: each adapted condition's steps and tokens read, and each condition's
-# log p of every test document's gold answer (the manipulation check); harness/stats/control.py reads it
+# log p of every test document's gold answer (the manipulation check); stats/summary/control.py reads it
 CONTROL = "control"
 
 

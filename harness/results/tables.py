@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.core import conditions
-from harness.core.errors import UserError, named, read_json_object
+from harness.core.design import conditions
+from harness.core.plumbing.errors import UserError, named, read_json_object
 from harness.results.outcomes import FLIPS, collapsed, flips, predicted, test_majority
 from harness.results.paths import (
     COLUMNS,

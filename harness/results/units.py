@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core import conditions
-from harness.core.errors import UserError, named
+from harness.core.design import conditions
+from harness.core.plumbing.errors import UserError, named
 from harness.results.paths import (
     COLUMNS,
     NOT_ADAPTED,

@@ -16,8 +16,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from harness.core import models
-from harness.core.settings import Settings, option, since
+from harness.core.engine import models
+from harness.core.plumbing.settings import Settings, option, since
 
 LONG_TEXT_TASKS = ("blog_authorship_corpus", "craigslist_bargains", "frenk_hate_en", "movie_rationales")
 # The study's per-task settings, as its BERT launch scripts set them (kddubey/pretrain-on-test at 80fd183,
@@ -107,7 +107,7 @@ def trainer(
     `init_seed` (default: `seed`), the training order and dropout from `seed`."""
     from transformers import DataCollatorWithPadding, Trainer
 
-    from harness.core import training
+    from harness.core.engine import training
 
     model, tokenizer = load_classifier(backbone, num_classes, seed if init_seed is None else init_seed)
     steps = training.StepLog()

@@ -75,7 +75,7 @@ def unknown_tasks(unknown: list[str], known: list[str], include_path=None):
     words `tapt-bench run` uses."""
     import difflib
 
-    from harness.core.errors import UserError, print_user_errors
+    from harness.core.plumbing.errors import UserError, print_user_errors
     from harness.tasks.spec import unreadable
 
     print_user_errors("lm_eval")
@@ -92,8 +92,8 @@ def unknown_tasks(unknown: list[str], known: list[str], include_path=None):
 
 def base_of(peft) -> str:
     """The base model an adapter names in its config (a folder or a hub id); its errors print alone."""
-    from harness.core.errors import print_user_errors
-    from harness.core.models import adapter_base
+    from harness.core.engine.models import adapter_base
+    from harness.core.plumbing.errors import print_user_errors
 
     print_user_errors("lm_eval")
     return adapter_base(peft)
@@ -128,7 +128,7 @@ def same_base(pretrained: str, peft) -> None:
     ours = weights_print(trained_on)
     if ours is not None and ours == weights_print(pretrained):
         return
-    from harness.core.errors import UserError
+    from harness.core.plumbing.errors import UserError
 
     raise UserError(
         f"lm_eval --model_args peft={peft}: the adapter was trained on {trained_on!r}, not on "
@@ -140,7 +140,7 @@ def init_with_base(init, self, pretrained=None, *args, **kwargs) -> None:
     """lm-eval's HFLM.__init__ (`init`) with the base an adapter names where pretrained= is not given, an
     embedded default by name, and every load's failure one line naming the key to fix."""
     if isinstance(pretrained, str) and embedded(pretrained):
-        from harness.core.models import resolve
+        from harness.core.engine.models import resolve
 
         pretrained = resolve(pretrained)  # an embedded default by name: its prepared folder
     named = "pretrained="  # as the user gave it, or the adapter's config where they did not
@@ -151,8 +151,8 @@ def init_with_base(init, self, pretrained=None, *args, **kwargs) -> None:
         same_base(pretrained, kwargs["peft"])
     if not isinstance(pretrained, str):
         return init(self, pretrained, *args, **kwargs)
-    from harness.core.errors import UserError
-    from harness.core.models import check_weights
+    from harness.core.engine.models import check_weights
+    from harness.core.plumbing.errors import UserError
 
     try:
         check_weights(pretrained, named)
@@ -201,7 +201,7 @@ def pretrained_from_adapter(huggingface) -> None:
     def with_adapter_hash(self) -> dict:  # lm-eval asks the hub for a sha: a local adapter gets ''
         out = info(self)
         if getattr(self, "peft", None):
-            from harness.core.weights import adapter_sha256
+            from harness.core.engine.weights import adapter_sha256
 
             out["peft_sha256"] = adapter_sha256(self._model)
         return out
@@ -213,7 +213,7 @@ def embedded(name: str) -> bool:
     """Whether `name` is an embedded default model's (SmolLM2-135M-Instruct) and no folder of that name."""
     from pathlib import Path
 
-    from harness.core.models import PACKAGES
+    from harness.core.engine.models import PACKAGES
 
     return name in PACKAGES and not Path(name).exists()
 
@@ -224,7 +224,7 @@ def first_line(err: Exception) -> str:
 
 def one_line(message: str):
     """A UserError that lm_eval's command prints as one line."""
-    from harness.core.errors import UserError, print_user_errors
+    from harness.core.plumbing.errors import UserError, print_user_errors
 
     print_user_errors("lm_eval")
     return UserError(f"lm_eval --model_args {message}")

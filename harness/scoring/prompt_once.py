@@ -3,7 +3,7 @@
 lm-eval's `hf` runs every (context, continuation) request as its own sequence and shares a context only
 between one-token continuations. This model groups the requests by context, runs each distinct context
 once (batched across documents) and scores every continuation from that context's KV cache
-(`harness.core.loglik`). The sequence scored is lm-eval's `context_enc + continuation_enc`, as `hf`
+(`harness.core.engine.loglik`). The sequence scored is lm-eval's `context_enc + continuation_enc`, as `hf`
 scores it, so the answers are the same `(log-likelihood, is_greedy)` pairs in the same order; loading,
 PEFT adapters, 4-bit bases, tasks, filters, metrics and `--log_samples` are all HFLM's and lm-eval's.
 
@@ -19,7 +19,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from harness.core import adapters, loglik
+from harness.core.engine import adapters, loglik
 from harness.scoring.lm_eval_registration import NAME
 
 log = logging.getLogger(__name__)

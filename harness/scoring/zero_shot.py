@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.tasks.protocol import Spec
 
 

@@ -26,10 +26,11 @@ import pandas as pd
 from contamination import detectors
 from contamination.exchangeability_run import examples, sharded_test
 from harness import results
-from harness.core import conditions, models
-from harness.core.errors import SettingsError, UserError, read_json_object
-from harness.core.models import load_scoring_model
-from harness.core.settings import Settings, field_names, option
+from harness.core.design import conditions
+from harness.core.engine import models
+from harness.core.engine.models import load_scoring_model
+from harness.core.plumbing.errors import SettingsError, UserError, read_json_object
+from harness.core.plumbing.settings import Settings, field_names, option
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import GridConfig
 from harness.grid.execution import run as grid_run
@@ -214,7 +215,7 @@ def exchangeability_rows(cfg: GridConfig, mode: str, opts: CalibrateOptions, cac
 def why_none(cfg: GridConfig, opts) -> str:
     """Where units of other settings lie under the config's out: how they differ from what calibrate
     reads (the leak and the exposure test, most often), or nothing."""
-    from harness.core.settings import differences
+    from harness.core.plumbing.settings import differences
 
     found = next(iter(results.unit_files(cfg.grid.out)), None)
     if found is None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from harness.core.errors import SettingsError
-from harness.core.settings import did_you_mean, field_names
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.settings import did_you_mean, field_names
 from harness.grid.configuration.config import GridConfig
 from harness.study.run_options import RunOptions
 
@@ -136,8 +136,8 @@ def summarize(
     """A results folder's summary (a Summary: `.tables`, `.text()`, `.to_dict()`). `target`: the bias in
     points the study means to see; `sides`, `family`, `alpha`: for a folder whose run declared no plan;
     `tasks`: these alone (post hoc); `statistics`: plug-in statistics to read beside the built-ins."""
-    from harness.core.power import TARGET
-    from harness.stats.summary import of_folder
+    from harness.core.design.power import TARGET
+    from harness.stats.summary.summary import of_folder
     from harness.study.summary_view import Summary
 
     load_statistics(list(statistics))
@@ -201,7 +201,7 @@ STATISTICS_HELP = (
 def load_statistics(targets: list[str]) -> None:
     """Each statistic named: `file.py:NAME` (a Statistic), or a file or module that registers its statistics
     as it loads."""
-    from harness.stats.statistics import STATISTICS, register
+    from harness.stats.summary.statistics import STATISTICS, register
 
     fix = "name its statistic as FILE.py:NAME, or call harness.api.register(Statistic(...)) in it"
     for target in targets:

@@ -9,9 +9,9 @@ import pandas as pd
 
 from contamination.exposure import condition_tests
 from harness import results
-from harness.core import seeds
-from harness.core.conditions import BASE, NULL
-from harness.core.errors import UserError, read_json_object
+from harness.core.design import seeds
+from harness.core.design.conditions import BASE, NULL
+from harness.core.plumbing.errors import UserError, read_json_object
 from harness.grid.configuration.config import GridConfig
 from harness.grid.configuration.plan import RunPlan
 from harness.grid.execution import run as grid_run

@@ -7,7 +7,7 @@ never uses, and writes the plan.
    answering a split's most frequent class gets right (the classifier flow), or the zero-shot screen's
    (harness.study.screen).
 3. The spread: the per-unit sd of test - extra over the entered tasks' units. The plan's units K: the
-   fewest whose paired test sees the plan's bound with 80% power (harness.core.power), at least enough a
+   fewest whose paired test sees the plan's bound with 80% power (core/design/power.py), at least enough a
    task for a task's own sign-flip test to reject.
 4. The leak: each strength in turn (the entered tasks alone after the first), until the pooled leak -
    extra over K units is seen with 80% power; the first such strength is the plan's.
@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import results
-from harness.core import conditions
-from harness.core.errors import SettingsError, UserError
-from harness.core.power import POWER
-from harness.core.settings import Settings, option
+from harness.core.design import conditions
+from harness.core.design.power import POWER
+from harness.core.plumbing.errors import SettingsError, UserError
+from harness.core.plumbing.settings import Settings, option
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import GridConfig
 from harness.grid.execution.run import run
@@ -35,7 +35,7 @@ from harness.study.plan_file import MARK, write_plan
 from harness.study.sizing import absorbed_text, absorption, differences, leak_at, sized
 
 # a confirmatory plan's seed must stay this far from its pilot's: the classifier stream of unit k is
-# seed + k, so two seeds closer than the units' count share a unit's training seed (harness.core.seeds)
+# seed + k, so two seeds closer than the units' count share a unit's training seed (harness.core.design.seeds)
 SEED_GAP = 1000
 
 

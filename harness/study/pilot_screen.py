@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import results
-from harness.core import conditions
+from harness.core.design import conditions
 from harness.grid.configuration.config import GridConfig
 from harness.study.screen import LEARNS, Screened
 

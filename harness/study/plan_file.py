@@ -10,8 +10,9 @@ from pathlib import Path
 import yaml
 
 from harness import results
-from harness.core import conditions, yaml_files
-from harness.core.errors import UserError
+from harness.core.design import conditions
+from harness.core.plumbing import yaml_files
+from harness.core.plumbing.errors import UserError
 from harness.grid.configuration.config import GridConfig, config_path
 from harness.study.head_recipes import recipe_text, with_recipe
 from harness.study.pilot_screen import RULE

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import results
-from harness.core.errors import UserError, named, read_json_object
+from harness.core.plumbing.errors import UserError, named, read_json_object
 
 FIT_KEYS = (  # what the report reads of each fit record of `analyze --out`
     "m", "n", "effect", "beta_mean", "beta_hdi", "rhat_max", "divergences", "beta_ess_bulk",
@@ -29,7 +29,7 @@ def check_fits(fits: dict, path: str) -> None:
 def target(root: Path, out: str | Path | None) -> Path:
     """The page's file: `out`, else <results>/report.html; refused where it is not a file of ours to
     replace (a device, a folder, a file that is no tapt-bench report)."""
-    from harness.stats import report
+    from harness.stats.presentation import report
 
     path = Path(out or results.report_path(root)).expanduser()
     problem = results.file_problem(path) if out else None
@@ -45,7 +45,7 @@ def target(root: Path, out: str | Path | None) -> Path:
 def fits_for(root: Path, df, analysis: str | None, analyze: bool) -> dict | None:
     """The Bayesian fits the page shows: read from `analysis` (analyze --out's file), fitted here
     (`analyze`), or none."""
-    from harness.stats import analysis as fitting
+    from harness.stats.bayes import analysis as fitting
 
     if analysis:
         fits = read_json_object(analysis, f"--analysis {analysis}", FIX_ANALYSIS)
@@ -59,7 +59,7 @@ def fits_for(root: Path, df, analysis: str | None, analyze: bool) -> dict | None
 
 def write_report(root: Path, out: str | Path | None, analysis: str | None, analyze: bool) -> tuple[Path, int]:
     """Build and write the page; (its file, its bytes). Nothing is written where an input is refused."""
-    from harness.stats import report
+    from harness.stats.presentation import report
 
     path = target(root, out)
     df = results.collect(root)  # a clear error for a folder without results, before anything is written

@@ -10,13 +10,13 @@ import math
 from collections.abc import Callable
 
 from harness import results
-from harness.core.conditions import PRIMARY
-from harness.core.errors import SettingsError
+from harness.core.design.conditions import PRIMARY
+from harness.core.plumbing.errors import SettingsError
 from harness.grid.configuration import resolve
 from harness.grid.configuration.config import GridConfig
 from harness.results import collect
-from harness.stats.summary import summarize
-from harness.stats.verdict import key
+from harness.stats.summary.summary import summarize
+from harness.stats.summary.verdict import key
 
 
 def prepared(cfg: GridConfig, until_mde: float | None) -> GridConfig:

@@ -7,8 +7,8 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 
-from harness.core.errors import SettingsError
-from harness.core.settings import Settings, option
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.settings import Settings, option
 
 
 @dataclass(kw_only=True)

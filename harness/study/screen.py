@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.core import loglik
-from harness.core.errors import UserError
-from harness.core.power import ALPHA
+from harness.core.design.power import ALPHA
+from harness.core.engine import loglik
+from harness.core.plumbing.errors import UserError
 from harness.grid.configuration.config import GridConfig
 from harness.grid.unit.base_model import LOADED, loaded_base
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
@@ -74,7 +74,7 @@ def answers(model, tokenizer, spec: Spec, docs: pd.DataFrame, rule: str, batch_s
     log-likelihood; mean_token: the largest mean per token), as the zero-shot flow reads test; a
     generative task's: whether its greedy answer, read by the task's filter, is the gold one."""
     if spec.generative:
-        from harness.core.generation import generate
+        from harness.core.engine.generation import generate
 
         how = spec.answering
         texts = generate(model, tokenizer, list(docs["prompt"]), how.max_tokens, how.until, batch_size)

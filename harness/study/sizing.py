@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from harness import results
-from harness.core import conditions
-from harness.core.errors import UserError
-from harness.core.power import POWER, mde_at, power_at, units_for_bound
+from harness.core.design import conditions
+from harness.core.design.power import POWER, mde_at, power_at, units_for_bound
+from harness.core.plumbing.errors import UserError
 from harness.grid.configuration.config import GridConfig
 
 
@@ -29,7 +29,7 @@ class Leak:
     power: float  # at the lower bound: what the plan may count on
     low: float = float("nan")  # the one-sided 95% lower bound of the mean, points
     power_at_mean: float = float("nan")
-    absorbed: dict | None = None  # the manipulation check over the same units (harness.stats.control)
+    absorbed: dict | None = None  # the manipulation check over the same units (harness.stats.summary.control)
 
 
 def per_task_floor(alpha: float, sides: str) -> int:
@@ -58,14 +58,14 @@ def differences(folder: Path, effect: str, tasks: list[str]) -> np.ndarray:
 
 
 def absorbed_text(found: dict) -> str:
-    from harness.stats import control
+    from harness.stats.summary import control
 
     return control.absorbed_numbers(found)
 
 
 def absorption(folder: Path, tasks: list[str]) -> dict | None:
     """The manipulation check over the pilot units of `tasks` (None where they recorded none)."""
-    from harness.stats import control  # scipy: loaded where a pilot reads its units, not for --help
+    from harness.stats.summary import control  # scipy: loaded where a pilot reads its units, not for --help
 
     units = [u for u in control.unit_controls(folder) if u["task"] in tasks and "leak" in u]
     if len(units) < 2:

@@ -1,5 +1,5 @@
-"""A results folder's summary as the front door returns it: the tables (harness.stats.summary) with what
-the summary prints beside them, as text or as one JSON-ready mapping."""
+"""A results folder's summary as the front door returns it: the tables (stats/summary/summary.py) with
+what the summary prints beside them, as text or as one JSON-ready mapping."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Summary:
         """What `tapt-bench summarize` prints, each line ended: the tables, then per model folder its
         changed predictions, collapsed models, what each method recorded and the exposure test."""
         from harness.results import model_dir
-        from harness.stats.summary_text import format_tables
+        from harness.stats.presentation.summary_text import format_tables
 
         models = self.models or ()
         folders = [model_dir(self.folder, m, n, t) for m, n, t in models] if models else [self.folder]
@@ -34,9 +34,9 @@ class Summary:
         """The tables, with `exposure`, `methods` and `one_class` where the folder has them (a value a
         method or task did not record is None)."""
         from harness.results import exposure_tests
-        from harness.stats.diagnostics import method_records
-        from harness.stats.exposure_summary import exposure_shares
-        from harness.stats.summary import one_class
+        from harness.stats.summary.diagnostics import method_records
+        from harness.stats.summary.exposure_summary import exposure_shares
+        from harness.stats.summary.summary import one_class
 
         shares = exposure_shares(exposure_tests(self.folder))
         records, collapsed = method_records(self.folder), one_class(self.folder)
@@ -52,10 +52,10 @@ def details(root: Path, tables: dict) -> str:
     """A folder's changed predictions, collapsed models, what each method recorded and the exposure test,
     each part followed by a blank line."""
     from harness.results import exposure_tests
-    from harness.stats.diagnostics import format_records, method_records
-    from harness.stats.exposure_summary import exposure_shares, format_exposure
-    from harness.stats.summary import one_class, prediction_changes
-    from harness.stats.summary_text import format_changes, format_one_class
+    from harness.stats.presentation.summary_text import format_changes, format_one_class
+    from harness.stats.summary.diagnostics import format_records, method_records
+    from harness.stats.summary.exposure_summary import exposure_shares, format_exposure
+    from harness.stats.summary.summary import one_class, prediction_changes
 
     changes = prediction_changes(root)
     parts = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.core.errors import UserError, named
+from harness.core.plumbing.errors import UserError, named
 from harness.results.paths import adapter_record_path
 from harness.results.units import FIRST_TRAIN_DRAW
 
@@ -107,7 +107,7 @@ def check_record(peft, model) -> None:
         return  # none, or not whole: trained_for says so where it reads the draw
     if not recorded:
         return
-    from harness.core.weights import adapter_sha256
+    from harness.core.engine.weights import adapter_sha256
 
     found = adapter_sha256(model)
     if found is not None and found != recorded:

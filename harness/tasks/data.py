@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from harness.core.errors import TaskError, named
+from harness.core.plumbing.errors import TaskError, named
 
 if TYPE_CHECKING:  # the spec's own methods load its pool through this module
     from harness.tasks.spec import TaskSpec

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from harness.core import seeds
-from harness.core.errors import UserError
+from harness.core.design import seeds
+from harness.core.plumbing.errors import UserError
 from harness.tasks.data import read_local
 
 if TYPE_CHECKING:

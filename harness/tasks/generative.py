@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.errors import TaskError, named
+from harness.core.plumbing.errors import TaskError, named
 
 GENERATE = "generate_until"
 # lm-eval metrics whose value is a property of one document's answer (then averaged): a unit's

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.core import seeds
-from harness.core.errors import SettingsError, TaskError, UserError, named
+from harness.core.design import seeds
+from harness.core.plumbing.errors import SettingsError, TaskError, UserError, named
 from harness.tasks import generative
 from harness.tasks.subsample import (
     DRAWS,

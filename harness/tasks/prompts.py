@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from harness.core.errors import SettingsError
+from harness.core.plumbing.errors import SettingsError
 
 if TYPE_CHECKING:  # the spec's own methods render through this module
     import pandas as pd
@@ -44,7 +44,7 @@ def zero_shot(spec: TaskSpec, text: str) -> str:
 def chat_tokenizer(model: str):
     """`model`'s tokenizer where it has a chat template; None where it has none (the study then joins the
     turns' texts, which is the plain prompt)."""
-    from harness.core import models
+    from harness.core.engine import models
 
     tok = models.tokenizer(models.resolve(model))
     return tok if tok.chat_template else None

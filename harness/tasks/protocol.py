@@ -11,8 +11,8 @@ from typing import Any, Literal, Protocol
 
 import pandas as pd
 
-from harness.core.errors import TaskError, UnknownTaskError
-from harness.core.settings import option
+from harness.core.plumbing.errors import TaskError, UnknownTaskError
+from harness.core.plumbing.settings import option
 from harness.tasks.generative import Answering
 from harness.tasks.lm_eval_spec import load_lm_eval_spec
 from harness.tasks.spec import load_spec

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from harness.core import yaml_files
-from harness.core.errors import TaskError, UnknownTaskError, UserError
+from harness.core.plumbing import yaml_files
+from harness.core.plumbing.errors import TaskError, UnknownTaskError, UserError
 from harness.tasks import generative, prompts
 from harness.tasks.data import apply_filters, load_pool, resolve_data_dir, to_canonical
 from harness.tasks.subsample import DRAWS, SampleSettings, Subsample, draw, majority_share

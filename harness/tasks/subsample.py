@@ -7,10 +7,10 @@ from typing import Literal
 
 import numpy as np
 
-from harness.core import seeds
-from harness.core.conditions import NULL
-from harness.core.errors import TaskError
-from harness.core.settings import NEVER, WHEN_SET, Settings, option, since
+from harness.core.design import seeds
+from harness.core.design.conditions import NULL
+from harness.core.plumbing.errors import TaskError
+from harness.core.plumbing.settings import NEVER, WHEN_SET, Settings, option, since
 from harness.results.units import FIRST_TRAIN_DRAW
 
 SPLITS = ("train", "extra", "test")
@@ -128,7 +128,7 @@ def draw(
     train: rows of every class, int(m / K) each (balanced, the study's) or m in the pool's proportions
     (train_counts); extra and test: n rows each drawn uniformly from the rest. A pure function of its
     arguments: numpy's PCG64 seeded with (seed, subsample) gives the same rows on every machine and
-    process (harness.core.seeds, stream `draw`).
+    process (harness.core.design.seeds, stream `draw`).
     """
     labels = np.asarray(labels)
     k = int(labels.max()) + 1
@@ -151,7 +151,7 @@ def draw(
 def draw_eval(labels: np.ndarray | None, subsample: int, n: int, seed: int, size: int) -> Subsample:
     """extra and test of an lm-eval task's evaluation pool of `size` docs: two disjoint draws of n docs,
     stratified by gold index where `labels` are given (the choices are the same for every doc), else
-    uniform. Its own stream of the seed (`eval_draw`, harness.core.seeds); `train` is drawn from the
+    uniform. Its own stream of the seed (`eval_draw`, harness.core.design.seeds); `train` is drawn from the
     training split apart."""
     if 2 * n > size:
         raise TaskError(f"2n = {2 * n} exceeds the {size} evaluation docs of the task; lower n")

@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import TaskError, named
-from harness.core.settings import pick
+from harness.core.plumbing.errors import TaskError, named
+from harness.core.plumbing.settings import pick
 from harness.tasks import generative
 from harness.tasks.data import load_pool
 from harness.tasks.spec import is_task, lm_eval_tasks, load_task_config, spec_from_config

@@ -9,14 +9,14 @@ as lm-eval's models and pytest's plugins are. The documents an `adapt` call rece
 column only for the `leak` condition: every other condition gets them without it.
 
 What a method promises is checked where it can be: the grid fingerprints the base and stops the run when
-a restore does not give it back unchanged (harness.core.weights); a condition whose method learned
+a restore does not give it back unchanged (harness.core.engine.weights); a condition whose method learned
 from no document (the record's `learned_from` is 0, or it took no optimizer step), or whose model scores
 every test document exactly as the base does, is marked as not adapted and kept out of the effects.
 Naming a method by file or module runs that file's top-level code, as installing a pytest plugin does.
 """
 
-from harness.core.recipe import recipe_table  # noqa: F401  (a method file's import)
-from harness.core.settings import Settings  # noqa: F401  (a method's settings subclass it)
+from harness.core.plumbing.recipe import recipe_table  # noqa: F401  (a method file's import)
+from harness.core.plumbing.settings import Settings  # noqa: F401  (a method's settings subclass it)
 from tapt.methods.contract import (  # noqa: F401  (the contract, as methods and plug-ins import it)
     COUNTS,
     DIAGNOSTICS,

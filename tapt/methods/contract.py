@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.core.errors import UserError, named
-from harness.core.settings import Settings
+from harness.core.plumbing.errors import UserError, named
+from harness.core.plumbing.settings import Settings
 from harness.tasks.protocol import Spec
 
 if TYPE_CHECKING:
-    from harness.core import weights
+    from harness.core.engine import weights
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a method's name becomes a results folder: no paths
 DIAGNOSTICS = "diagnostics"  # the record's map of what the method reports of itself (Method.diagnostics)
@@ -118,7 +118,7 @@ class Method:
         of the kind it was given, a JSON-able record, and a model that moved from the base wherever the
         method says it learned (its record's `moved`; `base_print`: the base's fingerprint, if known;
         `condition` names the condition in its errors)."""
-        from harness.core import weights  # torch: imported where a method runs, not where settings parse
+        from harness.core.engine import weights  # torch: imported where a method runs, not as settings parse
 
         use_cache = getattr(getattr(inputs.model, "config", None), "use_cache", None)
         given_dir = inputs.model_dir is not None
@@ -195,7 +195,7 @@ class Method:
     def check_moved(self, record: dict, docs: int, condition: str) -> None:
         """Stop when the method says it took optimizer steps on documents, yet its model is exactly the
         base (no LoRA layer adds a weight change, or no tensor changed): no gradient reached its weights."""
-        from harness.core import weights
+        from harness.core.engine import weights
 
         moved = record[MOVED]
         claimed = isinstance(record.get("steps"), int) and record["steps"] > 0
@@ -217,7 +217,7 @@ class Method:
     def configured(self, values: dict | None, where: str, hidden: tuple[str, ...] = ()) -> Settings:
         """The method's settings from a mapping (a config's `method_settings: {name: {...}}`; `hidden`: its
         keys that are set elsewhere, not listed as allowed there)."""
-        from harness.core.settings import from_mapping
+        from harness.core.plumbing.settings import from_mapping
 
         return from_mapping(self.settings, values or {}, where, hidden)
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from harness.core import models
+from harness.core.engine import models
 from harness.tasks.prompts import PACK_SIZE
 from tapt import adapter
 from tapt.methods import Adapted, Inputs, Method, recipe_table

@@ -8,9 +8,9 @@ import importlib
 from functools import cache
 from pathlib import Path
 
-from harness.core.errors import SettingsError
-from harness.core.plugins import PluginError, Registry
-from harness.core.settings import Settings
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.plugins import PluginError, Registry
+from harness.core.plumbing.settings import Settings
 from tapt.methods.contract import NAME, Method
 
 BUILT_IN = {  # name -> its Method, in the order `methods list` and the docs show them; a new built-in: a row
@@ -87,7 +87,7 @@ def check_method(value: Method, target: str) -> None:
         )
     if not (isinstance(value.settings, type) and issubclass(value.settings, Settings)):
         problems.append(
-            f"its settings {value.settings!r} must be a dataclass subclassing harness.core.settings.Settings"
+            f"its settings {value.settings!r} must be a dataclass subclassing harness.api.Settings"
         )
     if not callable(value.adapt):
         problems.append("its adapt must be a function of Inputs returning Adapted")

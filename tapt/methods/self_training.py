@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.core import loglik
-from harness.core.settings import option, since
+from harness.core.engine import loglik
+from harness.core.plumbing.settings import option, since
 from tapt import adapter
 from tapt.methods import VOTES, Adapted, Inputs, Method, recipe_table
 
@@ -57,7 +57,7 @@ def generated_labels(model, tokenizer, spec, docs, batch_size: int) -> list[str 
     """A generative task's pseudo-labels: the base's greedy answer to each prompt, generated and read as
     lm-eval scores the task (its stop strings, token budget and first filter); None where the filter
     finds no answer."""
-    from harness.core.generation import generate
+    from harness.core.engine.generation import generate
 
     how = spec.answering
     texts = generate(model, tokenizer, list(docs["prompt"]), how.max_tokens, how.until, batch_size)

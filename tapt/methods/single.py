@@ -9,10 +9,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import models, weights
-from harness.core.errors import UserError
-from harness.core.models import FormSettings
-from harness.core.settings import Settings, pick
+from harness.core.engine import models, weights
+from harness.core.engine.models import FormSettings
+from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.settings import Settings, pick
 from harness.tasks.protocol import unlabeled
 from tapt import methods, output
 from tapt.corpus import TaptOptions

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.core.errors import SettingsError
-from harness.core.settings import Settings, option
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.settings import Settings, option
 from harness.tasks.protocol import answered
 from tapt.methods import Adapted, Inputs, Method, recipe_table
 
@@ -156,7 +156,7 @@ def adapt(x: Inputs) -> Adapted:  # torch and the trainers load as a unit runs, 
     from peft import LoraConfig
     from transformers import DataCollatorForLanguageModeling, set_seed
 
-    from harness.core import models, training
+    from harness.core.engine import models, training
 
     s: TlmSettings = x.settings
     set_seed(x.seed)

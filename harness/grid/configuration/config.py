@@ -9,12 +9,13 @@ from pathlib import Path
 import yaml
 
 from contamination.exposure_run import ExposureSettings
-from harness.core import models, yaml_files
-from harness.core.errors import SettingsError, UserError
-from harness.core.models import SMOLLM2, ModelSettings
-from harness.core.sections import Sections
-from harness.core.settings import against, did_you_mean, field_names, flag, from_mapping
-from harness.core.study_plan import StudyPlan
+from harness.core.design.study_plan import StudyPlan
+from harness.core.engine import models
+from harness.core.engine.models import SMOLLM2, ModelSettings
+from harness.core.plumbing import yaml_files
+from harness.core.plumbing.errors import SettingsError, UserError
+from harness.core.plumbing.sections import Sections
+from harness.core.plumbing.settings import against, did_you_mean, field_names, flag, from_mapping
 from harness.grid.configuration import study_layout
 from harness.grid.grid_settings import GridSettings
 from harness.grid.unit import flow
@@ -59,7 +60,7 @@ class GridConfig(Sections):
         read no file; a plug-in flow named by file or module is loaded to be asked (its top-level code runs
         once a process). What needs the disk or a method (the out folder, each method, each cell) is
         checked once for a run, by `check_run`."""
-        from harness.core.plugins import called
+        from harness.core.plumbing.plugins import called
 
         served = flow.get(self.grid.flow)
         called("flow", served.name, served.check, self)
@@ -184,8 +185,8 @@ def section_of(found: flow.Flow, key: str, spec: object) -> tuple[type, str]:
     whose keys no other section holds; else one line naming the flow's file and the fix."""
     import dataclasses
 
-    from harness.core.plugins import where
-    from harness.core.settings import Settings
+    from harness.core.plumbing.plugins import where
+    from harness.core.plumbing.settings import Settings
 
     source = f"flow {found.name!r} ({where(found.compute)})"
     ok = isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], type)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import results
-from harness.core import study_plan
-from harness.core.settings import Settings, fingerprint
+from harness.core.design import study_plan
+from harness.core.plumbing.settings import Settings, fingerprint
 from harness.grid.configuration import resolve, run_checks, study_layout
 from harness.grid.configuration.config import GridConfig
 from harness.grid.unit import fingerprints, flow

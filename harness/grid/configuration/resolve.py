@@ -9,11 +9,11 @@ from pathlib import Path
 
 from contamination import codec
 from harness import results
-from harness.core import conditions
-from harness.core.errors import SettingsError
-from harness.core.plugins import source_sha256
-from harness.core.sections import recorded as section_record
-from harness.core.settings import Settings, field_names, fingerprint
+from harness.core.design import conditions
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.plugins import source_sha256
+from harness.core.plumbing.sections import recorded as section_record
+from harness.core.plumbing.settings import Settings, field_names, fingerprint
 from harness.grid.configuration import study_layout
 from harness.grid.configuration.config import GridConfig
 from harness.grid.unit import flow

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from contamination.exposure import check_sizes
 from harness import results
-from harness.core import conditions
-from harness.core.errors import SettingsError, UserError
-from harness.core.settings import NEVER, did_you_mean, field_names
+from harness.core.design import conditions
+from harness.core.plumbing.errors import SettingsError, UserError
+from harness.core.plumbing.settings import NEVER, did_you_mean, field_names
 from harness.grid.configuration import resolve
 from harness.grid.configuration.config import GridConfig, as_set, config_path, load_config
 from harness.grid.unit.flow import FLOWS, default_method

@@ -13,10 +13,10 @@ import dataclasses
 import warnings
 from typing import Any
 
-from harness.core.errors import SettingsError
-from harness.core.models import FormSettings
-from harness.core.sections import recorded
-from harness.core.settings import Settings, did_you_mean, field_names
+from harness.core.engine.models import FormSettings
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.sections import recorded
+from harness.core.plumbing.settings import Settings, did_you_mean, field_names
 from harness.grid.unit.flow import builtin, default_method
 from tapt import methods
 from tapt.adapter import LoraTrainingSettings

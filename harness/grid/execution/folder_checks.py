@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from harness import results
-from harness.core import study_plan
-from harness.core.errors import SettingsError, read_json_object
-from harness.core.settings import differences
+from harness.core.design import study_plan
+from harness.core.plumbing.errors import SettingsError, read_json_object
+from harness.core.plumbing.settings import differences
 from harness.grid.configuration import plan
 from harness.grid.configuration.plan import RunPlan
 from harness.grid.unit import fingerprints

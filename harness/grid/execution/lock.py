@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness import results
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 
 
 def alive(pid: int) -> bool:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness import results
-from harness.core.errors import SettingsError, UserError
-from harness.core.settings import differences
+from harness.core.plumbing.errors import SettingsError, UserError
+from harness.core.plumbing.settings import differences
 
 
 def check_same_settings(sources: list[Path]) -> None:

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from harness.grid.execution.pool import fits
 from harness.grid.execution.worker_messages import Done, Memory, measure
 from harness.grid.unit import flow

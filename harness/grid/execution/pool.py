@@ -28,8 +28,8 @@ import traceback
 from collections import deque
 from collections.abc import Iterator
 
-from harness.core import threads as thread_count
-from harness.core.errors import UserError, named
+from harness.core.engine import threads as thread_count
+from harness.core.plumbing.errors import UserError, named
 from harness.grid.execution.worker_messages import Done, Failed, Job, Memory, measure
 from harness.grid.unit import flow
 from harness.grid.unit.base_model import LOADED

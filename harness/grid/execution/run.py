@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness import results
-from harness.core import threads as thread_count
-from harness.core.errors import SettingsError, UserError, read_json_object
-from harness.core.provenance import library_versions
+from harness.core.engine import threads as thread_count
+from harness.core.plumbing.errors import SettingsError, UserError, read_json_object
+from harness.core.plumbing.provenance import library_versions
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import GridConfig
 from harness.grid.configuration.plan import RunPlan
@@ -187,7 +187,7 @@ def run(
     plan.py): each unit reads its settings, folder and hash from its plan.
 
     `execute(plans, keep_adapters)` yields finished units' records in any order (default: one by one in this
-    process, with `threads` torch threads (0: the free cores, see harness/core/threads.py);
+    process, with `threads` torch threads (0: the free cores, see harness/core/engine/threads.py);
     execution/on_ray.py: as Ray tasks). The terminal shows one progress bar; everything else goes to
     the run's log file. `upto`: only the subsamples below it (a round of `run --until-mde`)."""
     plans = (cfg,) if isinstance(cfg, RunPlan) else plan.run_plans(cfg)  # a RunPlan: checked already

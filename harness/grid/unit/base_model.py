@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core import models, weights
-from harness.core.errors import UserError
-from harness.core.models import FormSettings, ModelSettings
+from harness.core.engine import models, weights
+from harness.core.engine.models import FormSettings, ModelSettings
+from harness.core.plumbing.errors import UserError
 from tapt import methods
 
 

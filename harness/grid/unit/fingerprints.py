@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core import models
-from harness.core.settings import fingerprint
+from harness.core.engine import models
+from harness.core.plumbing.settings import fingerprint
 from harness.tasks.protocol import Spec
 
 WEIGHTS = ("*.safetensors", "*.bin", "*.gguf", "*.pt")  # a model folder's weight files

@@ -18,10 +18,10 @@ from functools import cache
 
 import pandas as pd
 
-from harness.core.errors import SettingsError
-from harness.core.plugins import PluginError, Registry
-from harness.core.sections import Sections
-from harness.core.settings import Settings
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.plugins import PluginError, Registry
+from harness.core.plumbing.sections import Sections
+from harness.core.plumbing.settings import Settings
 from harness.grid.grid_settings import GridSettings
 from harness.grid.unit.unit_plan import UnitPlan
 from harness.grid.unit.unit_record import Step, UnitRecord
@@ -56,8 +56,8 @@ class Flow:
 
 
 BUILT_IN = {  # name -> its Flow, in the order the docs show them; a new built-in flow: a row
-    "zero_shot": "harness.grid.unit.flows.zero_shot:FLOW",
     "classifier": "harness.grid.unit.flows.classifier:FLOW",
+    "zero_shot": "harness.grid.unit.flows.zero_shot:FLOW",
 }
 
 
@@ -92,7 +92,7 @@ def check_exposure_parts(grid: GridSettings, runs_them: bool) -> None:
 def compute(plan: UnitPlan, keep_adapters: bool = False) -> UnitRecord:
     """One unit computed by its flow; nothing is written but kept adapters. A plug-in flow's failure, or
     anything but a UnitRecord it returns, is one line naming its file."""
-    from harness.core.plugins import called, where
+    from harness.core.plumbing.plugins import called, where
 
     served = get(plan.grid.flow)
     record = called("flow", served.name, served.compute, plan, keep_adapters)
@@ -114,7 +114,7 @@ def get(name: str) -> Flow:
         raise SettingsError.of("flow", str(err)) from None
     if FLOWS.get(found.name) is not found:
         if found.name in builtin() or FLOWS.get(found.name) is not None:
-            from harness.core.plugins import where
+            from harness.core.plumbing.plugins import where
 
             problem = (
                 f"{name}: its Flow is named {found.name!r}, the name of another flow "
@@ -133,7 +133,7 @@ def known_method(found: Flow) -> None:
     try:
         methods.find(found.default_method)
     except SettingsError as err:
-        from harness.core.plugins import where
+        from harness.core.plumbing.plugins import where
 
         raise SettingsError.of(
             "flow",

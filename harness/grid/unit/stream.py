@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 from tapt import methods
 
 DROPPED = ("rows", methods.VOTES)  # per-document keys of a chunk's record: the unit keeps the counts

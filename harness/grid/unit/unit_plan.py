@@ -14,9 +14,9 @@ from typing import NamedTuple
 import pandas as pd
 
 from contamination.exposure_run import ExposureSettings
-from harness.core import seeds
-from harness.core.models import FormSettings, ModelSettings
-from harness.core.settings import Settings
+from harness.core.design import seeds
+from harness.core.engine.models import FormSettings, ModelSettings
+from harness.core.plumbing.settings import Settings
 from harness.grid.grid_settings import GridSettings
 from harness.tasks.protocol import Spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
@@ -52,7 +52,7 @@ class UnitPlan:
     recorded: dict  # the settings every unit of the run records (configuration/resolve.py: recorded)
     settings_hash: str
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
-    code: dict  # the product code's commit and the config's hash (harness/core/study_plan.py)
+    code: dict  # the product code's commit and the config's hash (harness/core/design/study_plan.py)
     weights: str | None = None  # the base's weight files by content (harness/grid/unit/fingerprints.py)
 
     def __getstate__(self) -> dict:
@@ -87,7 +87,7 @@ class UnitPlan:
 
     def stream(self, name: str) -> int:
         """The seed of one of the unit's streams that torch and transformers read (`adapt`, `classifier`,
-        `exposure`), by the one rule of harness.core.seeds."""
+        `exposure`), by the one rule of harness.core.design.seeds."""
         return seeds.derive(self.seed, self.key.k, name)
 
     def adaptation(self) -> methods.Method:

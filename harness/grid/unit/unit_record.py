@@ -11,8 +11,8 @@ import pandas as pd
 
 from contamination.exposure import condition_tests
 from harness import results
-from harness.core import conditions
-from harness.core.errors import UserError
+from harness.core.design import conditions
+from harness.core.plumbing.errors import UserError
 from harness.grid.unit import fingerprints
 from harness.grid.unit.unit_plan import UnitKey, UnitPlan
 from harness.scoring import zero_shot

@@ -3,7 +3,7 @@ split's texts (each followed by its class name for the leak)."""
 
 from __future__ import annotations
 
-from harness.core import models
+from harness.core.engine import models
 from tapt.corpus import raw_texts
 from tapt.methods import Adapted, Inputs, Method, recipe_table
 from tapt.methods.raw_text.pretrain import MLM_PROBABILITY, TextSettings, pretrain

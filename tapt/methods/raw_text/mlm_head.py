@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from harness.core import models
+from harness.core.engine import models
 
 # the fit's recipe (the study fits no head: BERT ships one); a row's first FIT_LENGTH tokens, 15% masked
 FIT_LENGTH, FIT_EPOCHS, FIT_LR, FIT_BATCH = 128, 4.0, 1e-3, 16
@@ -65,7 +65,7 @@ def fit(base: str, texts: list[str], seed: int, out: Path) -> dict:
     from datasets import Dataset
     from transformers import AutoModelForMaskedLM, Trainer, set_seed
 
-    from harness.core import training
+    from harness.core.engine import training
     from tapt.methods.raw_text.pretrain import collator
 
     set_seed(seed)

@@ -8,8 +8,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import models
-from harness.core.settings import Settings, option
+from harness.core.engine import models
+from harness.core.plumbing.settings import Settings, option
 from tapt import output
 from tapt.corpus import TaptOptions, answer_masks, keeping_answers, raw_texts
 
@@ -126,7 +126,7 @@ def pretrain(base: str, texts: list[tuple[str, str]], settings: TextSettings, se
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, Trainer, set_seed
 
-    from harness.core import training
+    from harness.core.engine import training
 
     decoder = models.is_decoder(base)
     epochs = settings.pretrain_epochs or (1.0 if decoder else 2.0)

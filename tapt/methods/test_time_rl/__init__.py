@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.core.errors import UserError
-from harness.core.settings import Settings, option, since
+from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.settings import Settings, option, since
 from harness.tasks.generative import equivalent
 from tapt.methods import GREEDY, SAMPLED, VOTES, Adapted, Inputs, Method
 from tapt.methods.test_time_rl.recipe import RECIPE
@@ -153,7 +153,7 @@ def reference_of(model) -> dict:
 
 
 def grpo_arguments(x: Inputs, rollout: int, longest: int):
-    from harness.core import training  # torch and the trainers load as a unit runs
+    from harness.core.engine import training  # torch and the trainers load as a unit runs
 
     """TRL's GRPOConfig for the split: one rollout of `rollout` prompts, then rollout/update steps. A pass
     holds one prompt's samples (all of a rollout's at once held 20 GB for ag_news's prompts); an update
@@ -191,7 +191,7 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
     from peft import LoraConfig
     from transformers import set_seed
 
-    from harness.core import training
+    from harness.core.engine import training
     from tapt.methods.test_time_rl.grpo_groups import GroupedGRPOTrainer
 
     s: TtrlSettings = x.settings
@@ -248,7 +248,7 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
 def greedy_answers(x: Inputs, read, rows: list[int]) -> list:
     """The base's greedy answer to each of the split's prompts, read as the samples are (TTRL's premise:
     the vote of the samples is right more often than this one answer)."""
-    from harness.core.generation import generate
+    from harness.core.engine.generation import generate
 
     how = x.spec.answering
     texts = generate(x.model, x.tokenizer, list(x.docs["prompt"]), how.max_tokens, how.until, 8)

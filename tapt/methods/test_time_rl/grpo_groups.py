@@ -20,7 +20,7 @@ from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.trainer.utils import pad, split_tensor_dict
 
-from harness.core.errors import UserError
+from harness.core.plumbing.errors import UserError
 
 # the private surface of TRL's GRPOTrainer this trainer overrides or reads, as it stood in the TRL it was
 # tested on (1.16): each method's parameters, and the attributes `_plain` reads. TRL changes its private

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core import conditions, models, seeds
-from harness.core.errors import SettingsError
-from harness.core.sections import Sections
+from harness.core.design import conditions, seeds
+from harness.core.engine import models
+from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.sections import Sections
 from harness.grid.unit.flow import Flow, check_exposure_parts
 from harness.grid.unit.unit_plan import UnitPlan
 from harness.grid.unit.unit_record import (

@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness import results
-from harness.core import adapters, conditions, models, weights
-from harness.core.errors import SettingsError, UserError
-from harness.core.models import FormSettings
-from harness.core.sections import Sections, default_of
+from harness.core.design import conditions
+from harness.core.engine import adapters, models, weights
+from harness.core.engine.models import FormSettings
+from harness.core.plumbing.errors import SettingsError, UserError
+from harness.core.plumbing.sections import Sections, default_of
 from harness.grid.unit import stream
 from harness.grid.unit.base_model import LOADED, loaded_base
 from harness.grid.unit.flow import Flow, check_exposure_parts

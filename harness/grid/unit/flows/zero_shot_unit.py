@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from contamination import doc_scores
-from harness.core import adapters, conditions
-from harness.core.settings import Settings
+from harness.core.design import conditions
+from harness.core.engine import adapters
+from harness.core.plumbing.settings import Settings
 from harness.grid.unit.base_model import BASE_SCORES, Base, loaded_base
 from harness.grid.unit.unit_plan import UnitPlan
 from harness.grid.unit.unit_record import Step, exposure_docs, leak_strength, split_docs
