@@ -1,6 +1,7 @@
 """tapt-bench summarize: means, permutation tests, BH adjustment, the JSON shape, bad input."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -410,3 +411,13 @@ def test_sibling_runs_of_the_same_units_are_never_pooled(tmp_path, tiny_grid):
     with pytest.raises(UserError, match=r"holds two runs of the same unit .*pilot/leak-1 and .*pilot/leak-4"):
         collect(tmp_path / "pilot")
     assert len(collect(tmp_path / "pilot" / "leak-1")) == len(collect(tiny_grid))
+
+
+def test_a_voting_method_whose_units_recorded_no_premise_is_said_not_checked(capsys):
+    """Test-time RL's shipped units voted on their own labels before the premise was recorded: the summary
+    says the premise was not checked, with how many units, rather than nothing."""
+    from harness.cli.main import main
+
+    main(["summarize", str(Path(__file__).parents[1] / "studies" / "ttrl_free")])
+    out = capsys.readouterr().out
+    assert "premise: not checked: 30 unit(s) of this method voted on their own labels" in out

@@ -14,7 +14,7 @@ from harness.core.design import conditions
 from harness.core.design.power import ALPHA, POWER
 from harness.stats.summary.confirmation import line as confirmation_line
 from harness.stats.summary.control import control_line
-from harness.stats.summary.diagnostics import premise_line
+from harness.stats.summary.diagnostics import premise_line, premise_unchecked_line
 from harness.stats.summary.families import families
 from harness.stats.summary.statistics import STATISTICS
 from harness.stats.summary.verdict import (
@@ -99,6 +99,8 @@ def format_tables(summary: dict[str, Any]) -> str:
             lines += [f"  {line}" for line in draw_lines(c["confirmation"])]
         if c.get("premise"):
             lines.append(f"  {premise_line(c['premise'])}")
+        if c.get("premise_unchecked"):
+            lines.append(f"  {premise_unchecked_line(c['premise_unchecked'])}")
         if c.get("control"):
             lines.append(f"  {control_line(c['control'])}")
         if c.get(key(primary, "units")):

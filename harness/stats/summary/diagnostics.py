@@ -135,6 +135,26 @@ def premise(mdir: Path) -> dict[str, dict[str, float]]:
     }
 
 
+def unchecked_premise(mdir: Path) -> int:
+    """The units of a model folder whose method voted on its own labels (its record's `votes`) and
+    recorded no premise: written before the premise was recorded, or on a task where it is not."""
+    count = 0
+    for path in results.unit_files(mdir):
+        training = results.read_unit(path).get("training", {})
+        records = [r for c, r in training.items() if c in conditions.ALL and isinstance(r, dict)]
+        voted = any(r.get("votes") for r in records)
+        count += voted and not any(r.get("premise_documents") for r in records)
+    return count
+
+
+def premise_unchecked_line(units: int) -> str:
+    return (
+        f"premise: not checked: {units} unit(s) of this method voted on their own labels and recorded no "
+        "premise (the vote against the base's own answer): units written before it was recorded, or on a "
+        "multiple-choice task, where it is not recorded yet; the bias is read without it"
+    )
+
+
 def premise_fails(found: dict[str, dict[str, float]]) -> str | None:
     """Why a method's premise does not hold where the bias is read (on test's documents: the vote is not
     right more often than the base's own greedy answer), with its numbers; None where it holds or was not

@@ -77,11 +77,12 @@ def with_premise(config: dict[str, Any], mdir: Path | None) -> dict[str, Any]:
     """A method that votes on its own labels: its premise's numbers (diagnostics.premise), and where its
     vote is not right more often than the base's own answer on test, that reason beside the verdict, as a
     collapse's (the word stays `inflated` beside a rejection)."""
-    from harness.stats.summary.diagnostics import premise, premise_fails
+    from harness.stats.summary.diagnostics import premise, premise_fails, unchecked_premise
 
     found = premise(mdir) if mdir is not None else {}
     if not found:
-        return {}
+        unchecked = unchecked_premise(mdir) if mdir is not None else 0
+        return {"premise_unchecked": unchecked} if unchecked else {}
     out = {"premise": found}
     why, e = premise_fails(found), conditions.PRIMARY
     if why and key(e, "units") in config:
