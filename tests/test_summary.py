@@ -421,3 +421,36 @@ def test_a_voting_method_whose_units_recorded_no_premise_is_said_not_checked(cap
     main(["summarize", str(Path(__file__).parents[1] / "studies" / "ttrl_free")])
     out = capsys.readouterr().out
     assert "premise: not checked: 30 unit(s) of this method voted on their own labels" in out
+
+
+@pytest.mark.parametrize(
+    "damage, said",
+    [
+        ("settings", "its settings were edited after it ran"),
+        ("accuracy", "are in no row of"),
+        ("table", "not a whole table"),
+    ],
+)
+def test_a_damaged_unit_file_makes_a_confirmed_study_exploratory(tmp_path, damage, said):
+    """A shipped confirmed run, one of its unit files damaged after the run: its settings edited with the
+    hash kept, its test accuracy changed in the record but not the table, its per-document table cut.
+    It is no longer confirmed, and the reason names the file."""
+    import shutil
+
+    from harness.stats.summary.confirmation import confirmation
+
+    shipped = Path(__file__).parents[1] / "studies" / "methods_confirm" / "m8" / "n32"
+    mdir = tmp_path / "SmolLM2-135M-Instruct+self-training"
+    shutil.copytree(shipped / mdir.name, mdir)
+    assert confirmation(mdir)["status"] == "confirmed"
+    unit = mdir / "ag_news" / "units" / "0.json"
+    record = json.loads(unit.read_text())
+    if damage == "settings":
+        record["settings"]["lr"] = 1.0
+    if damage == "accuracy":
+        record["test"] = record["test"] + 1 / 32
+    if damage == "table":
+        unit.with_suffix(".parquet").write_bytes(unit.with_suffix(".parquet").read_bytes()[:500])
+    unit.write_text(json.dumps(record))
+    found = confirmation(mdir)
+    assert found["status"] == "exploratory" and any(said in why and "0." in why for why in found["why"])

@@ -74,6 +74,7 @@ from harness.results.tables import (
 from harness.results.units import (
     FIRST_TRAIN_DRAW,
     any_unit,
+    damaged,
     exposure_tests,
     finished,
     is_done,
@@ -133,6 +134,7 @@ __all__ = [
     "is_done",
     "read_unit",
     "train_draw_of",
+    "damaged",
     "unit_files",
     "unit_records",
     "null_records",

@@ -18,6 +18,7 @@ from harness.results.paths import (
     atomic_write,
     read_table,
     unit_paths,
+    unit_table,
 )
 
 
@@ -167,3 +168,41 @@ def train_draw_of(record: dict) -> str:
     where it is not the first draw, so that older units keep their hash), else the first draw."""
     drawn = (record.get("draw") or {}).get("train") or record.get("settings", {}).get("train_draw")
     return drawn or FIRST_TRAIN_DRAW
+
+
+def damaged(tdir: Path) -> list[str]:
+    """The finished units of a task dir whose record disagrees with itself or with what was written beside
+    it: settings edited after the run (their hash no longer matches), a per-document table that is not
+    whole, accuracies found in no row of its accuracies.csv. Each a line naming the file."""
+    from collections import Counter
+
+    import pyarrow.parquet as pq
+
+    from harness.core.plumbing.settings import fingerprint
+
+    table, paths = tdir / "accuracies.csv", unit_records(tdir)
+    rows = pd.read_csv(table) if table.is_file() else pd.DataFrame()
+    columns = [c for c in (*COLUMNS, *conditions.OPTIONAL) if c in rows.columns]
+    if len(rows) != len(paths):  # a stale table is said as such (stale_tables), not row by row
+        columns = []
+
+    def key(values) -> tuple:
+        return tuple(None if x != x else round(float(x), 9) for x in values)  # NaN: None, equal to itself
+
+    left = Counter(key(row) for row in rows[columns].to_numpy())
+    out = []
+    for path in paths:  # the rows are in no order a reader may rely on: matched whole, as a multiset
+        record = read_unit(path)
+        if fingerprint(record.get("settings", {})) != record.get("settings_hash"):
+            out.append(f"{path}: its settings were edited after it ran (their hash no longer matches)")
+        try:
+            pq.read_metadata(unit_table(path))
+        except Exception as err:  # a cut or edited file: pyarrow's own words
+            out.append(f"{unit_table(path)}: not a whole table ({named(err)})")
+        mine = key(float(record.get(c, float("nan"))) for c in columns)
+        if columns and left[mine] > 0:
+            left[mine] -= 1
+        elif columns:
+            said = ", ".join(f"{c} {record.get(c)}" for c in columns[:4])
+            out.append(f"{path}: its accuracies ({said}) are in no row of {table}")
+    return out

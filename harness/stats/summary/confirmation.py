@@ -50,6 +50,12 @@ def confirmation(mdir: Path) -> dict[str, Any]:
             f"its {len(configs)} runs read different configs (hashes {sorted({str(h) for _, h in configs})})"
         )
     why += missing_units(plan, units)
+    broken = [line for tdir in results.task_dirs(mdir) for line in results.damaged(tdir)]
+    if broken:
+        why.append(
+            f"{len(broken)} unit file(s) disagree with their hash or their tables, e.g. {broken[0]}: restore "
+            "them from where the run wrote them, or rerun those units"
+        )
     codes = [r.get("code") or {} for r in records]
     unrecorded = sum(not c.get("commit") for c in codes)
     if unrecorded:
