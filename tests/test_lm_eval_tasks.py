@@ -394,6 +394,14 @@ def test_the_designs_lm_eval_command_runs_as_written_on_an_adapter_train_made(
     )
     assert damaged.returncode == 1 and "Traceback" not in damaged.stderr, damaged.stderr[-1500:]
     assert f"peft={cut}: adapter_model.safetensors is not a whole weights file" in damaged.stderr
+    (cut / "adapter_model.safetensors").unlink()  # copied without its weights: one line, not the hub's error
+    bare = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"peft={cut}", "--tasks", "tapt_ag_news"],
+        capture_output=True,
+        text=True,
+    )
+    assert bare.returncode == 1 and "Traceback" not in bare.stderr, bare.stderr[-1500:]
+    assert f"peft={cut}: an adapter folder without its weights" in bare.stderr
     moved = tmp_path / "moved"  # its config names a base that is gone: said as the adapter's, not as
     shutil.copytree(ad, moved)  # a pretrained= the user never wrote
     moved_config = json.loads((moved / "adapter_config.json").read_text())

@@ -194,6 +194,10 @@ def test_a_flows_failure_or_odd_return_is_one_line_naming_its_file(
             "a section every config",
         ),
         (("tilt: int = option(", "seed: int = option("), "declares ['seed'], key(s) a config already has"),
+        (
+            ('sections={"toy": (ToySettings, "the toy flow")},', 'sections={}, reads=("from",),'),
+            "its Flow reads ['from'], no shared section; it may read ['form']",
+        ),
     ],
 )
 def test_a_flow_plug_ins_faults_are_one_line_naming_its_file(tmp_path, tiny_llama, data_dir, change, said):

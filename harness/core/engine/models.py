@@ -154,6 +154,13 @@ def check_weights(folder: str, what: str) -> None:
         return  # a hub id: transformers checks what it downloads
     from safetensors import SafetensorError, safe_open
 
+    weights = ("adapter_model.safetensors", "adapter_model.bin")
+    if (path / "adapter_config.json").is_file() and not any((path / w).is_file() for w in weights):
+        who = f"{what}{folder}" if what.endswith("=") else f"{what} {folder}"
+        raise UserError(
+            f"{who}: an adapter folder without its weights (no {' or '.join(weights)} beside its "
+            "adapter_config.json): copy the folder whole, or train it again"
+        )
     for file in sorted(path.glob("*.safetensors")):
         try:
             with safe_open(str(file), "pt"):

@@ -23,7 +23,7 @@ from harness.core.plumbing.plugins import PluginError, Registry
 from harness.core.plumbing.sections import Sections
 from harness.core.plumbing.settings import Settings
 from harness.grid.grid_settings import GridSettings
-from harness.grid.unit.unit_plan import UnitPlan
+from harness.grid.unit.unit_plan import SHARED_SECTIONS, UnitPlan
 from harness.grid.unit.unit_record import Step, UnitRecord
 from harness.tasks.protocol import Spec
 
@@ -122,6 +122,15 @@ def get(name: str) -> Flow:
             )
             raise SettingsError.of("flow", problem)
         known_method(found)
+        unknown = [r for r in found.reads if r not in SHARED_SECTIONS]
+        if unknown:
+            from harness.core.plumbing.plugins import where
+
+            problem = (
+                f"{name} ({where(found.compute)}): its Flow reads {unknown}, no shared section; it may read "
+                f"{sorted(SHARED_SECTIONS)}, and its own go in its `sections`: fix that file"
+            )
+            raise SettingsError.of("flow", problem)
         FLOWS.register(found)
     return found
 
