@@ -326,7 +326,7 @@ def test_the_embedded_model_answers_the_offline_generative_task_and_the_design_r
     ],
 )
 def test_validate_reads_the_gold_answers_through_the_filter_and_the_generation_a_run_uses(
-    tmp_path, capsys, change, said
+    tmp_path, capsys, change, said, tiny_llama
 ):
     user_task(tmp_path)
     path = tmp_path / "my_sums.yaml"
@@ -342,3 +342,8 @@ def test_validate_reads_the_gold_answers_through_the_filter_and_the_generation_a
     with pytest.raises(SystemExit):
         main(["tasks", "validate", str(path), "--m", "4", "--n", "8"])
     assert said in " ".join(capsys.readouterr().out.split())  # as written, it passes (the test above)
+    config = grid(tmp_path, tiny_llama, tasks=["my_sums"], include_path=[str(tmp_path)])
+    with pytest.raises(SystemExit) as refused:  # `run` checks it too, before any unit: was a traceback,
+        main(["run", "--config", str(config)])  # or every answer unreadable and exit 0
+    assert said in " ".join(str(refused.value).split()) and "tasks validate" in str(refused.value)
+    assert not (tmp_path / "out").exists()
