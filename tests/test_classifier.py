@@ -15,10 +15,10 @@ import torch
 from helpers import grid_tables, write_grid_config
 
 import harness
+from harness import merge
 from harness.core.plumbing.errors import SettingsError, UserError
 from harness.grid.configuration import config as grid_config
 from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution.merge import merge
 from harness.scoring.classifier import ClassifierSettings, classify, load_classifier
 from harness.tasks.protocol import subsample_docs
 from harness.tasks.spec import load_spec

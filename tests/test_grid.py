@@ -16,11 +16,11 @@ from helpers import TINY_GRID_DIR, grid_tables
 from helpers import tiny_grid_config as config
 
 import harness
+from harness import merge
 from harness.cli.main import main
 from harness.core.plumbing.errors import SettingsError, TaskError, UserError
 from harness.grid.configuration import plan
 from harness.grid.configuration.run_checks import load_run
-from harness.grid.execution.merge import merge
 
 MODEL_DIR = "m4/n6/tiny"
 
@@ -375,3 +375,14 @@ def test_a_run_ends_with_the_seconds_of_each_stage_summed_over_its_units(
     capsys.readouterr()
     harness.run(config(tmp_path, tiny_llama, data_dir, out, subsamples=2))  # nothing to run
     assert "seconds by stage" not in capsys.readouterr().out
+
+
+def test_merge_refuses_a_unit_whose_record_was_deleted_naming_it(tiny_grid, tmp_path):
+    """A shard's unit table left without its record (its .json deleted): merge says so and writes nothing,
+    where it merged the rest and dropped that unit with only 'merged'."""
+    shard = tmp_path / "shard"
+    shutil.copytree(tiny_grid, shard)
+    (shard / TINY_GRID_DIR / "units" / "1.json").unlink()
+    with pytest.raises(UserError, match=r"1 unit table\(s\) without their record \(e.g. .*units/1.parquet\)"):
+        merge([shard], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()

@@ -56,6 +56,18 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
     problem = results.folder_problem(dest)
     if problem:
         raise UserError(f"merge: --out {dest}: {problem}")
+    recordless = [
+        str(table)
+        for src in sources
+        for table in sorted(Path(src).glob(results.UNITS.replace(".json", ".parquet")))
+        if not table.with_suffix(".json").is_file()
+    ]
+    if recordless:
+        raise UserError(
+            f"merge: {len(recordless)} unit table(s) without their record (e.g. {recordless[0]}): a unit "
+            "whose .json is gone is not finished, and merging would drop it without a word; restore the "
+            ".json, or rerun that shard (it recomputes the unit), then merge"
+        )
     check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
     chosen: dict[Path, Path] = {}  # unit (relative) -> the file it is copied from: every clash first
     for src in [dest, *sources] if Path(dest).exists() else sources:
