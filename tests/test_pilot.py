@@ -165,3 +165,26 @@ def test_the_pilot_refuses_to_size_a_plan_from_no_spread():
         UserError, match="all have the same bias .* a spread of 0 sizes no plan.*--subsamples"
     ):
         sized(Config(), np.array([2.0, 2.0]), 2)
+
+
+def test_the_pilot_refuses_a_leak_strength_of_its_own_naming_strengths(tmp_path, capsys):
+    """`pilot --leak-strength 4` was offered and ignored: the pilot sets the strength itself."""
+    from harness.cli.main import main
+
+    with pytest.raises(
+        SystemExit, match=r"--leak-strength 4: the pilot tries each of --strengths.*--strengths 4"
+    ):
+        main(
+            [
+                "pilot",
+                "--config",
+                "demo",
+                "--plan",
+                str(tmp_path / "p.yaml"),
+                "--plan-seed",
+                "9",
+                "--leak-strength",
+                "4",
+            ]
+        )
+    assert not (tmp_path / "p.yaml").exists()

@@ -86,7 +86,7 @@ def add_commands(sub) -> None:
 
     from harness.study.pilot import PilotOptions
 
-    command(
+    p = command(
         sub,
         "pilot",
         cmd_pilot,
@@ -97,6 +97,7 @@ def add_commands(sub) -> None:
         GridConfig,
         epilog=CONFIG_KEYS,
     )
+    p.flags["leak_strength"].help = argparse.SUPPRESS  # the pilot's --strengths set it, one after another
 
     p = command(
         sub,

@@ -174,6 +174,11 @@ def pilot(config: str | Path | GridConfig, **settings) -> Pilot:
     from harness.study.run_options import executor
 
     opts, keys = split(PilotOptions, config, settings)
+    if "leak_strength" in keys:  # the pilot sets it itself, one strength after another
+        raise SettingsError(
+            f"--leak-strength {keys['leak_strength']}: the pilot tries each of --strengths in turn and "
+            f"writes the one it chose into the plan; name them there (--strengths {keys['leak_strength']})"
+        )
     cfg = study_config(config, keys)
     with executor(RunOptions(config=opts.config, workers=opts.workers, threads=opts.threads)) as execute:
         found = run_pilot(opts, cfg, keys, execute, opts.threads)
