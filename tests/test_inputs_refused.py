@@ -168,3 +168,22 @@ def test_a_reports_own_fault_is_not_blamed_on_a_file_no_one_wrote(tmp_path, monk
     (root / "calibration.json").write_text("{}")
     with pytest.raises(SystemExit, match=r"report: a value of the wrong form in .*copy/calibration.json"):
         main(["report", str(root)])
+
+
+def test_unclear_words_now_name_the_cause(tmp_path):
+    """Round six's unclear rows: a file given as a model folder is said to be a file; a premise whose vote
+    and greedy answer are right as often is not called 'less often right'; a broken manifest's fix says to
+    restore it first (deleting it turns a confirmatory run exploratory)."""
+    from harness.core.engine.models import check_base
+    from harness.results import manifests
+    from harness.stats.summary.diagnostics import premise_fails
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"x")
+    with pytest.raises(UserError, match=r"--checkpoint '.*model.safetensors' is a file; a model is a folder"):
+        check_base(str(weights), "--checkpoint")
+    said = premise_fails({"test": {"vote_accuracy": 0.0, "greedy_accuracy": 0.0}})
+    assert "no more often right than" in said and "less often" not in said
+    (tmp_path / "manifest-shard0of1.json").write_text("{")
+    with pytest.raises(UserError, match="restore it from where the run wrote it"):
+        manifests(tmp_path)

@@ -85,7 +85,11 @@ def manifest_paths(mdir: Path) -> list[Path]:
 
 def manifests(mdir: Path) -> list[dict[str, Any]]:
     """A model folder's run manifests (each run's config, code, versions and finished units)."""
-    fix = "delete it; the next run into this folder writes it again"
+    fix = (
+        "restore it from where the run wrote it (a copy, version control): it records the run's plan, code "
+        "and config, and a confirmatory run read without it is exploratory; where none is left, delete it "
+        "(the next run into this folder writes a new one, without that history)"
+    )
     return [read_json_object(p, str(p), fix) for p in manifest_paths(mdir)]
 
 

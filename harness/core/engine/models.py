@@ -140,6 +140,11 @@ def check_base(base: str, what: str = "base model") -> None:
                 f"{what} {base!r} is a folder, not a model transformers can read (no config.json): name "
                 f"a model folder ({err})"
             ) from err
+        if folder.is_file():
+            raise UserError(
+                f"{what} {base!r} is a file; a model is a folder (its config.json and weights beside it): "
+                f"name the folder {str(folder.parent)!r}, or the one that holds the model"
+            ) from err
         raise UserError(
             f"{what} {base!r} not found: not a local model dir and not loadable from the hub ({err})"
         ) from err

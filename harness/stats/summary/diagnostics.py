@@ -164,10 +164,15 @@ def premise_fails(found: dict[str, dict[str, float]]) -> str | None:
         return None
     if test["vote_accuracy"] > test["greedy_accuracy"]:
         return None
+    than = (
+        "no more often right than"
+        if test["vote_accuracy"] == test["greedy_accuracy"]
+        else "less often right than"
+    )
     return (
         f"the method's premise does not hold: its vote of the samples (maj@N) is right on "
         f"{test['vote_accuracy']:.1%} of test's documents, the base's own greedy answer on "
-        f"{test['greedy_accuracy']:.1%}: it rewards agreement with labels less often right than the model's "
+        f"{test['greedy_accuracy']:.1%}: it rewards agreement with labels {than} the model's "
         "answer, so its bias says little of the method where it can work"
     )
 
