@@ -4,12 +4,11 @@ and `package.module:attr` or `path/to/file.py:attr`; each checked before it runs
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from functools import cache
 from pathlib import Path
 
 from harness.core.plumbing.errors import SettingsError
-from harness.core.plumbing.plugins import PluginError, Registry
+from harness.core.plumbing.plugins import PluginError, Registry, from_table
 from harness.core.plumbing.settings import Settings
 from tapt.methods.contract import NAME, Method
 
@@ -25,10 +24,7 @@ BUILT_IN = {  # name -> its Method, in the order `methods list` and the docs sho
 def built_in(name: str) -> Method | None:
     """The built-in method of that name, its module imported alone (no torch: a method imports it as it
     runs); None where there is none."""
-    if name not in BUILT_IN:
-        return None
-    module, _, attr = BUILT_IN[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return from_table(BUILT_IN, name)
 
 
 @cache

@@ -169,6 +169,15 @@ def real(kind: str, name: str, fn, value, low: float | None = None, high: float 
     )
 
 
+def from_table(table: dict[str, str], name: str):
+    """The built-in a kind's lazy table (name -> `module:NAME`) names, its module imported alone; None
+    where the table has no such name."""
+    if name not in table:
+        return None
+    module, _, attr = table[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 def resolved(name: str) -> str:
     """A plug-in's name as one key: `file.py:attr` with the file's absolute path (a relative path names
     another file from another folder); any other name as it is."""

@@ -11,7 +11,6 @@ module loads (grid.configuration.config composes their sections); a plug-in flow
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -19,7 +18,7 @@ from functools import cache
 import pandas as pd
 
 from harness.core.plumbing.errors import SettingsError
-from harness.core.plumbing.plugins import PluginError, Registry
+from harness.core.plumbing.plugins import PluginError, Registry, from_table
 from harness.core.plumbing.sections import Sections
 from harness.core.plumbing.settings import Settings
 from harness.grid.grid_settings import GridSettings
@@ -63,10 +62,7 @@ BUILT_IN = {  # name -> its Flow, in the order the docs show them; a new built-i
 
 def named(name: str) -> Flow | None:
     """The built-in flow of that name, its module imported alone; None where there is none."""
-    if name not in BUILT_IN:
-        return None
-    module, _, attr = BUILT_IN[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return from_table(BUILT_IN, name)
 
 
 @cache
