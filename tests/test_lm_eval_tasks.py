@@ -191,7 +191,7 @@ def test_a_copied_task_file_names_the_include_fix_and_tasks_new_writes_one_that_
         (["MyReviews"], "slug 'MyReviews' is not valid: .* e.g. 'myreviews'"),
         (["x/../../escaped"], "slug 'x/../../escaped' is not valid"),
         (["ag_news"], "'ag_news' is a shipped task .*tapt_ag_news.yaml"),
-        (["fine", "--out", "{file}"], "--out .*a_file is a file; name a folder"),
+        (["fine", "--out", "{file}"], "--out .*a_file exists and is not a folder; name a folder"),
     ],
 )
 def test_tasks_new_refuses_a_bad_slug_a_shipped_task_or_an_out_file_and_writes_nothing(

@@ -3,6 +3,7 @@ there; the contamination commands' --out never replaces a file they did not writ
 live run's lock."""
 
 import json
+import os
 import shutil
 
 import pandas as pd
@@ -364,3 +365,39 @@ def test_a_cut_table_is_one_line_naming_it_and_the_rebuild(tmp_path, tiny_grid):
         SystemExit, match=r"probabilities.parquet: not a readable table \(ArrowInvalid\); delete"
     ):
         main(["summarize", str(tmp_path / "run")])
+
+
+DATA = ("--data-dir", "{data}")
+DEVICE_COMMANDS = {  # every command that writes where --out (or its like) says, with the device there
+    "run": ["run", "--config", "demo", "--out", "{dev}", *DATA],
+    "merge": ["merge", "{src}", "--out", "{dev}"],
+    "report": ["report", "{src}", "--out", "{dev}"],
+    "analyze": ["analyze", "{src}", "--out", "{dev}"],
+    "exposure": ["contamination", "exposure", "--task", "ag_news", "--n", "8", "--out", "{dev}", *DATA],
+    "exchangeability": ["contamination", "exchangeability", "--task", "ag_news", "--out", "{dev}"],
+    "calibrate": ["contamination", "calibrate", "--config", "demo", "--out", "{dev}", *DATA],
+    "train": ["train", "--task", "ag_news", "--n", "8", "--split", "test", "--out", "{dev}", *DATA],
+    "pilot": ["pilot", "--config", "demo", "--plan", "{dev}", "--plan-seed", "9999", *DATA],
+    "tasks new": ["tasks", "new", "my_task", "--out", "{dev}"],
+}  # fmt: skip
+
+
+@pytest.mark.skipif(getattr(os, "geteuid", lambda: 1)() != 0, reason="only root may make a device (mknod)")
+@pytest.mark.parametrize("command", sorted(DEVICE_COMMANDS))
+def test_every_command_refuses_a_device_as_its_output_and_leaves_it_a_device(
+    command, tmp_path, tiny_grid, data_dir
+):
+    """A character device (as /dev/full, made here) named as a command's output: refused in one line, the
+    device left a device, where an atomic write once renamed a file over it."""
+    import stat
+
+    from harness.cli.main import main
+
+    dev = tmp_path / "full"
+    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    argv = [a.format(dev=dev, data=data_dir, src=tiny_grid) for a in DEVICE_COMMANDS[command]]
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    said = str(refused.value.code)
+    assert str(dev) in said and ("not a regular file" in said or "not a folder" in said), said
+    assert stat.S_ISCHR(dev.stat().st_mode)

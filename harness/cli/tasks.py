@@ -187,7 +187,9 @@ def cmd_tasks_new(args: argparse.Namespace) -> None:
             "copy that file to change it under a new slug"
         )
     if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise TaskError(f"tasks new: --out {args.out} is a file; name a folder to write the YAML in")
+        raise TaskError(
+            f"tasks new: --out {args.out} exists and is not a folder; name a folder to write the YAML in"
+        )
     path = Path(args.out) / f"tapt_{args.slug}.yaml"
     if path.exists():
         raise TaskError(f"{path} exists; choose another slug or --out, or edit that file")

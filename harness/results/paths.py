@@ -150,7 +150,8 @@ def folder_problem(path: str | Path) -> str | None:
     path = Path(path).absolute()
     existing = next(p for p in [path, *path.parents] if p.exists())
     if not existing.is_dir():
-        return f"{existing} is a file, not a folder: name a folder for the results"
+        kind = "a file" if existing.is_file() else "a device or a pipe"
+        return f"{existing} is {kind}, not a folder: name a folder for the results"
     try:
         os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".tapt-bench-probe-"))
     except OSError as err:

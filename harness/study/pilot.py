@@ -188,6 +188,12 @@ def leak_search(cfg: GridConfig, strengths: list[int], run_at, entered: list[str
     return leaks
 
 
+def head(path: Path, size: int = 200) -> str:
+    """A file's first `size` bytes as text (never the whole of a file that may be large)."""
+    with path.open("rb") as f:
+        return f.read(size).decode(errors="replace")
+
+
 def checked(opts: PilotOptions, cfg: GridConfig) -> list[int]:
     """The pilot's options checked against its config before any unit: its strengths, in order."""
     if len(cfg.run_configs()) != 1:
@@ -208,7 +214,10 @@ def checked(opts: PilotOptions, cfg: GridConfig) -> list[int]:
     target = Path(opts.plan)
     if target.is_dir():
         raise UserError(f"--plan {target} is a folder: name the plan's file, such as {target / 'plan.yaml'}")
-    if target.exists() and MARK not in target.read_text(errors="replace")[:200]:
+    problem = results.file_problem(target)  # a device or a pipe: never read (/dev/full reads forever)
+    if problem:
+        raise UserError(f"--plan: {problem}")
+    if target.exists() and MARK not in head(target):
         raise UserError(
             f"--plan {target} exists and is not a plan `tapt-bench pilot` wrote: name another file, or "
             "remove it yourself"
