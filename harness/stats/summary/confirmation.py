@@ -56,19 +56,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
             f"{len(broken)} unit file(s) disagree with their hash or their tables, e.g. {broken[0]}: restore "
             "them from where the run wrote them, or rerun those units"
         )
-    codes = [r.get("code") or {} for r in records]
-    unrecorded = sum(not c.get("commit") for c in codes)
-    if unrecorded:
-        why.append(f"{unrecorded} units record no commit of the code")
-    commits = Counter(c["commit"][:10] for c in codes if c.get("commit"))
-    if len(commits) > 1:
-        why.append(f"its units ran on {len(commits)} commits of the code ({dict(commits)})")
-    dirty = sum(bool(c.get("dirty")) for c in codes)
-    if dirty:
-        why.append(f"{dirty} units ran on code with uncommitted changes")
-    other = sum(c.get("config_hash") not in (None, planned_hash) for c in codes)
-    if other:
-        why.append(f"{other} units read another config than the plan's")
+    commits = code_reasons(records, planned_hash, why)
     test = {k: plan.get(k) for k in ("sides", "alpha", "family", "equivalence_bound", "seed", "subsamples")}
     commit = next(iter(commits), None)
     status = EXPLORATORY if why else CONFIRMED
@@ -82,6 +70,25 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         "left_out": left_out,
         "draws": draws,
     }
+
+
+def code_reasons(records: list[dict], planned_hash, why: list[str]) -> Counter:
+    """The units' code, each way it breaks a plan added to `why` (no commit recorded, several commits,
+    uncommitted changes, another config); the commits and their units."""
+    codes = [r.get("code") or {} for r in records]
+    unrecorded = sum(not c.get("commit") for c in codes)
+    if unrecorded:
+        why.append(f"{unrecorded} units record no commit of the code")
+    commits = Counter(c["commit"][:10] for c in codes if c.get("commit"))
+    if len(commits) > 1:
+        why.append(f"its units ran on {len(commits)} commits of the code ({dict(commits)})")
+    dirty = sum(bool(c.get("dirty")) for c in codes)
+    if dirty:
+        why.append(f"{dirty} units ran on code with uncommitted changes")
+    other = sum(c.get("config_hash") not in (None, planned_hash) for c in codes)
+    if other:
+        why.append(f"{other} units read another config than the plan's")
+    return commits
 
 
 def missing_units(plan: dict, units: dict[str, dict[int, dict]]) -> list[str]:
