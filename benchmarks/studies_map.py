@@ -88,7 +88,7 @@ def run_row(study: str, mdir: Path) -> str:
     runs = [r for m in results.manifests(mdir) for r in [m, *m.get("earlier_runs", [])]]
     commits = dict.fromkeys((r.get("code") or {}).get("commit") or "?" for r in runs)
     commit = ", ".join(c[:7] for c in commits)
-    (config,) = harness.summarize(mdir).tables["configs"] or [{}]
+    (config,) = (harness.summarize(mdir).tables["configs"] if units else []) or [{}]  # a run just begun
     verdict = config.get("bias_verdict", "")
     headline = "; ".join(filter(None, [points(config, "bias"), verdict, points(config, "leak")]))
     asks, made_by = ASKS[study]
