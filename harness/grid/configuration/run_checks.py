@@ -67,7 +67,7 @@ def check_answering(cfg: GridConfig) -> None:
 
     for slug in cfg.slugs:
         spec = find_spec(slug, cfg.sample.include_path)
-        if not spec.generative:
+        if not (spec.generative and isinstance(spec, LmEvalSpec)):  # a tapt_* task's answers are its own
             continue
         gold = [str(a) for a in spec.pool()["answer"].head(200)]
         found = answering_problems(spec.answering, gold, slug)
