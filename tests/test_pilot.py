@@ -188,3 +188,15 @@ def test_the_pilot_refuses_a_leak_strength_of_its_own_naming_strengths(tmp_path,
             ]
         )
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_a_negative_strength_among_several_is_named_not_an_unrecognized_argument(data_dir):
+    """`pilot --strengths -4 1` said "unrecognized arguments: 1" (the minus value was joined to its flag,
+    as a single value's is); the strengths' own check now names both."""
+    from harness.cli.main import main
+
+    with pytest.raises(SystemExit, match=r"--strengths must be whole numbers of at least 1, got \[-4, 1\]"):
+        main(
+            ["pilot", "--config", "demo", "--plan", "p.yaml", "--plan-seed", "9999", "--strengths", "-4", "1"]
+            + ["--data-dir", str(data_dir)]
+        )

@@ -25,6 +25,7 @@ BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False,
 EXAMPLE = '\'{"test-time-rl": {"samples": 2}}\''
 SWITCHES: set[str] = set()  # every switch made, `--x`: a word after it is read as `--x` or `--no-x`
 FLAGS: set[str] = set()  # every field's flag, `--x-y`: `--x_y` is read as it
+LISTS: set[str] = set()  # every list flag, `--x a b`: a first value with a minus stays a value
 
 
 def mapping(text: str) -> dict:
@@ -132,7 +133,8 @@ def respelled(argv: list[str]) -> list[str]:
             out.append(name if BOOL_WORDS[word] else "--no-" + name[2:])
             i += 1 if eq else 2
             continue
-        if name in FLAGS and not eq and following is not None and re.match(r"-[\d.]", following):
+        negative = following is not None and re.match(r"-[\d.]", following)
+        if name in FLAGS - LISTS and not eq and negative:  # a list takes `-4 1` as argparse reads it
             out.append(f"{name}={argv[i + 1]}")
             i += 2
             continue
@@ -175,6 +177,7 @@ def add_field(where, field: dataclasses.Field, tp: Any, from_file: bool = False)
         kw |= {"choices": choices, "type": type(choices[0])}
     elif origin is list:
         kw |= {"nargs": "+", "type": (typing.get_args(tp) or (str,))[0], "action": Listed}
+        LISTS.add(flag(field.name))
     elif tp is dict or origin is dict:
         kw["type"] = mapping
     else:
