@@ -187,3 +187,11 @@ def test_unclear_words_now_name_the_cause(tmp_path):
     (tmp_path / "manifest-shard0of1.json").write_text("{")
     with pytest.raises(UserError, match="restore it from where the run wrote it"):
         manifests(tmp_path)
+
+
+def test_a_folder_given_as_a_json_output_suggests_a_json_file(tmp_path):
+    """`--out` a folder for a JSON result suggested `report.html` in it: now a file of the result's kind."""
+    from harness.cli.main import main
+
+    with pytest.raises(SystemExit, match=r"--out: .* is a folder: name a file, such as .*fits\.json"):
+        main(["analyze", str(tmp_path), "--out", str(tmp_path)])

@@ -26,9 +26,9 @@ def cmd_analyze(args: argparse.Namespace) -> None:
 
     s = from_namespace(analysis.AnalysisSettings, args)
     source = args.results
-    problem = s.out and file_problem(s.out) or s.plots and folder_problem(s.plots)
+    problem = s.out and file_problem(s.out, "fits.json") or s.plots and folder_problem(s.plots)
     if problem:  # before the fits, which take minutes
-        raise UserError(f"--{'out' if s.out and file_problem(s.out) else 'plots'}: {problem}")
+        raise UserError(f"--{'out' if s.out and file_problem(s.out, 'fits.json') else 'plots'}: {problem}")
     fits, found = [], []
     for label, d, fit in analysis.fits_of(collect(source), s, source, progress=not s.json):
         fits.append(fit)

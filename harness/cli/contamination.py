@@ -24,7 +24,7 @@ def check_out(out: str | None) -> None:
     if not out:
         return
     path = Path(out)
-    problem = file_problem(path)
+    problem = file_problem(path, "result.json")
     if problem:
         raise UserError(f"--out: {problem}")
     if path.is_file():

@@ -200,12 +200,12 @@ def read_table(path: Path):
         raise UserError(f"{path}: not a readable table ({type(err).__name__}); {fix}") from None
 
 
-def file_problem(path: str | Path) -> str | None:
-    """Why a file cannot be written at `path` (None when it can): it is a folder, or its folder cannot
-    be made or written."""
+def file_problem(path: str | Path, example: str = "report.html") -> str | None:
+    """Why a file cannot be written at `path` (None when it can): it is a folder (a file in it named
+    `example` is suggested), not a regular file, or its folder cannot be made or written."""
     path = Path(path)
     if path.is_dir():
-        return f"{path} is a folder: name a file, such as {path / 'report.html'}"
+        return f"{path} is a folder: name a file, such as {path / example}"
     if path.exists() and not path.is_file():
         return f"{path} exists and is not a regular file (a device or a pipe): name a file to write"
     return folder_problem(path.parent)

@@ -214,7 +214,9 @@ def checked(opts: PilotOptions, cfg: GridConfig) -> list[int]:
     target = Path(opts.plan)
     if target.is_dir():
         raise UserError(f"--plan {target} is a folder: name the plan's file, such as {target / 'plan.yaml'}")
-    problem = results.file_problem(target)  # a device or a pipe: never read (/dev/full reads forever)
+    problem = results.file_problem(
+        target, "plan.yaml"
+    )  # a device or a pipe: never read (/dev/full reads forever)
     if problem:
         raise UserError(f"--plan: {problem}")
     if target.exists() and MARK not in head(target):
