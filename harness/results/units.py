@@ -170,20 +170,21 @@ def train_draw_of(record: dict) -> str:
     return drawn or FIRST_TRAIN_DRAW
 
 
-def damaged(tdir: Path) -> list[str]:
+def damaged(tdir: Path, units: dict[int, dict[str, Any]] | None = None) -> list[str]:
     """The finished units of a task dir whose record disagrees with itself or with what was written beside
     it: settings edited after the run (their hash no longer matches), a per-document table that is not
-    whole, accuracies found in no row of its accuracies.csv. Each a line naming the file."""
+    whole, accuracies found in no row of its accuracies.csv. Each a line naming the file. `units`: the
+    task dir's finished records (`finished`), where the caller read them already."""
     from collections import Counter
 
     import pyarrow.parquet as pq
 
     from harness.core.plumbing.settings import fingerprint
 
-    table, paths = tdir / "accuracies.csv", unit_records(tdir)
+    table, units = tdir / "accuracies.csv", finished(tdir) if units is None else units
     rows = pd.read_csv(table) if table.is_file() else pd.DataFrame()
     columns = [c for c in (*COLUMNS, *conditions.OPTIONAL) if c in rows.columns]
-    if len(rows) != len(paths):  # a stale table is said as such (stale_tables), not row by row
+    if len(rows) != len(units):  # a stale table is said as such (stale_tables), not row by row
         columns = []
 
     def key(values) -> tuple:
@@ -191,8 +192,8 @@ def damaged(tdir: Path) -> list[str]:
 
     left = Counter(key(row) for row in rows[columns].to_numpy())
     out = []
-    for path in paths:  # the rows are in no order a reader may rely on: matched whole, as a multiset
-        record = read_unit(path)
+    for k, record in units.items():  # the rows are in no order a reader may rely on: matched whole
+        path = unit_paths(tdir, k)[0]
         hashed = "settings_hash" in record  # a record with no hash (made by hand, say) has none to check
         if hashed and fingerprint(record.get("settings", {})) != record["settings_hash"]:
             out.append(f"{path}: its settings were edited after it ran (their hash no longer matches)")

@@ -50,7 +50,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
             f"its {len(configs)} runs read different configs (hashes {sorted({str(h) for _, h in configs})})"
         )
     why += missing_units(plan, units)
-    broken = [line for tdir in results.task_dirs(mdir) for line in results.damaged(tdir)]
+    broken = [line for tdir in results.task_dirs(mdir) for line in results.damaged(tdir, units[tdir.name])]
     if broken:
         why.append(
             f"{len(broken)} unit file(s) disagree with their hash or their tables, e.g. {broken[0]}: restore "
