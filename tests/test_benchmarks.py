@@ -50,6 +50,7 @@ def test_every_benchmark_script_is_covered_here():
         "ray_workers.py",
         "shared_cores.py",
         "shifted_reference.py",
+        "studies_map.py",  # tests/test_studies_map.py runs it
         "tapt_step.py",
         "ttrl_answers.py",
         "ttrl_premise.py",

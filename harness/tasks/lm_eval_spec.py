@@ -37,6 +37,15 @@ SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SPLIT_KEYS = {"test": "test_split", "validation": "validation_split", "train": "training_split"}
 
 
+def answering_problems(spec) -> list[str]:
+    """What keeps a generative lm-eval task's answers from being read as a run reads them, on up to 200
+    of its gold answers (`tasks validate` and every run check it): empty for any other task."""
+    if not (isinstance(spec, LmEvalSpec) and spec.generative):
+        return []
+    gold = [str(a) for a in spec.pool()["answer"].head(200)]
+    return generative.answering_problems(spec.answering, gold, spec.task_name)
+
+
 def chat_problem(task_name: str) -> str:
     """Why prompt_format chat cannot read an lm-eval task (it renders its own prompt)."""
     return (

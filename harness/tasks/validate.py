@@ -48,7 +48,7 @@ def render_first(task) -> dict[str, Any]:
 
 def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSettings) -> list[str]:
     """A plain lm-eval task YAML: lm-eval loads it, it is multiple choice, its pool holds the design."""
-    from harness.tasks.lm_eval_spec import load_lm_eval_spec
+    from harness.tasks.lm_eval_spec import answering_problems, load_lm_eval_spec
     from harness.tasks.protocol import draw_rows
 
     name = cfg.get("task")
@@ -70,11 +70,7 @@ def lm_eval_task_problems(path: Path, cfg: dict[str, Any], sample: SampleSetting
         if spec is None:
             return [f"{path}: lm-eval does not find task {name!r} in {Path(path).parent}"]
         draw_rows(spec, sample, 0)
-        if spec.generative:  # the run's generation settings and filter, on the gold answers
-            from harness.tasks.generative import answering_problems
-
-            gold = [str(a) for a in spec.pool()["answer"].head(200)]
-            return answering_problems(spec.answering, gold, name)
+        return answering_problems(spec)  # the run's generation settings and filter, on the gold answers
     except TaskError as err:
         return [str(err)]
     except Exception as err:  # lm-eval's own loading errors, and the design's, are all findings

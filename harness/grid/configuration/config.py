@@ -19,6 +19,7 @@ from harness.core.plumbing.settings import against, did_you_mean, field_names, f
 from harness.grid.configuration import study_layout
 from harness.grid.grid_settings import GridSettings
 from harness.grid.unit import flow
+from harness.tasks.lm_eval_spec import answering_problems
 from harness.tasks.protocol import draw_rows, find_spec
 from harness.tasks.spec import TASK_PREFIX, all_slugs
 from harness.tasks.subsample import SampleSettings
@@ -255,6 +256,9 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
             problem = served.check_task(spec)
             if problem:
                 raise SettingsError(problem)
+            answering = answering_problems(spec)  # else every answer is read wrong, and the run says nothing
+            if answering:
+                raise SettingsError(f"{'; '.join(answering)} (`tapt-bench tasks validate` says the same)")
             for cell in cells:
                 draw_rows(spec, cell.sample, 0)
         except UserError as err:
