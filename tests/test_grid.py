@@ -386,3 +386,26 @@ def test_merge_refuses_a_unit_whose_record_was_deleted_naming_it(tiny_grid, tmp_
     with pytest.raises(UserError, match=r"1 unit table\(s\) without their record \(e.g. .*units/1.parquet\)"):
         merge([shard], tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
+
+
+def test_merge_refuses_shards_that_read_two_versions_of_a_data_file(tiny_grid, tmp_path):
+    """Two shards of one config, the data file replaced between them: every setting matches and each
+    unit's rows differ between subsamples anyway, so only the pool's hash tells them apart. Merge refuses,
+    as a rerun into one folder does, and writes nothing; where it pooled them with only 'merged'."""
+    odd = tmp_path / "odd"
+    shutil.copytree(tiny_grid, odd)
+    for k in (0, 2):  # the odd shard's units 0 and 2 read the other version
+        (odd / TINY_GRID_DIR / "units" / f"{k}.json").unlink()
+        (odd / TINY_GRID_DIR / "units" / f"{k}.parquet").unlink()
+    unit = odd / TINY_GRID_DIR / "units" / "1.json"
+    record = json.loads(unit.read_text())
+    assert len(record["inputs"]["pool"]) == 16  # recorded by the run
+    record["inputs"] = {**record["inputs"], "pool": "0123456789abcdef", "rows": "fedcba9876543210"}
+    unit.write_text(json.dumps(record))
+    shard0 = tmp_path / "shard0"
+    shutil.copytree(tiny_grid, shard0)
+    (shard0 / TINY_GRID_DIR / "units" / "1.json").unlink()
+    (shard0 / TINY_GRID_DIR / "units" / "1.parquet").unlink()
+    with pytest.raises(UserError, match=r"read other content \(the task's documents \(its data file was"):
+        merge([shard0, odd], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()

@@ -112,7 +112,7 @@ def inputs(tmp_path, tiny_bert, data_dir):
 
     run_with(1)
     unit = json.loads(next((tmp_path / "out").rglob("units/0.json")).read_text())
-    assert set(unit["inputs"]) == {"rows", "task", "base"} and all(unit["inputs"].values())
+    assert set(unit["inputs"]) == {"rows", "pool", "task", "base"} and all(unit["inputs"].values())
     return {
         "run": run_with,
         "data": data / "my_trec" / "data.parquet",
@@ -401,3 +401,23 @@ def test_every_command_refuses_a_device_as_its_output_and_leaves_it_a_device(
     said = str(refused.value.code)
     assert str(dev) in said and ("not a regular file" in said or "not a folder" in said), said
     assert stat.S_ISCHR(dev.stat().st_mode)
+
+
+def test_a_flow_file_beside_the_config_but_not_where_the_run_starts_is_named_with_both_fixes(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    """`flow: f.py:FLOW` is found from the folder the command starts from (as `out` is), where data_dir is
+    found from the config's: run from elsewhere, the refusal says where the file is and both fixes."""
+    from harness.core.plumbing.errors import SettingsError
+    from harness.grid.configuration.config import load_config
+
+    (tmp_path / "cfgs").mkdir()
+    (tmp_path / "cfgs" / "f.py").write_text("FLOW = None\n")
+    path = tiny_grid_config(tmp_path / "cfgs", tiny_llama, data_dir, tmp_path / "out", flow="f.py:FLOW")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(SettingsError) as refused:
+        load_config(path)
+    said = str(refused.value)
+    assert "key 'flow'" in said and f"holds one ({tmp_path / 'cfgs' / 'f.py'})" in said
+    assert f"start from {tmp_path / 'cfgs'}" in said and f"{tmp_path / 'cfgs' / 'f.py'}:FLOW" in said

@@ -429,6 +429,7 @@ def test_a_voting_method_whose_units_recorded_no_premise_is_said_not_checked(cap
         ("settings", "its settings were edited after it ran"),
         ("accuracy", "are in no row of"),
         ("table", "not a whole table"),
+        ("draw", "its draw says train 'stratified', its settings 'proportional'"),
     ],
 )
 def test_a_damaged_unit_file_makes_a_confirmed_study_exploratory(tmp_path, damage, said):
@@ -451,6 +452,11 @@ def test_a_damaged_unit_file_makes_a_confirmed_study_exploratory(tmp_path, damag
         record["test"] = record["test"] + 1 / 32
     if damage == "table":
         unit.with_suffix(".parquet").write_bytes(unit.with_suffix(".parquet").read_bytes()[:500])
+    if damage == "draw":  # a record from before draws were recorded: its settings say the first draw
+        record["draw"] = {"train": "stratified"}
     unit.write_text(json.dumps(record))
     found = confirmation(mdir)
     assert found["status"] == "exploratory" and any(said in why and "0." in why for why in found["why"])
+    for path in mdir.glob("manifest-*.json"):  # with no plan on record, the damage is said all the same
+        path.unlink()
+    assert any(said in why for why in confirmation(mdir)["why"])

@@ -176,6 +176,10 @@ def test_a_grid_unit_trains_it_without_the_labels_and_records_the_votes_against_
         voted = [v for v in rec["votes"].values() if v is not None]
         assert rec["voted"] == len(voted)
         assert rec["label_accuracy"] is None if not voted else 0.0 <= rec["label_accuracy"] <= 1.0
+        # the premise on a multiple-choice task: the base's greedy answer, kept on the choices' tokens as
+        # the samples are, so always one of ag_news's 4 classes, on each of the 6 documents
+        assert sorted(rec["greedy"].values()) and set(rec["greedy"].values()) <= {0, 1, 2, 3}
+        assert rec["premise_documents"] == 6 and 0.0 <= rec["greedy_accuracy"] <= 1.0
     did = method_records(tmp_path / "out")  # what summarize and the report show, per condition
     assert list(did["condition"]) == ["extra", "test", "leak"] and list(did["model"].unique()) == [
         "tiny+test-time-rl"

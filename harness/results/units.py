@@ -197,6 +197,10 @@ def damaged(tdir: Path, units: dict[int, dict[str, Any]] | None = None) -> list[
         hashed = "settings_hash" in record  # a record with no hash (made by hand, say) has none to check
         if hashed and fingerprint(record.get("settings", {})) != record["settings_hash"]:
             out.append(f"{path}: its settings were edited after it ran (their hash no longer matches)")
+        drawn = (record.get("draw") or {}).get("train")
+        planned = record.get("settings", {}).get("train_draw") or FIRST_TRAIN_DRAW  # hashed, unlike the draw
+        if hashed and drawn and drawn != planned:
+            out.append(f"{path}: its draw says train {drawn!r}, its settings {planned!r}: it was edited")
         try:
             pq.read_metadata(unit_table(path))
         except Exception as err:  # a cut or edited file: pyarrow's own words

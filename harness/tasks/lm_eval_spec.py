@@ -197,6 +197,9 @@ class LmEvalSpec:
     def pool(self) -> pd.DataFrame:
         return _pool(self)
 
+    def pool_docs(self, sample: SampleSettings) -> pd.DataFrame:
+        return self.pool()
+
     def pool_majority(self, sample: SampleSettings) -> float:
         pool = self.pool()
         return majority_share(pool["answer"] if self.generative else pool["label"])

@@ -41,6 +41,9 @@ class Spec(Protocol):
     def pool_majority(self, sample: SampleSettings) -> float:
         """The share of the pool's most frequent gold answer (the study's `majority_all`)."""
 
+    def pool_docs(self, sample: SampleSettings) -> pd.DataFrame:
+        """Every document the draw draws from, in pool order."""
+
     def labeled_text(self, text: str, choice: str) -> str:
         """A text with its answer, as a block of a packed sequence or of a labeled-data contaminator."""
 

@@ -113,6 +113,9 @@ class TaskSpec:
             for s in DRAWS
         }
 
+    def pool_docs(self, sample: SampleSettings) -> pd.DataFrame:
+        return load_pool(self, sample.data_dir)
+
     def pool_majority(self, sample: SampleSettings) -> float:
         pool = load_pool(self, sample.data_dir)
         return majority_share(pool["answer"] if self.generative else pool["label"])

@@ -244,7 +244,8 @@ def vote_agreement(record: dict, docs: pd.DataFrame) -> dict:
     votes = record.get(VOTES)
     if not votes:
         return {}
-    generative = any(isinstance(v, str) for v in votes.values()) or isinstance(record.get(GREEDY), dict)
+    answers = [*votes.values(), *(record.get(GREEDY) or {}).values()]  # a multiple-choice task's: indices
+    generative = any(isinstance(v, str) for v in answers)
     if generative:  # a generative task's answers: its gold one, equal as numbers where both are
         from harness.tasks.generative import equivalent as same
 

@@ -15,9 +15,11 @@ def generate(
     max_tokens: int,
     until: tuple[str, ...] = (),
     batch_size: int = 8,
+    allowed=None,
 ) -> list[str]:
     """Each prompt's greedy continuation of at most `max_tokens` tokens, cut before the first stop string
-    (`until`), as lm-eval's HF model generates a generate_until request."""
+    (`until`), as lm-eval's HF model generates a generate_until request (`allowed`: transformers'
+    prefix_allowed_tokens_fn, the tokens each step may take)."""
     was_training, side = model.training, tokenizer.padding_side
     model.eval()
     tokenizer.padding_side = "left"  # the new tokens start at one column for every row
@@ -33,6 +35,7 @@ def generate(
                 pad_token_id=tokenizer.pad_token_id,
                 stop_strings=list(until) or None,
                 tokenizer=tokenizer if until else None,
+                prefix_allowed_tokens_fn=allowed,
             )
             for row in ids[:, batch["input_ids"].shape[1] :]:
                 text = tokenizer.decode(row, skip_special_tokens=True)

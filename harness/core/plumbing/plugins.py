@@ -71,6 +71,23 @@ def load_module(module: str):
     return _load_file(Path(module).resolve())
 
 
+def only_beside(target: str, folder: Path) -> str | None:
+    """Where plug-in `target` names a relative file that the folder the command starts from lacks but
+    `folder` (a config's) holds: why it will not load, and the two fixes; else None."""
+    file = target.rsplit(":", 1)[0] if ":" in target else ""
+    if not file.endswith(".py") or Path(file).is_absolute() or Path(file).exists():
+        return None
+    there = folder / file
+    if not there.is_file():
+        return None
+    return (
+        f"{target!r}: no {file} in the folder the command starts from ({Path.cwd()}), but the "
+        f"config's folder holds one ({there}): a plug-in's file resolves against the folder the "
+        "command starts from, as `out` does (data_dir and include_path resolve against the config's); "
+        f"start from {folder}, or name it as {there}:{target.rsplit(':', 1)[1]}"
+    )
+
+
 @cache
 def _load_file(path: Path):
     if not path.is_file():

@@ -12,7 +12,7 @@ from contamination.exposure_run import ExposureSettings
 from harness.core.design.study_plan import StudyPlan
 from harness.core.engine import models
 from harness.core.engine.models import SMOLLM2, ModelSettings
-from harness.core.plumbing import yaml_files
+from harness.core.plumbing import plugins, yaml_files
 from harness.core.plumbing.errors import SettingsError, UserError
 from harness.core.plumbing.sections import Sections
 from harness.core.plumbing.settings import against, did_you_mean, field_names, flag, from_mapping
@@ -209,13 +209,10 @@ def section_of(found: flow.Flow, key: str, spec: object) -> tuple[type, str]:
     return spec[0], str(spec[1])
 
 
-def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
-    """Read and check a grid config (a file, or a shipped config's name) with `overrides` (from flags)
-    on top: known keys, types, the base, known tasks, pools large enough for m + 2n. What needs the run
-    (its out folder, its methods, its plug-ins) is checked once by the run (run_checks.load_run)."""
-    path = config_path(path)
+def read_file(path: Path):
+    """A config file's YAML, each way it cannot be read said naming the file and the fix."""
     try:
-        raw = yaml_files.load(path.read_text())
+        return yaml_files.load(path.read_text())
     except yaml_files.DuplicateKey as err:
         raise SettingsError(f"{path}: {err.problem}") from None
     except UnicodeDecodeError as err:
@@ -228,7 +225,25 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
         near = did_you_mean([path.stem], shipped) if isinstance(err, FileNotFoundError) else ""
         problem = f"cannot read the config ({err}){near}; shipped configs: {', '.join(shipped)}"
         raise SettingsError(f"{path}: {problem}") from err
+
+
+def check_plug_in_files(raw, path: Path, overrides: dict) -> None:
+    """A plug-in's file that only the config's folder holds: said with both fixes (plugins.only_beside)."""
+    for key in PLUG_IN_KEYS if isinstance(raw, dict) else ():
+        for target in raw[key] if isinstance(raw.get(key), list) else [raw.get(key)]:
+            found = plugins.only_beside(target, path.resolve().parent) if isinstance(target, str) else None
+            if found and key not in overrides:
+                raise SettingsError(f"{path}: key {key!r} {found}")
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
+    """Read and check a grid config (a file, or a shipped config's name) with `overrides` (from flags)
+    on top: known keys, types, the base, known tasks, pools large enough for m + 2n. What needs the run
+    (its out folder, its methods, its plug-ins) is checked once by the run (run_checks.load_run)."""
+    path = config_path(path)
+    raw = read_file(path)
     overrides = overrides or {}
+    check_plug_in_files(raw, path, overrides)
     try:
         cls = config_class(raw, overrides)
     except SettingsError as err:
@@ -269,6 +284,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> GridConfig:
     return cfg
 
 
+PLUG_IN_KEYS = ("flow", "method", "methods")  # a plug-in's `file.py:NAME`, found from the working folder
 TASK_KEYS = ("tasks", "m", "n", "cells", "data_dir", "include_path", "flow")  # what a task's check reads
 
 

@@ -29,6 +29,28 @@ def check_same_settings(sources: list[Path]) -> None:
                 )
 
 
+def check_same_inputs(sources: list[Path]) -> None:
+    """Refuse shards whose units of one task read other content (another version of its data file, an
+    edited task YAML, other weights under the base's name): a rerun into one folder refuses the same."""
+    from harness.grid.unit.fingerprints import SHARED, WHAT
+
+    seen: dict[tuple[Path, str], tuple[str, Path]] = {}
+    for src in sources:
+        for path in sorted(Path(src).glob(results.UNITS)):
+            inputs = results.read_unit(path).get("inputs") or {}
+            tdir = path.relative_to(src).parents[1]
+            for key in SHARED:
+                if inputs.get(key) is None:  # a unit written before it was recorded
+                    continue
+                value, first = seen.setdefault((tdir, key), (inputs[key], path))
+                if value != inputs[key]:
+                    raise UserError(
+                        f"merge: cannot merge {tdir}: {first} and {path} read other content ({WHAT[key]}): "
+                        "merge only shards that read the same inputs; rerun the odd shard on the others' "
+                        "inputs"
+                    )
+
+
 def refuse_live_runs(dest: Path, chosen: dict[Path, Path]) -> None:
     """Refuse to write into a model folder a live run holds (its lock): its next unit would rebuild the
     tables from under the merge, or stop on the merged units and lose its own."""
@@ -69,6 +91,7 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
             ".json, or rerun that shard (it recomputes the unit), then merge"
         )
     check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
+    check_same_inputs([*sources, dest] if Path(dest).exists() else list(sources))
     chosen: dict[Path, Path] = {}  # unit (relative) -> the file it is copied from: every clash first
     for src in [dest, *sources] if Path(dest).exists() else sources:
         for path in sorted(Path(src).glob(results.UNITS)):

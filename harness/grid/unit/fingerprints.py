@@ -32,6 +32,16 @@ def rows(docs: dict[str, pd.DataFrame]) -> str:
     return digest.hexdigest()[:16]
 
 
+def pool(spec: Spec, sample) -> str:
+    """The task's whole pool of documents, in its order (its data file's rows, the draw's input): shards
+    of one run that read two versions of a data file differ here, while each unit's own rows differ
+    between subsamples anyway."""
+    frame = spec.pool_docs(sample)
+    digest = hashlib.sha256(json.dumps(list(map(str, frame.columns))).encode())
+    digest.update(pd.util.hash_pandas_object(frame.astype(str), index=True).to_numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def task(spec: Spec, include_path: tuple[str, ...] | list[str] = ()) -> str:
     """The task's definition: a tapt_* task's merged YAML (its includes in), an lm-eval task's config."""
     from harness.tasks.spec import TaskSpec, load_task_config, task_files
@@ -67,13 +77,20 @@ def base(name: str) -> str | None:
     return _weights(str(folder), stamp) if stamp else None
 
 
-def of_unit(spec: Spec, docs: dict[str, pd.DataFrame], weights: str | None, include_path=()) -> dict:
+def of_unit(spec: Spec, docs: dict[str, pd.DataFrame], weights: str | None, sample) -> dict:
     """A unit's inputs, as its record keeps them (`weights`: the run's base(), hashed once a run)."""
-    return {"rows": rows(docs), "task": task(spec, include_path), "base": weights}
+    return {
+        "rows": rows(docs),
+        "pool": pool(spec, sample),
+        "task": task(spec, sample.include_path),
+        "base": weights,
+    }
 
 
+SHARED = ("pool", "task", "base")  # what every unit of a task and model reads alike
 WHAT = {
     "rows": "the rows its draw gives (the task's data file was replaced or edited)",
+    "pool": "the task's documents (its data file was replaced or edited)",
     "task": "its task's definition (the task YAML was edited)",
     "base": "the base's weight files (other weights under the same name)",
 }

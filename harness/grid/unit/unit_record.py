@@ -214,7 +214,7 @@ def record_of(
         "training": training,
         "code": plan.code,
         "draw": draw_record(plan, docs),
-        "inputs": fingerprints.of_unit(plan.spec, docs, plan.weights, plan.sample.include_path),
+        "inputs": fingerprints.of_unit(plan.spec, docs, plan.weights, plan.sample),
     }
     if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
         record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}

@@ -32,13 +32,19 @@ def confirmation(mdir: Path) -> dict[str, Any]:
         for path, (config, recorded) in zip(results.manifest_paths(mdir), configs)
         if config and recorded and study_plan.config_hash(config) != recorded
     ]
+    broken = [line for tdir in results.task_dirs(mdir) for line in results.damaged(tdir, units[tdir.name])]
+    damage = [  # said in every summary, a plan or none: the numbers read are not the run's
+        f"{len(broken)} unit file(s) disagree with their hash or their tables, e.g. {line}: restore "
+        "them from where the run wrote them, or rerun those units"
+        for line in broken[:1]
+    ]
     if not configs:
         why = "no run manifest here (results made elsewhere): no plan on record"
-        return {"status": EXPLORATORY, "why": [why], "config": {}, "draws": draws}
+        return {"status": EXPLORATORY, "why": [why, *damage], "config": {}, "draws": draws}
     declared = [(c, h) for c, h in configs if c.get("confirmatory")]
     if not declared:
         why = "its config declares no plan (confirmatory: true), so its test was not fixed before it ran"
-        return {"status": EXPLORATORY, "why": [why], "config": configs[0][0], "draws": draws}
+        return {"status": EXPLORATORY, "why": [why, *damage], "config": configs[0][0], "draws": draws}
     plan, planned_hash = declared[0]  # the config that declares the plan, and its hash
     why = [
         f"{name} was edited after its run wrote it (its config no longer matches its hash): the plan it "
@@ -50,12 +56,7 @@ def confirmation(mdir: Path) -> dict[str, Any]:
             f"its {len(configs)} runs read different configs (hashes {sorted({str(h) for _, h in configs})})"
         )
     why += missing_units(plan, units)
-    broken = [line for tdir in results.task_dirs(mdir) for line in results.damaged(tdir, units[tdir.name])]
-    if broken:
-        why.append(
-            f"{len(broken)} unit file(s) disagree with their hash or their tables, e.g. {broken[0]}: restore "
-            "them from where the run wrote them, or rerun those units"
-        )
+    why += damage
     commits = code_reasons(records, planned_hash, why)
     test = {k: plan.get(k) for k in ("sides", "alpha", "family", "equivalence_bound", "seed", "subsamples")}
     commit = next(iter(commits), None)

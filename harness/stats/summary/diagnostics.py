@@ -137,7 +137,8 @@ def premise(mdir: Path) -> dict[str, dict[str, float]]:
 
 def unchecked_premise(mdir: Path) -> int:
     """The units of a model folder whose method voted on its own labels (its record's `votes`) and
-    recorded no premise: written before the premise was recorded, or on a task where it is not."""
+    recorded no premise: written before the premise was recorded (on a multiple-choice task, before
+    2026-12-07)."""
     count = 0
     for path in results.unit_files(mdir):
         training = results.read_unit(path).get("training", {})
@@ -150,8 +151,8 @@ def unchecked_premise(mdir: Path) -> int:
 def premise_unchecked_line(units: int) -> str:
     return (
         f"premise: not checked: {units} unit(s) of this method voted on their own labels and recorded no "
-        "premise (the vote against the base's own answer): units written before it was recorded, or on a "
-        "multiple-choice task, where it is not recorded yet; the bias is read without it"
+        "premise (the vote against the base's own answer): units written before it was recorded (on a "
+        "multiple-choice task, before the version of 2026-12-07); the bias is read without it"
     )
 
 

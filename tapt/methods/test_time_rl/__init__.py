@@ -212,6 +212,7 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         longest = max(
             len(x.tokenizer(x.spec.target_delimiter + c)["input_ids"]) for cs in choices.values() for c in cs
         )
+        greedy = dict(zip(rows, choice_greedy_answers(x, rewards, choices, longest)))  # the premise, too
     model = x.lora(
         LoraConfig(r=s.lora_r, lora_alpha=s.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
     )
@@ -240,8 +241,7 @@ def adapt(x: Inputs, trainer_class=None) -> Adapted:
         )
     trainer.train()
     record = record_of(x, rewards, trainer, rows, steps)
-    if x.spec.generative:
-        record[GREEDY] = {str(r): a for r, a in greedy.items()}
+    record[GREEDY] = {str(r): a for r, a in greedy.items()}
     return Adapted(model, record)
 
 
@@ -253,6 +253,25 @@ def greedy_answers(x: Inputs, read, rows: list[int]) -> list:
     how = x.spec.answering
     texts = generate(x.model, x.tokenizer, list(x.docs["prompt"]), how.max_tokens, how.until, 8)
     return [read(t, r) for t, r in zip(texts, rows)]
+
+
+def choice_greedy_answers(x: Inputs, rewards: Rewards, choices: dict[int, list[str]], longest: int) -> list:
+    """A multiple-choice task's premise: the base's greedy completion of each prompt, kept on its choices'
+    tokens where the samples are (`answers: choices`), read by the rule the samples are read by."""
+    from harness.core.engine.generation import generate
+    from tapt.methods.test_time_rl.grpo_groups import on_answers
+
+    prompts, rows = list(x.docs["prompt"]), [int(r) for r in x.docs["row"]]
+    if x.settings.answers == "free":
+        texts = generate(x.model, x.tokenizer, prompts, longest)
+    else:  # one prompt a call: each keeps to its own choices from its own first new token
+        table = choice_tokens(x.tokenizer, prompts, [choices[r] for r in rows], x.spec.target_delimiter)
+        texts = []
+        for prompt in prompts:
+            ids = x.tokenizer(text=prompt)["input_ids"]
+            keep = on_answers([table[tuple(ids)]], len(ids), x.tokenizer.eos_token_id)
+            texts += generate(x.model, x.tokenizer, [prompt], longest, batch_size=1, allowed=keep)
+    return [rewards.read(t, r) for t, r in zip(texts, rows)]
 
 
 def restore_reference(model, reference: dict) -> None:
