@@ -284,6 +284,44 @@ PROBES = [
 ]
 
 
+DAMAGE = "disagree with their hash or their tables"
+SIX_TAKEN = {  # round six's inputs the tool should take, and what it must say of each
+    "2: exchangeability --peft reads the adapter's draw": "n 6",
+    "8: summarize the shipped generative methods study": "premise",
+    "8: summarize the shipped ttrl_free study": "premise: not checked",
+    "9: a unit parquet cut to 500 bytes": DAMAGE,
+    "9: a unit's draw edited": "its draw says train",
+    "9: a unit's settings edited, its hash kept": "its settings were edited",
+    "9: a unit's test accuracy edited in its record only": "are in no row of",
+    "16: summarize into a pipe closed after two lines": "intervals",
+    "u: an invalid manifest in a confirmed study": "restore",
+    "5: pilot --plan P.yaml beside the user's P.checking.yaml": "plan",
+    "symlink: summarize a linked run folder": "ag_news",
+    "symlink: a run and a link to it in one folder": "2 rows",
+    "symlink: merge a run with a link to it": "merged",
+    "symlink: run's out a link to its finished run": "log:",
+    "siblings: two cells of one run (n 6 and n 8)": "m=4 n=8",
+    "siblings: two model tags of one base": "model=tiny2",
+    "user's file: merge --out a folder of theirs": "merged",
+    "user's file: run's out a folder of theirs": "log:",
+    "user's file: calibrate --out a folder of theirs": "calibration.json",
+    "first steps: summarize --json into a closed pipe": "",
+    "first steps: tasks list into a closed pipe": "",
+    "record edited: a unit's extra": DAMAGE,
+    "record edited: a unit's test": DAMAGE,
+    "record edited: a unit's majority": DAMAGE,
+    "record edited: a unit's subsample": DAMAGE,
+    "record edited: a unit's settings_hash": DAMAGE,
+    "record edited: a unit's settings.m": DAMAGE,
+    "record edited: a unit's settings.seed": DAMAGE,
+    "record edited: a unit's num_classes": DAMAGE,
+    "record edited: a unit's chance": DAMAGE,
+    "record edited: a unit's draw.train": DAMAGE,
+    "record edited: a shipped unit's commit": "exploratory",
+    "record edited: a shipped manifest's plan": "exploratory",
+}
+
+
 # the inputs the tool should take (exit 0), each with words its answer must hold; any other input should be
 # refused (exit 1 or 2) in one line. An input refused that should be taken, or taken that should be
 # refused, is "silent" in the table below; a traceback is one whatever the exit code.
@@ -298,6 +336,7 @@ ACCEPTED = {
     "run: tasks a string": "log:",
     "exposure: neither --base nor --checkpoint": "CoDeC",
     "lm_eval peft=: its tapt.json deleted": "note: ad has no tapt.json",
+    **SIX_TAKEN,
 }
 
 
@@ -311,7 +350,7 @@ def verdict(row: dict) -> str:
         return "traceback"
     want = ACCEPTED.get(row["probe"])
     if want is not None:
-        return "taken" if row["rc"] == 0 and want in row["said"] else "silent"
+        return "taken" if row["rc"] == 0 and (row.get("holds") or want in row["said"]) else "silent"
     return "refused" if row["rc"] else "silent"
 
 
@@ -372,6 +411,8 @@ def run_probe(probe: Probe, env: dict, tiny: str, data: str) -> dict:
             subprocess.run(["umount", line.split()[1]], check=False)
     out = {"probe": probe.name, "rc": done.returncode, "left": len(left), "tb": "Traceback" in done.stderr}
     out["lost"] = (probe.lost(w) if probe.lost else None) or ("hung" if done.returncode == "hung" else None)
+    want = ACCEPTED.get(probe.name)
+    out["holds"] = want is not None and want in done.stdout + done.stderr  # anywhere in what it printed
     out["files"] = [re.sub(r"\d{8}-\d{6}", "DATE", f) for f in left]
     out |= {"said": last(done).replace(f"{w}/", ""), "seconds": round(time.time() - start, 1)}
     shutil.rmtree(w, ignore_errors=True)

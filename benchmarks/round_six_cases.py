@@ -494,7 +494,9 @@ FAST_FIT = "--draws 50 --tune 50 --chains 1"
 PCA = f"{TAPT} simulate pca --ranks 2 --subsamples 3 --features 8 --m 20 --n 20"
 COPIES = "mkdir both && cp -r g both/a && cp -r g both/b"
 CALIBRATE = f"{TAPT} contamination calibrate --config {{W}}/cfg.yaml"
-AFTER = f"sleep 3; {RUN}; r=$?; wait; exit $r"  # a second run of the same config while the first holds it
+FIRST = "> first.log 2>&1 & sleep 5; "  # the first command in the background, its words kept apart
+AFTER = "; r=$?; wait; exit $r"  # the second command's exit code, once the first has ended
+G2 = cfg({"tasks": ["ag_news", "rotten_tomatoes"]}, out="g")  # two tasks: the hierarchical model's least
 
 
 def unit_probe(field: str, value) -> Probe:
@@ -564,7 +566,7 @@ MORE = [
     Probe(
         "device: analyze meta --out",
         f"{TAPT} analyze meta g --m 4 --n 6 --out dev --slices 5",
-        configs=both(G, device()),
+        configs=both(G2, device()),
         setup=GRID,
         lost=still_device(),
     ),
@@ -682,15 +684,15 @@ MORE = [
         setup=[*GRID, COPIES],
     ),
     # two commands at once on one folder
-    Probe("concurrent: two runs of one config", f"{RUN} & {AFTER}", configs=cfg()),
+    Probe("concurrent: two runs of one config", f"{RUN} {FIRST}{RUN}{AFTER}", configs=cfg()),
     Probe(
         "concurrent: two pilots of one plan",
-        f"{PILOT} --strengths 1 & sleep 3; {PILOT} --strengths 1; r=$?; wait; exit $r",
+        f"{PILOT} --strengths 1 {FIRST}{PILOT} --strengths 1{AFTER}",
         configs=cfg({"conditions": ["base", "extra", "test", "leak"]}),
     ),
     Probe(
         "concurrent: merge into a folder while a run writes it",
-        f"{RUN} & sleep 8; {TAPT} merge g --out cfg; r=$?; wait; exit $r",
+        f"{RUN} {FIRST}{TAPT} merge g --out cfg{AFTER}",
         configs=both(cfg(), G),
         setup=GRID,
     ),
@@ -713,7 +715,7 @@ MORE = [
         "user's file: analyze meta --out",
         f"{TAPT} analyze meta g --m 4 --n 6 --slices 5 --out mine.json",
         {"mine.json": NOTES},
-        configs=G,
+        configs=G2,
         setup=GRID,
         lost=kept("mine.json"),
     ),
@@ -727,7 +729,7 @@ MORE = [
         "user's file: analyze --plots over a plot's name",
         f"{TAPT} analyze fit g --plots p {FAST_FIT}",
         {"p/notes.txt": NOTES},
-        configs=G,
+        configs=G2,
         setup=GRID,
         lost=kept("p/notes.txt"),
     ),
@@ -848,7 +850,7 @@ MORE = [
     Probe(
         "first steps: analyze meta --slices 0",
         f"{TAPT} analyze meta g --m 4 --n 6 --slices 0",
-        configs=G,
+        configs=G2,
         setup=GRID,
     ),
     Probe(

@@ -379,7 +379,44 @@ DEVICE_COMMANDS = {  # every command that writes where --out (or its like) says,
     "train": ["train", "--task", "ag_news", "--n", "8", "--split", "test", "--out", "{dev}", *DATA],
     "pilot": ["pilot", "--config", "demo", "--plan", "{dev}", "--plan-seed", "9999", *DATA],
     "tasks new": ["tasks", "new", "my_task", "--out", "{dev}"],
+    "analyze --plots": ["analyze", "{src}", "--plots", "{dev}"],
+    "pilot --plan-out": [
+        "pilot", "--config", "demo", "--plan", "p.yaml", "--plan-seed", "9999", "--plan-out", "{dev}", *DATA
+    ],
+    "simulate pca --plot": ["simulate", "pca", "--plot", "{dev}"],
 }  # fmt: skip
+
+
+def test_a_plot_is_never_written_over_a_file_tapt_bench_did_not_make(tmp_path, capsys):
+    """`simulate pca --plot` saved over any file (a user's picture, notes) and into a FIFO or device; now
+    a file that is not one of its plots is refused before the simulation, and a plot of its own is
+    replaced (each carries the mark)."""
+    from harness.cli.main import main
+
+    argv = [
+        "simulate",
+        "pca",
+        "--ranks",
+        "2",
+        "--subsamples",
+        "2",
+        "--features",
+        "8",
+        "--m",
+        "20",
+        "--n",
+        "20",
+    ]
+    mine = tmp_path / "mine.png"
+    mine.write_text("my notes")
+    with pytest.raises(SystemExit, match="mine.png exists and is not a plot tapt-bench made"):
+        main([*argv, "--plot", str(mine)])
+    assert mine.read_text() == "my notes" and "bias" not in capsys.readouterr().out
+    ours = tmp_path / "ours.png"
+    main([*argv, "--plot", str(ours)])
+    first = ours.read_bytes()
+    main([*argv, "--plot", str(ours)])  # its own plot: written again, whole
+    assert first[:8] == b"\x89PNG\r\n\x1a\n" and ours.read_bytes() == first
 
 
 @pytest.mark.skipif(getattr(os, "geteuid", lambda: 1)() != 0, reason="only root may make a device (mknod)")
@@ -421,3 +458,37 @@ def test_a_flow_file_beside_the_config_but_not_where_the_run_starts_is_named_wit
     said = str(refused.value)
     assert "key 'flow'" in said and f"holds one ({tmp_path / 'cfgs' / 'f.py'})" in said
     assert f"start from {tmp_path / 'cfgs'}" in said and f"{tmp_path / 'cfgs' / 'f.py'}:FLOW" in said
+
+
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        ("chance", 0.9, "it was edited after it was written (its record_hash no longer matches)"),
+        ("train_majority", 0.9, "it was edited after it was written (its record_hash no longer matches)"),
+        ("subsample", 7, "a record says subsample 7, and no units/7.json holds it"),
+    ],
+)
+def test_a_unit_record_edited_in_any_field_is_named_by_the_summary(tmp_path, tiny_grid, field, value, said):
+    """Each unit record carries the hash of all else in it, taken as it is written: a field no table
+    repeats (the chance level, the exposure test) edited by hand is named; the run as written names none."""
+    from harness.cli.main import main
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_grid, run)
+    assert "disagree" not in " ".join(main_said(main, ["summarize", str(run)]).split())
+    unit = run / TINY_GRID_DIR / "units" / "1.json"
+    record = json.loads(unit.read_text())
+    assert field in record and record["record_hash"]
+    unit.write_text(json.dumps({**record, field: value}))
+    text = " ".join(main_said(main, ["summarize", str(run)]).split())
+    assert "unit file(s) disagree with their hash or their tables" in text and said in text
+
+
+def main_said(main, argv) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(argv)
+    return out.getvalue()

@@ -87,8 +87,12 @@ def analyze_meta(args: argparse.Namespace) -> None:
 
 def cmd_simulate_pca(args: argparse.Namespace) -> None:
     from harness.stats.bayes.pca_simulation import PcaSettings, format_rows, plot, simulate
+    from harness.stats.bayes.plots import plot_problem
 
     s = from_namespace(PcaSettings, args)
+    problem = s.plot and plot_problem(s.plot)  # before the simulation runs
+    if problem:
+        raise UserError(f"--plot: {problem}")
     rows = simulate(s)
     if s.plot:
         plot(rows, s, s.plot)

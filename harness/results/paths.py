@@ -28,6 +28,7 @@ UNIT_LAYOUT = re.compile(r"m(\d+)/n(\d+)/([^/]+)/([^/]+)/units/(\d+)\.json$")
 
 
 PROVENANCE = ("seconds", "base_from", "code")  # how a unit was computed, not what: shards may differ in them
+SEAL = "record_hash"  # a unit record's hash of all else in it, taken as it is written: an edit shows
 
 
 CALIBRATION = "calibration.json"  # `contamination calibrate`'s error rates, beside its per-mode grids

@@ -11,9 +11,11 @@ import pandas as pd
 
 from harness.core.design import conditions
 from harness.core.plumbing.errors import UserError, named
+from harness.core.plumbing.settings import fingerprint
 from harness.results.paths import (
     COLUMNS,
     NOT_ADAPTED,
+    SEAL,
     UNIT_LAYOUT,
     atomic_write,
     read_table,
@@ -107,7 +109,8 @@ def write_unit(
 ) -> None:
     """Record one finished unit: per-example probabilities, then its accuracies and record (the marker)."""
     record_path, table = unit_paths(tdir, subsample)
-    data = json.dumps({"subsample": subsample, **accuracies, **record}, indent=1).encode()  # fails first
+    body = {"subsample": subsample, **accuracies, **record}
+    data = json.dumps({**body, SEAL: fingerprint(body)}, indent=1).encode()  # fails before any write
     atomic_write(table, probs.assign(subsample=subsample).to_parquet(index=False))
     atomic_write(record_path, data)
 
@@ -179,8 +182,6 @@ def damaged(tdir: Path, units: dict[int, dict[str, Any]] | None = None) -> list[
 
     import pyarrow.parquet as pq
 
-    from harness.core.plumbing.settings import fingerprint
-
     table, units = tdir / "accuracies.csv", finished(tdir) if units is None else units
     rows = pd.read_csv(table) if table.is_file() else pd.DataFrame()
     columns = [c for c in (*COLUMNS, *conditions.OPTIONAL) if c in rows.columns]
@@ -191,12 +192,19 @@ def damaged(tdir: Path, units: dict[int, dict[str, Any]] | None = None) -> list[
         return tuple(None if x != x else round(float(x), 9) for x in values)  # NaN: None, equal to itself
 
     left = Counter(key(row) for row in rows[columns].to_numpy())
-    out = []
+    numbered = {int(p.stem) for p in unit_records(tdir)}
+    out = [  # a record renamed, or its subsample edited: its number is not its file's
+        f"{tdir / 'units'}: a record says subsample {k}, and no units/{k}.json holds it (a record was "
+        "edited or renamed)"
+        for k in sorted(set(units) - numbered)
+    ]
     for k, record in units.items():  # the rows are in no order a reader may rely on: matched whole
         path = unit_paths(tdir, k)[0]
         hashed = "settings_hash" in record  # a record with no hash (made by hand, say) has none to check
         if hashed and fingerprint(record.get("settings", {})) != record["settings_hash"]:
             out.append(f"{path}: its settings were edited after it ran (their hash no longer matches)")
+        elif SEAL in record and fingerprint({k: v for k, v in record.items() if k != SEAL}) != record[SEAL]:
+            out.append(f"{path}: it was edited after it was written (its {SEAL} no longer matches)")
         drawn = (record.get("draw") or {}).get("train")
         planned = record.get("settings", {}).get("train_draw") or FIRST_TRAIN_DRAW  # hashed, unlike the draw
         if hashed and drawn and drawn != planned:

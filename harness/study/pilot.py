@@ -226,6 +226,9 @@ def checked(opts: PilotOptions, cfg: GridConfig) -> list[int]:
         )
     if target.exists() and not opts.overwrite:
         raise UserError(f"{target} exists: name another --plan, or pass --overwrite to replace it")
+    problem = opts.plan_out and results.folder_problem(Path(opts.plan_out))  # the plan's own folder
+    if problem:
+        raise UserError(f"--plan-out: {problem}")
     unknown = sorted(set(opts.head_recipes) - set(HEAD_RECIPES))
     if unknown or not opts.head_recipes:
         raise SettingsError(f"--head-recipes {unknown or '(none)'}: name some of {', '.join(HEAD_RECIPES)}")

@@ -150,7 +150,7 @@ def without_timings(record):
         return {
             k: without_timings(v)
             for k, v in record.items()
-            if k not in results.PROVENANCE and "seconds" not in k
+            if k not in (*results.PROVENANCE, results.SEAL) and "seconds" not in k
         }
     if isinstance(record, list):
         return [without_timings(v) for v in record]

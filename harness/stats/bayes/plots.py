@@ -25,10 +25,37 @@ def pyplot():
     return plt
 
 
+MARK = "tapt-bench"  # each PNG's Software field: a plot of ours, which a later one may replace
+
+
+def plot_problem(path: str | Path) -> str | None:
+    """Why a plot cannot be written at `path` (None where it can): results.file_problem's reasons, or a
+    file there that is not a plot tapt-bench made (a user's picture, notes)."""
+    from harness.results import file_problem
+
+    path = Path(path)
+    problem = file_problem(path, "plot.png")
+    if problem is None and path.is_file() and MARK.encode() not in path.read_bytes()[:4096]:
+        problem = f"{path} exists and is not a plot tapt-bench made: name another file, or remove it"
+    return problem
+
+
 def save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    """The figure as a PNG at `path`, written whole or not at all (results.atomic_write), never over a
+    file that is not one of our plots."""
+    import io
+
+    from harness.core.plumbing.errors import UserError
+    from harness.results import atomic_write
+
+    problem = plot_problem(path)
+    if problem:
+        pyplot().close(fig)
+        raise UserError(problem)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": MARK})
     pyplot().close(fig)
+    atomic_write(Path(path), buffer.getvalue())
     return path
 
 
