@@ -307,6 +307,7 @@ SIX_TAKEN = {  # round six's inputs the tool should take, and what it must say o
     "user's file: calibrate --out a folder of theirs": "calibration.json",
     "first steps: summarize --json into a closed pipe": "",
     "first steps: tasks list into a closed pipe": "",
+    "first steps: exposure --out in a folder not there": "CoDeC",
     "record edited: a unit's extra": DAMAGE,
     "record edited: a unit's test": DAMAGE,
     "record edited: a unit's majority": DAMAGE,

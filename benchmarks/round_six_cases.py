@@ -75,8 +75,8 @@ def unit_edit(**changes):
         for key, value in changes.items():
             *outer, last = key.split(".")
             at = record
-            for k in outer:
-                at = at[k]
+            for k in outer:  # a mapping the record lacks (an older one's `draw`) is made
+                at = at.setdefault(k, {})
             at[last] = value
         path.write_text(json.dumps(record))
 
@@ -98,8 +98,8 @@ def edit_study_unit(**changes):
         for key, value in changes.items():
             *outer, last = key.split(".")
             at = record
-            for k in outer:
-                at = at[k]
+            for k in outer:  # a mapping the record lacks (an older one's `draw`) is made
+                at = at.setdefault(k, {})
             at[last] = value
         path.write_text(json.dumps(record, indent=1))
 
