@@ -182,7 +182,7 @@ ISSUE = [
     # 2, 3: the adapter's own draw
     Probe(
         "2: exchangeability --peft reads the adapter's draw",
-        f"{XCH} --peft ad --permutations 20",
+        f"{XCH} --peft ad --permutations 20 --shards 2",
         setup=ADAPTER,
     ),
     Probe("2: exchangeability --peft with --n not the adapter's", f"{XCH} --peft ad --n 12", setup=ADAPTER),
@@ -433,20 +433,20 @@ ISSUE = [
         {"d.jsonl": JSONL, "t/n.yaml": plain("my_nt", GEN_NO_TARGET)},
     ),
     Probe(
-        "u: an empty data file", f"{TAPT} tasks validate t", {"t/d.jsonl": "", "t/e.yaml": plain("my_e", GEN)}
+        "u: an empty data file", f"{TAPT} tasks validate t", {"d.jsonl": "", "t/e.yaml": plain("my_e", GEN)}
     ),
     Probe(
         "u: a list doc_to_target",
         f"{TAPT} tasks validate t",
         {
-            "t/d.jsonl": JSONL,
+            "d.jsonl": JSONL,
             "t/l.yaml": plain("my_l", MC.replace("doc_to_choice", "doc_to_target: ['yes']\ndoc_to_choice")),
         },
     ),
     Probe(
         "u: a folder named x.yaml",
         f"{TAPT} tasks validate x.yaml",
-        {"x.yaml/t.yaml": plain("my_x", GEN), "x.yaml/d.jsonl": JSONL},
+        {"x.yaml/t.yaml": plain("my_x", GEN), "d.jsonl": JSONL},
     ),
     Probe(
         "u: a user tapt_ag_news with other classes",

@@ -77,5 +77,27 @@ def test_a_method_that_runs_out_of_disk_says_so_in_one_line():
         raise OSError(errno.ENOSPC, "No space left on device", "/out/checkpoint-1/model.safetensors")
 
     method = Method("full-disk", ("full",), Settings, adapt, "runs out of disk")
-    with pytest.raises(UserError, match=r"method full-disk ran out of disk \(No space left on device: /out/"):
+    with pytest.raises(
+        UserError,
+        match=r"method full-disk could not write: the disk is full \(No space left on device writing /out/",
+    ):
         method.run(Inputs(None, None, None, None, Settings(), 0, Path("w"), model_dir="base"))
+
+
+def test_a_file_size_limit_is_said_as_the_shells_not_blamed_on_the_method(monkeypatch):
+    """`ulimit -f` stops a write with EFBIG (Python ignores the signal): the method was blamed for it."""
+    import resource
+
+    from harness.api import Method, Settings
+    from tapt.methods.contract import Inputs
+
+    def adapt(inputs):
+        raise OSError(errno.EFBIG, "File too large", "/out/checkpoint-1/model.safetensors")
+
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (8192, resource.RLIM_INFINITY))
+    method = Method("big-file", ("big",), Settings, adapt, "writes past the limit")
+    with pytest.raises(UserError) as refused:
+        method.run(Inputs(None, None, None, None, Settings(), 0, Path("w"), model_dir="base"))
+    said = str(refused.value)
+    assert "file-size limit (ulimit -f: 8192 bytes) writing /out/checkpoint-1" in said
+    assert "ulimit -f unlimited" in said and "failed" not in said

@@ -204,7 +204,8 @@ def test_a_write_that_fails_is_one_line_keeping_what_was_written(tmp_path, monke
 
     monkeypatch.setattr(type(target), "write_bytes", full)
     with pytest.raises(
-        results.paths.UserError, match=r"cannot write .*table.csv \(No space left on device\)"
+        results.paths.UserError,
+        match=r"cannot write .*table.csv: the disk is full \(No space left on device\)",
     ):
         results.atomic_write(target, b"after")
     monkeypatch.undo()
@@ -492,3 +493,33 @@ def main_said(main, argv) -> str:
     with contextlib.redirect_stdout(out):
         main(argv)
     return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "yaml, data, said",
+    [
+        (
+            "output_type: generate_until\ndoc_to_text: '{{q}}'\n",
+            '{"q": "1 + 1?", "a": "2"}\n' * 30,
+            "a generate_until task without doc_to_target: the design scores each answer against the gold one",
+        ),
+        (
+            "output_type: generate_until\ndoc_to_text: '{{q}}'\ndoc_to_target: '{{a}}'\n",
+            "",
+            "its data file d.jsonl is empty: it holds no documents",
+        ),
+    ],
+)
+def test_a_task_lm_eval_cannot_build_is_named_by_its_cause(tmp_path, monkeypatch, capsys, yaml, data, said):
+    """lm-eval's own errors said `TypeError (no message, raised at task.py:1280)` for a generative task
+    with no doc_to_target, and `StopIteration` for an empty data file: each is now its cause and fix."""
+    from harness.cli.main import main
+
+    monkeypatch.chdir(tmp_path)  # a data file named in a YAML is found from here, as lm-eval finds it
+    (tmp_path / "d.jsonl").write_text(data)
+    (tmp_path / "t").mkdir()
+    head = "task: my_t\ndataset_path: json\ndataset_kwargs:\n  data_files: d.jsonl\ntest_split: train\n"
+    (tmp_path / "t" / "t.yaml").write_text(head + yaml)
+    with pytest.raises(SystemExit):
+        main(["tasks", "validate", "t", "--m", "4", "--n", "8"])
+    assert said in " ".join(capsys.readouterr().out.split())

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import os
 import sys
 
-from harness.core.plumbing.errors import UserError, tracebacks
+from harness.core.plumbing.errors import UserError, storage_problem, tracebacks
 
 ABOUT = (
     "Does task-adaptive pretraining on a test set's unlabeled text inflate the scores on it? And did a "
@@ -51,13 +50,13 @@ def main(argv: list[str] | None = None) -> None:
         # (before OSError, of which it is one: caught there it was raised again as a traceback)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as err:
-        if err.errno != errno.ENOSPC or tracebacks():
+        problem = storage_problem(err)
+        if problem is None or tracebacks():
             raise
         # a write the tool did not make atomically (a log line, a library's cache): said in one line
-        where = f" writing {err.filename}" if err.filename else ""
         sys.exit(
-            f"tapt-bench: error: the disk is full (No space left on device{where}); everything finished "
-            "before it is kept: free the disk, then run the same command again"
+            f"tapt-bench: error: {problem}; everything finished before it is kept: then run the same "
+            "command again"
         )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.design import conditions
-from harness.core.plumbing.errors import UserError, read_json_object
+from harness.core.plumbing.errors import UserError, read_json_object, storage_problem
 
 COLUMNS = [*conditions.PAIRED, "majority", "num_classes", "majority_all"]
 
@@ -173,11 +173,13 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException as err:
         with contextlib.suppress(OSError):  # a read-only folder refuses even this: the write's error counts
             tmp.unlink(missing_ok=True)  # no stray temporary file beside the output
-        if isinstance(err, OSError):  # a full disk, a folder made read-only: said, with what was kept
+        if isinstance(err, OSError):  # a full disk, a file-size limit, a folder made read-only: said
+            fix = storage_problem(err) or (
+                f"{err.strerror or type(err).__name__}: free the disk or fix the folder's permissions"
+            )
             raise UserError(
-                f"cannot write {path} ({err.strerror or type(err).__name__}); it is as it was before this "
-                "write, and everything written before it is kept: free the disk or fix the folder's "
-                "permissions, then run the same command again"
+                f"cannot write {path}: {fix}; it is as it was before this write, and everything written "
+                "before it is kept: then run the same command again"
             ) from err
         raise
 

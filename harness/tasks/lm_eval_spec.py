@@ -94,10 +94,33 @@ def find_task(name: str, include_path: Sequence[str] = ()):
                     "--include-path"
                 ) from None
             except Exception as err:  # lm-eval's own build of the YAML (a Jinja template, a target)
-                raise TaskError(
-                    f"task {name!r}: lm-eval cannot build it ({named(err)}); fix its YAML"
-                ) from None
+                why = build_problem(manager, name) or f"lm-eval cannot build it ({named(err)}); fix its YAML"
+                raise TaskError(f"task {name!r}: {why}") from None
             return loaded["tasks"][name] if "tasks" in loaded else loaded[name]
+    return None
+
+
+def build_problem(manager, name: str) -> str | None:
+    """What in a task's YAML (its includes in) keeps lm-eval from building it, where lm-eval's own error
+    does not say: a generative task without doc_to_target, a local data file that holds nothing."""
+    from harness.tasks.spec import load_task_config
+
+    try:
+        entry = manager.task_index[name]
+        path = entry["yaml_path"] if isinstance(entry, dict) else entry.yaml_path
+        cfg = load_task_config(path)
+    except Exception:  # lm-eval's own index, or a YAML we cannot read: lm-eval's error is the one to show
+        return None
+    if cfg.get("output_type", generative.GENERATE) == generative.GENERATE and "doc_to_target" not in cfg:
+        return (
+            f"{path}: a {generative.GENERATE} task without doc_to_target: the design scores each answer "
+            "against the gold one, so name it (doc_to_target: '{{answer}}', say)"
+        )
+    files = (cfg.get("dataset_kwargs") or {}).get("data_files")
+    named_files = files.values() if isinstance(files, dict) else files if isinstance(files, list) else [files]
+    for file in [f for f in named_files if isinstance(f, str)]:
+        if Path(file).is_file() and Path(file).stat().st_size == 0:
+            return f"{path}: its data file {file} is empty: it holds no documents; fill it or name another"
     return None
 
 

@@ -3,7 +3,6 @@ its name, flows, settings and one `adapt` call), with the record keys the grid r
 
 from __future__ import annotations
 
-import errno
 import json
 import re
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.core.plumbing.errors import UserError, named
+from harness.core.plumbing.errors import UserError, named, storage_problem
 from harness.core.plumbing.settings import Settings
 from harness.tasks.protocol import Spec
 
@@ -129,11 +128,11 @@ class Method:
         except (UserError, KeyboardInterrupt):
             raise
         except Exception as err:
-            if isinstance(err, OSError) and err.errno == errno.ENOSPC:  # its checkpoints, its cache
-                at = f": {err.filename}" if err.filename else ""
+            problem = storage_problem(err)  # its checkpoints, its cache: the disk's, not the method's
+            if problem:
                 raise UserError(
-                    f"method {self.name} ran out of disk ({err.strerror}{at}); finished units are kept: free "
-                    "the disk, then run the same command again"
+                    f"method {self.name} could not write: {problem}; finished units are kept: then run the "
+                    "same command again"
                 ) from err
             raise UserError(f"method {self.name} ({self.source}) failed: {named(err)}") from err
         self.check_returned(out, given_dir)

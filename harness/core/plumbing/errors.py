@@ -62,6 +62,26 @@ def read_json_object(path: str | Path, what: str, fix: str) -> dict[str, Any]:
     return value
 
 
+def storage_problem(err: BaseException) -> str | None:
+    """A write the disk refused (it is full) or the shell's file-size limit stopped (`ulimit -f`): what
+    happened and its fix, in words a user acts on; None for any other error."""
+    import errno
+
+    at = f" writing {err.filename}" if isinstance(err, OSError) and err.filename else ""
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return f"the disk is full (No space left on device{at}): free the disk"
+    if isinstance(err, OSError) and err.errno == errno.EFBIG:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        shown = "unlimited" if limit == resource.RLIM_INFINITY else f"{limit} bytes"
+        return (
+            f"a file grew past this shell's file-size limit (ulimit -f: {shown}){at}: raise it "
+            "(ulimit -f unlimited)"
+        )
+    return None
+
+
 def named(err: BaseException) -> str:
     """`Kind: message`, for a one-line error; where the message is empty (`raise TypeError`), the place
     that raised it instead, so the line still says something."""
