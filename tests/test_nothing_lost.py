@@ -48,15 +48,17 @@ def test_merge_into_a_folder_a_live_run_holds_is_refused_naming_its_pid(tmp_path
     import subprocess
     import sys
 
-    from harness.grid.execution import lock
+    import socket
+
+    from harness import results
 
     out = tmp_path / "out"
     mdir = out / TINY_GRID_DIR.rsplit("/", 1)[0]
     mdir.mkdir(parents=True)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        path = lock.results.lock_path(mdir, (0, 1))
-        path.write_text(json.dumps({"pid": sleeper.pid, "host": lock.socket.gethostname(), "started": "now"}))
+        path = results.lock_path(mdir, (0, 1))  # a live run's lock, as it writes it
+        path.write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "started": "now"}))
         with pytest.raises(SystemExit, match=rf"merge: a run holds .*\(PID {sleeper.pid} on"):
             main(["merge", str(tiny_grid), "--out", str(out)])
         assert not list(mdir.glob("*/units/*.json"))  # nothing merged beside the live run

@@ -89,15 +89,16 @@ def test_a_unit_reads_its_settings_from_its_plan_and_never_from_the_config(
 def test_tapt_bench_run_checks_the_run_once_and_plans_each_cell_once(
     tmp_path, tiny_llama, data_dir, monkeypatch
 ):
+    from helpers import no_units
+
     from harness.cli.main import main
     from harness.grid.configuration import run_checks
-    from harness.grid.execution import run as grid_run
 
     checked, planned = [], []
     check_run, run_plan = run_checks.check_run, plan.run_plan
     monkeypatch.setattr(run_checks, "check_run", lambda cfg: checked.append(cfg) or check_run(cfg))
     monkeypatch.setattr(plan, "run_plan", lambda cfg: planned.append(cfg) or run_plan(cfg))
-    monkeypatch.setattr(grid_run, "in_process", lambda *a, **k: iter(()))  # no unit computed
+    no_units(monkeypatch)
     path = tiny_grid_config(
         tmp_path,
         tiny_llama,
@@ -115,9 +116,10 @@ def test_a_run_reads_its_older_keys_its_task_index_and_each_method_once(
 ):
     """The lookups a run needs once: the config's older spellings read, the task YAMLs parsed into their
     index, each method found (a file plug-in's top-level code is run by finding it)."""
+    from helpers import no_units
+
     from harness.cli.main import main
     from harness.grid.configuration import study_layout
-    from harness.grid.execution import run as grid_run
     from harness.tasks import spec
     from tapt import methods
 
@@ -126,7 +128,7 @@ def test_a_run_reads_its_older_keys_its_task_index_and_each_method_once(
     monkeypatch.setattr(study_layout, "read_old_keys", lambda *a: read.append(a) or read_old_keys(*a))
     monkeypatch.setattr(resolve, "recorded", lambda cfg, *a: recorded.append(cfg) or record(cfg, *a))
     monkeypatch.setattr(methods, "find", lambda name: found.append(name) or find(name))
-    monkeypatch.setattr(grid_run, "in_process", lambda *a, **k: iter(()))  # no unit computed
+    no_units(monkeypatch)
     spec.task_names.cache_clear()
     spec.parsed.cache_clear()
     path = tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", subsamples=1)

@@ -97,10 +97,13 @@ def test_input_paths_in_a_config_resolve_against_its_folder_and_out_against_the_
 
 
 def test_a_flag_overrides_the_config_key_of_the_same_name(tmp_path, data_dir, monkeypatch, capsys):
-    from harness.grid.execution import run as grid_run
+    from helpers import no_units
 
-    seen = {}
-    monkeypatch.setattr(grid_run, "run", lambda cfg, *a: seen.setdefault("cfg", cfg) and [])
+    from harness.grid.configuration import plan
+
+    seen, run_plan = {}, plan.run_plan
+    monkeypatch.setattr(plan, "run_plan", lambda cfg: seen.setdefault("cfg", run_plan(cfg)))
+    no_units(monkeypatch)
     own = {"prompt-tapt": {"epochs": 1, "lr": 0.01}}
     path = write_config(tmp_path, data_dir=str(data_dir), m=4, method_settings=own, out=str(tmp_path / "out"))
     given = '{"prompt-tapt": {"epochs": 2}}'  # a method's settings: key by key over the file's
