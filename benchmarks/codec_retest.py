@@ -56,7 +56,7 @@ def retest(root: Path, dry_run: bool) -> None:
                 settings[record["subsample"]] = record["settings"]
                 units += 1
                 if not dry_run:
-                    results.write_json(path, record)
+                    results.rewrite_unit(path, record)
         for path in results.null_records(tdir):
             s = settings.get(int(path.stem))
             null = read_json_object(path, str(path), "delete it to train the null model again")

@@ -45,10 +45,9 @@ def test_the_exchangeability_out_never_replaces_a_file_the_tool_did_not_write(tm
 
 
 def test_merge_into_a_folder_a_live_run_holds_is_refused_naming_its_pid(tmp_path, tiny_grid):
+    import socket
     import subprocess
     import sys
-
-    import socket
 
     from harness import results
 
@@ -525,3 +524,18 @@ def test_a_task_lm_eval_cannot_build_is_named_by_its_cause(tmp_path, monkeypatch
     with pytest.raises(SystemExit):
         main(["tasks", "validate", "t", "--m", "4", "--n", "8"])
     assert said in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_record_our_tools_rewrite_is_sealed_again_and_an_edit_by_hand_is_not(tmp_path, tiny_grid):
+    """codec_retest rewrites unit records after their run: through results.rewrite_unit they stay whole;
+    the same change written by hand reads as damage."""
+    from harness import results
+
+    shutil.copytree(tiny_grid, tmp_path / "run")
+    tdir = tmp_path / "run" / TINY_GRID_DIR
+    unit = tdir / "units" / "1.json"
+    record = {**json.loads(unit.read_text()), "note": "retested"}
+    results.rewrite_unit(unit, record)
+    assert results.damaged(tdir) == [] and json.loads(unit.read_text())["note"] == "retested"
+    unit.write_text(json.dumps({**record, "note": "by hand"}))
+    assert "its record_hash no longer matches" in " ".join(results.damaged(tdir))
