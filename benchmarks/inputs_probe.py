@@ -294,8 +294,6 @@ SIX_TAKEN = {  # round six's inputs the tool should take, and what it must say o
     "9: a unit's settings edited, its hash kept": "its settings were edited",
     "9: a unit's test accuracy edited in its record only": "are in no row of",
     "16: summarize into a pipe closed after two lines": "intervals",
-    "u: an invalid manifest in a confirmed study": "restore",
-    "5: pilot --plan P.yaml beside the user's P.checking.yaml": "plan",
     "symlink: summarize a linked run folder": "ag_news",
     "symlink: a run and a link to it in one folder": "2 rows",
     "symlink: merge a run with a link to it": "merged",

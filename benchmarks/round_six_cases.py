@@ -139,7 +139,10 @@ MC = "output_type: multiple_choice\ndoc_to_text: '{{q}}'\ndoc_to_choice: ['yes',
 GEN_NO_TARGET = "output_type: generate_until\ndoc_to_text: '{{q}}'\n"
 REGEX = "filter_list:\n  - name: x\n    filter:\n      - function: regex\n        regex_pattern: '{p}'\n"
 REGEX += "      - function: take_first\n"
-FLOW_READS = ('reads=("sample",', 'reads=("sample", "nosuch",')
+FLOW_READS = (
+    'sections={"toy": (ToySettings, "the toy flow")},',
+    'sections={"toy": (ToySettings, "the toy flow")}, reads=("nosuch",),',
+)
 REORDER = (
     "{PY} -c \"import pandas as pd; p = 'data/ag_news/data.parquet'; "
     'pd.read_parquet(p).sample(frac=1, random_state=1).to_parquet(p)"'

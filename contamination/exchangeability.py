@@ -81,4 +81,16 @@ def pvalue_from_log(log: dict[str, Any], source: str = "log") -> float:
                 f"{source}: {key} must hold finite numbers (log-probabilities: {shape}); it holds {held}: "
                 "the log is damaged, write it again with `contamination exchangeability --out`"
             )
+    lengths = sorted({len(row) for row in shuffled})
+    if len(shuffled) != len(canonical) or len(lengths) > 1:
+        held = (
+            f"{len(shuffled)} lists for {len(canonical)} shards"
+            if len(shuffled) != len(canonical)
+            else f"lists of {' and '.join(map(str, lengths))} numbers"
+        )
+        raise UserError(
+            f"{source}: shuffled_logprobs holds {held}: a test's log holds one list a shard, each of one "
+            "log p a permutation, as many for every shard; the log is damaged, write it again with "
+            "`contamination exchangeability --out`"
+        )
     return t_statistic(canonical, shuffled)[1]

@@ -347,3 +347,6 @@ def test_validate_reads_the_gold_answers_through_the_filter_and_the_generation_a
         main(["run", "--config", str(config)])  # or every answer unreadable and exit 0
     assert said in " ".join(str(refused.value).split()) and "tasks validate" in str(refused.value)
     assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit) as shown:  # and `tasks show`, which printed the task and exited 0
+        main(["tasks", "show", "--task", "my_sums", "--include-path", str(tmp_path), "--m", "4", "--n", "8"])
+    assert said in " ".join(str(shown.value).split())

@@ -329,6 +329,14 @@ def test_a_write_never_replaces_a_device_or_a_pipe(tmp_path):
             {"canonical_logprobs": [1, 2], "shuffled_logprobs": [[0], []]},
             "shuffled_logprobs .* an empty list",
         ),
+        (
+            {"canonical_logprobs": [1, 2], "shuffled_logprobs": [[1, 2], [1]]},
+            "shuffled_logprobs holds lists of 1 and 2 numbers",
+        ),
+        (
+            {"canonical_logprobs": [1, 2, 3], "shuffled_logprobs": [[1], [1]]},
+            "shuffled_logprobs holds 2 lists for 3 shards",
+        ),
     ],
 )
 def test_a_pvalue_log_with_no_spread_or_no_numbers_is_one_line(tmp_path, capsys, log, said):
@@ -386,6 +394,7 @@ DEVICE_COMMANDS = {  # every command that writes where --out (or its like) says,
         "pilot", "--config", "demo", "--plan", "p.yaml", "--plan-seed", "9999", "--plan-out", "{dev}", *DATA
     ],
     "simulate pca --plot": ["simulate", "pca", "--plot", "{dev}"],
+    "analyze meta --out": ["analyze", "meta", "{src}", "--m", "4", "--n", "6", "--out", "{dev}"],
 }  # fmt: skip
 
 

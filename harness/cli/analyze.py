@@ -21,14 +21,12 @@ def with_subcommand(argv: list[str]) -> list[str]:
 
 def cmd_analyze(args: argparse.Namespace) -> None:
     """`analyze fit RESULTS` (or `analyze RESULTS`) fits every selected cell and effect."""
-    from harness.results import collect, file_problem, folder_problem
+    from harness.results import collect
     from harness.stats.bayes import analysis, checks, plots
 
     s = from_namespace(analysis.AnalysisSettings, args)
     source = args.results
-    problem = s.out and file_problem(s.out, "fits.json") or s.plots and folder_problem(s.plots)
-    if problem:  # before the fits, which take minutes
-        raise UserError(f"--{'out' if s.out and file_problem(s.out, 'fits.json') else 'plots'}: {problem}")
+    check_outputs(s)
     fits, found = [], []
     for label, d, fit in analysis.fits_of(collect(source), s, source, progress=not s.json):
         fits.append(fit)
@@ -55,6 +53,18 @@ def cmd_analyze(args: argparse.Namespace) -> None:
         print(f"plots: {s.plots}")
 
 
+def check_outputs(s) -> None:
+    """--out (a JSON file) and --plots (a folder) checked before the fits, which take minutes."""
+    from harness.results import file_problem, folder_problem
+
+    for flag, problem in (
+        ("--out", s.out and file_problem(s.out, "fits.json")),
+        ("--plots", s.plots and folder_problem(s.plots)),
+    ):
+        if problem:
+            raise UserError(f"{flag}: {problem}")
+
+
 def analyze_meta(args: argparse.Namespace) -> None:
     from harness.results import collect
     from harness.stats.bayes import analysis, plots
@@ -67,9 +77,11 @@ def analyze_meta(args: argparse.Namespace) -> None:
 
     s = from_namespace(MetaAnalysisSettings, args)
     s.check_meta_analysis()
+    check_outputs(s)
     source = args.results
     df = collect(source)
     ((m, n, rows),) = analysis.cells_of(df, s, source)
+    metas = []
     for effect in analysis.effects_of(s):
         result = meta_analysis(rows, s, effect, progress=not s.json)
         agreement = lm_type_agreement(df, effect, s.permutations, s.seed)
@@ -79,10 +91,16 @@ def analyze_meta(args: argparse.Namespace) -> None:
                 f"{Path(source).name} m={m} n={n} {effect}",
                 Path(s.plots) / f"meta_cdf_m{m}_n{n}_{effect}.png",
             )
+        written = {"results": source, "meta": result, "lm_type_agreement": agreement}
+        metas.append(written)
         if s.json:
-            print(strict_json({"results": source, "meta": result, "lm_type_agreement": agreement}))
+            print(strict_json(written))
         else:
             print(format_meta_analysis(result, agreement, source))
+    if s.out:  # every effect's meta-analysis, as --json prints each
+        from harness.results import atomic_write
+
+        atomic_write(Path(s.out), strict_json({"results": source, "metas": metas}).encode())
 
 
 def cmd_simulate_pca(args: argparse.Namespace) -> None:

@@ -81,8 +81,13 @@ def cmd_tasks_show(args: argparse.Namespace) -> None:
 def show_lm_eval_task(spec, chosen) -> None:
     """`tasks show` of a task that is not a tapt_* task: the design on lm-eval's own definition of it."""
     from harness.cli.train import lm_eval_command
+    from harness.core.plumbing.errors import TaskError
+    from harness.tasks.lm_eval_spec import answering_problems
     from harness.tasks.protocol import subsample_docs
 
+    found = answering_problems(spec)  # as `tasks validate` and every run check it
+    if found:
+        raise TaskError(f"{'; '.join(found)} (`tapt-bench tasks validate` says the same)")
     docs = subsample_docs(spec, chosen, chosen.subsample)
     metrics = [m["metric"] for m in spec.task.config.metric_list or []]
     train = spec.training_pool()
