@@ -435,13 +435,20 @@ def main() -> None:
     p.add_argument("--data-dir", default=str(ROOT / "tests" / "data"))
     p.add_argument("--code", default=str(ROOT), help="the checkout whose code runs (PYTHONPATH)")
     p.add_argument("--only", nargs="+", default=[], help="probes whose name holds one of these")
+    p.add_argument("--round", choices=["all", "six"], default="all", help="six: round six's probes alone")
     p.add_argument("--json", help="also write the rows here")
     p.add_argument(
         "--table", nargs=2, metavar=("BEFORE", "AFTER"), help="print two runs' --json side by side"
     )
     args = p.parse_args()
     if args.table:
-        print(table(*(json.loads(Path(f).read_text()) for f in args.table)))
+        before, after = (json.loads(Path(f).read_text()) for f in args.table)
+        if args.round == "six":  # round six's rows alone, in their order
+            from round_six_cases import ISSUE, MORE
+
+            order = {p.name: i for i, p in enumerate([*ISSUE, *MORE])}
+            after = sorted((r for r in after if r["probe"] in order), key=lambda r: order[r["probe"]])
+        print(table(before, after))
         return
     if not args.tiny:
         p.error("--tiny FOLDER is needed to run the probes (a tiny causal LM; made there if absent)")
@@ -460,7 +467,7 @@ def main() -> None:
     from input_cases import CASES, NEW  # round five's items and the new inputs
     from round_six_cases import ISSUE, MORE  # round six's
 
-    for probe in [*PROBES, *CASES, *NEW, *ISSUE, *MORE]:
+    for probe in [*ISSUE, *MORE] if args.round == "six" else [*PROBES, *CASES, *NEW, *ISSUE, *MORE]:
         if args.only and not any(o in probe.name for o in args.only):
             continue
         row = run_probe(probe, env, str(Path(args.tiny).resolve()), str(Path(args.data_dir).resolve()))

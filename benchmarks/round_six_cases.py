@@ -28,6 +28,9 @@ from inputs_probe import (
 )
 
 STUDIES = ROOT / "studies"
+G2_EARLY = cfg(
+    {"tasks": ["ag_news", "rotten_tomatoes"]}, out="g"
+)  # two tasks: the hierarchical model's least
 PILOT = f"{TAPT} pilot --config {{W}}/cfg.yaml --plan plan.yaml --plan-seed 5000"  # a seed far from the run's
 XCH = f"{TAPT} contamination exchangeability --task ag_news --base {{TINY}} --data-dir {{DATA}}"
 UNIT = "g/m4/n6/tiny/ag_news/units/0.json"
@@ -234,7 +237,7 @@ ISSUE = [
         "6: analyze --out over a user's YAML notes",
         f"{TAPT} analyze fit g --out notes.yaml",
         {"notes.yaml": NOTES},
-        configs=cfg(out="g"),
+        configs=G2_EARLY,
         setup=GRID,
         lost=kept("notes.yaml"),
     ),
@@ -499,6 +502,8 @@ COPIES = "mkdir both && cp -r g both/a && cp -r g both/b"
 CALIBRATE = f"{TAPT} contamination calibrate --config {{W}}/cfg.yaml"
 FIRST = "> first.log 2>&1 & sleep 5; "  # the first command in the background, its words kept apart
 AFTER = "; r=$?; wait; exit $r"  # the second command's exit code, once the first has ended
+# the first in the background until its lock is taken (a run holds its folder)
+HELD = "> first.log 2>&1 & until ls cfg/m4/n6/tiny/.lock-* >/dev/null 2>&1; do sleep 0.2; done; "
 G2 = cfg({"tasks": ["ag_news", "rotten_tomatoes"]}, out="g")  # two tasks: the hierarchical model's least
 
 
@@ -695,7 +700,7 @@ MORE = [
     ),
     Probe(
         "concurrent: merge into a folder while a run writes it",
-        f"{RUN} {FIRST}{TAPT} merge g --out cfg{AFTER}",
+        f"{RUN} {HELD}{TAPT} merge g --out cfg{AFTER}",
         configs=both(cfg(), G),
         setup=GRID,
     ),
@@ -731,10 +736,10 @@ MORE = [
     Probe(
         "user's file: analyze --plots over a plot's name",
         f"{TAPT} analyze fit g --plots p {FAST_FIT}",
-        {"p/notes.txt": NOTES},
+        {"p/eq11_average_difference.png": NOTES},
         configs=G2,
         setup=GRID,
-        lost=kept("p/notes.txt"),
+        lost=kept("p/eq11_average_difference.png"),
     ),
     Probe(
         "user's file: merge --out a folder of theirs",

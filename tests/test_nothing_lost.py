@@ -548,3 +548,35 @@ def test_a_record_our_tools_rewrite_is_sealed_again_and_an_edit_by_hand_is_not(t
     assert results.damaged(tdir) == [] and json.loads(unit.read_text())["note"] == "retested"
     unit.write_text(json.dumps({**record, "note": "by hand"}))
     assert "its record_hash no longer matches" in " ".join(results.damaged(tdir))
+
+
+@pytest.mark.parametrize("action", [["fit"], ["meta", "--m", "4", "--n", "6"]])
+def test_analyze_out_over_a_users_file_is_refused_before_it_samples(tmp_path, tiny_grid, action):
+    """`analyze --out FILE` replaced any file (a user's YAML notes became JSON); `analyze meta` took --out
+    and wrote nothing. Both refuse a file that is not a result of ours, before any sampling, and take one
+    that is."""
+    from harness.cli.main import main
+
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("my: notes\n")
+    with pytest.raises(SystemExit, match="notes.yaml exists and is not a result tapt-bench wrote"):
+        main(["analyze", *action, str(tiny_grid), "--out", str(notes)])
+    assert notes.read_text() == "my: notes\n"
+    ours = tmp_path / "fits.json"
+    ours.write_text(json.dumps({"written_by": "tapt-bench", "results": "x", "fits": []}))
+    with pytest.raises(SystemExit) as later:  # past the check: the one-task grid is the model's own refusal
+        main(["analyze", *action, str(tiny_grid), "--out", str(ours)])
+    assert "needs at least two" in str(later.value.code)
+
+
+def test_analyze_plots_into_a_folder_holding_a_users_file_of_a_plots_name_is_refused(tmp_path, tiny_grid):
+    from harness.cli.main import main
+
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    (plots / "eq11_average_difference.png").write_text("my picture")
+    with pytest.raises(
+        SystemExit, match="eq11_average_difference.png exists and is not a plot tapt-bench made"
+    ):
+        main(["analyze", str(tiny_grid), "--plots", str(plots)])
+    assert (plots / "eq11_average_difference.png").read_text() == "my picture"

@@ -36,13 +36,16 @@ def cmd_analyze(args: argparse.Namespace) -> None:
             found.append(checks.model_checks(d, fit, s, label, s.plots))
     if s.plots:
         title = Path(source).name
-        plots.average_differences(fits, title, Path(s.plots) / "eq11_average_difference.png")
-        plots.task_differences(fits, title, Path(s.plots) / "eq12_tasks.png")
+        eq11, eq12 = plots.SUMMARY_PLOTS
+        plots.average_differences(fits, title, Path(s.plots) / eq11)
+        plots.task_differences(fits, title, Path(s.plots) / eq12)
     records = [f["record"] for f in fits]
     if s.out:
-        from harness.results import write_json
+        from harness.results import WRITTEN_BY, write_json
 
-        write_json(Path(s.out), {"results": source, "fits": records, "checks": found})
+        write_json(
+            Path(s.out), {"written_by": WRITTEN_BY, "results": source, "fits": records, "checks": found}
+        )
     if s.json:
         print(strict_json({"results": source, "fits": records, "checks": found}))
         return
@@ -55,11 +58,15 @@ def cmd_analyze(args: argparse.Namespace) -> None:
 
 def check_outputs(s) -> None:
     """--out (a JSON file) and --plots (a folder) checked before the fits, which take minutes."""
-    from harness.results import file_problem, folder_problem
+    from harness.results import folder_problem, json_output_problem
 
+    older = ({"results", "fits"}, {"results", "metas"})  # fits and metas written before the mark
+    from harness.stats.bayes.plots import SUMMARY_PLOTS, plot_problem
+
+    named = [plot_problem(Path(s.plots) / name) for name in SUMMARY_PLOTS] if s.plots else []
     for flag, problem in (
-        ("--out", s.out and file_problem(s.out, "fits.json")),
-        ("--plots", s.plots and folder_problem(s.plots)),
+        ("--out", s.out and json_output_problem(s.out, "fits.json", older)),
+        ("--plots", s.plots and (folder_problem(s.plots) or next(filter(None, named), None))),
     ):
         if problem:
             raise UserError(f"{flag}: {problem}")
@@ -98,9 +105,10 @@ def analyze_meta(args: argparse.Namespace) -> None:
         else:
             print(format_meta_analysis(result, agreement, source))
     if s.out:  # every effect's meta-analysis, as --json prints each
-        from harness.results import atomic_write
+        from harness.results import WRITTEN_BY, atomic_write
 
-        atomic_write(Path(s.out), strict_json({"results": source, "metas": metas}).encode())
+        written = {"written_by": WRITTEN_BY, "results": source, "metas": metas}
+        atomic_write(Path(s.out), strict_json(written).encode())
 
 
 def cmd_simulate_pca(args: argparse.Namespace) -> None:

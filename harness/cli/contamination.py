@@ -10,44 +10,26 @@ from harness.cli.parsing import command, strict_json
 from harness.core.plumbing.errors import read_json_object
 from harness.core.plumbing.settings import field_names, from_namespace
 
-WRITTEN_BY = "tapt-bench"  # a result's mark: the file a later --out may replace
-
 
 def check_out(out: str | None) -> None:
     """--out checked before anything is computed: a file that can be written, and not one the tool did
     not write (a copy of the study's log, say) unless it is one of its results."""
-    import json
 
     from harness.core.plumbing.errors import UserError
-    from harness.results import file_problem
+    from harness.results import json_output_problem
 
     if not out:
         return
-    path = Path(out)
-    problem = file_problem(path, "result.json")
+    problem = json_output_problem(out, "result.json", older=({"settings", "seconds"},))
     if problem:
         raise UserError(f"--out: {problem}")
-    if path.is_file():
-        try:
-            found = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError):
-            found = None
-        # a result of this tool: its mark, or (written before the mark) its settings and seconds
-        ours = isinstance(found, dict) and (
-            found.get("written_by") == WRITTEN_BY or {"settings", "seconds"} <= set(found)
-        )
-        if not ours:
-            raise UserError(
-                f"{path} exists and is not a result tapt-bench wrote: name another file with --out, or "
-                "remove it"
-            )
 
 
 def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
     """A test's settings from the flags (the base resolved), its result, written to --out if given (the
     file checked before anything is computed)."""
     from harness.core.engine.models import resolve
-    from harness.results import write_json
+    from harness.results import WRITTEN_BY, write_json
 
     test = from_namespace(cls, args)
     check_out(test.out)

@@ -214,6 +214,31 @@ def file_problem(path: str | Path, example: str = "report.html") -> str | None:
     return folder_problem(path.parent)
 
 
+WRITTEN_BY = "tapt-bench"  # a JSON result's mark: a file a later --out may replace
+
+
+def json_output_problem(path: str | Path, example: str, older: tuple[set[str], ...] = ()) -> str | None:
+    """Why a JSON result cannot be written at `path` (None where it can): file_problem's reasons, or a file
+    there that is not a result of ours (its mark, or keys that results written before the mark hold:
+    `older`), which a write would replace."""
+    path = Path(path)
+    problem = file_problem(path, example)
+    if problem or not path.is_file():
+        return problem
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        found = None
+    ours = isinstance(found, dict) and (
+        found.get("written_by") == WRITTEN_BY or any(keys <= set(found) for keys in older)
+    )
+    return (
+        None
+        if ours
+        else f"{path} exists and is not a result tapt-bench wrote: name another file, or remove it"
+    )
+
+
 def write_json(path: Path, value: Any) -> None:
     atomic_write(path, json.dumps(value, indent=1).encode())
 

@@ -25,6 +25,7 @@ def pyplot():
     return plt
 
 
+SUMMARY_PLOTS = ("eq11_average_difference.png", "eq12_tasks.png")  # `analyze --plots`' two of every fit
 MARK = "tapt-bench"  # each PNG's Software field: a plot of ours, which a later one may replace
 
 
