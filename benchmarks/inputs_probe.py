@@ -286,7 +286,7 @@ PROBES = [
 
 DAMAGE = "disagree with their hash or their tables"
 SIX_TAKEN = {  # round six's inputs the tool should take, and what it must say of each
-    "2: exchangeability --peft reads the adapter's draw": "n 6",
+    "2: exchangeability --peft reads the adapter's draw": "(m 4, n 6)",
     "8: summarize the shipped generative methods study": "premise",
     "8: summarize the shipped ttrl_free study": "premise: not checked",
     "9: a unit parquet cut to 500 bytes": DAMAGE,

@@ -95,7 +95,7 @@ def test_an_adapter_whose_tapt_json_is_another_adapters_is_refused_by_the_checks
 
 
 def test_exchangeability_reads_the_adapters_draw_and_an_edited_record_is_refused(
-    adapter, tiny_llama, data_dir, tmp_path
+    adapter, tiny_llama, data_dir, tmp_path, capsys
 ):
     """`contamination exchangeability --peft` tested the default n 100 draw of an adapter trained at n 8;
     it reads the record's draw now, and a contradicting flag is refused. A record whose n was edited from
@@ -116,6 +116,7 @@ def test_exchangeability_reads_the_adapters_draw_and_an_edited_record_is_refused
 
     own = exchangeability(adapter)
     assert (own["settings"]["n"], own["settings"]["m"]) == (8, 4)
+    assert "test split of subsample 0 (m 4, n 8):" in capsys.readouterr().out  # said, not only recorded
     with pytest.raises(SystemExit, match=r"--n 100, the adapter's 8"):
         exchangeability(adapter, "--n", "100")
     edited = tmp_path / "edited"

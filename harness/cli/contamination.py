@@ -47,6 +47,9 @@ def cmd_contamination_exchangeability(args: argparse.Namespace) -> None:
         print("note: `contamination test` is now `contamination exchangeability`; the old name still works")
     adapters_draw(args)  # an adapter's own draw, as exposure reads it (it tested the default n 100 before)
     test, result = run_test(ContaminationArgs, run, args)
+    suspect = " + ".join(filter(None, [test.base, test.peft]))
+    draw = f"subsample {test.subsample} (m {test.m}, n {test.n})"
+    print(f"exchangeability of {suspect} on {test.task}'s {test.split} split of {draw}:")  # what it read
     print(
         f"pval {result['pval']:.6g}  t {result['t']:.4f}  shards {result['num_shards']}  "
         f"permutations {result['permutations_per_shard']}  {result['seconds']:.1f} s"
