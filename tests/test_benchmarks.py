@@ -48,6 +48,7 @@ def test_every_benchmark_script_is_covered_here():
         "pooled_rates.py",
         "prompt_once_speed.py",
         "ray_workers.py",
+        "round_six_cases.py",  # inputs_probe.py's round six (its probes run by it)
         "shared_cores.py",
         "shifted_reference.py",
         "studies_map.py",  # tests/test_studies_map.py runs it
