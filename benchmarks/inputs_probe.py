@@ -474,8 +474,8 @@ def main() -> None:
         rows.append(row)
         shown = [row["probe"], row["rc"], row["left"], "yes" if row["tb"] else "no", row["said"]]
         print("| " + " | ".join(map(str, shown)) + " |", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        if args.json:  # after each probe: a run stopped part way keeps its rows
+            Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

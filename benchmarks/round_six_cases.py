@@ -64,7 +64,8 @@ def kept(name: str, text: str = NOTES):
 
     def check(w: Path) -> str | None:
         path = w / name
-        return None if path.is_file() and path.read_text() == text else f"{name} was changed or removed"
+        ok = path.is_file() and path.read_bytes() == text.encode()  # a picture may now be there: bytes
+        return None if ok else f"{name} was changed or removed"
 
     return check
 
