@@ -96,7 +96,7 @@ def test_an_output_file_is_checked_before_any_work_and_leaves_no_temporary_file(
         with pytest.raises(SystemExit, match=f"--out: .*{said}"):
             main(["analyze", shipped, "--out", str(out)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
-    with pytest.raises(UserError, match=r"cannot write .*adir .*it is as it was"):
+    with pytest.raises(UserError, match=r"cannot write .*adir: .*it is as it was"):
         results.atomic_write(tmp_path / "adir", b"x")  # a failed write leaves no .adir.<pid>.tmp beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
     with pytest.raises(SystemExit, match="is a file; name the results folder a run wrote"):
