@@ -298,6 +298,7 @@ SIX_TAKEN = {  # round six's inputs the tool should take, and what it must say o
     "symlink: a run and a link to it in one folder": "2 rows",
     "symlink: merge a run with a link to it": "merged",
     "1: merge of a run copied twice": "merged",
+    "u: a premise whose vote and greedy answer are both right 0.0%": "no more often right than",
     "symlink: run's out a link to its finished run": "log:",
     "siblings: two cells of one run (n 6 and n 8)": "m=4 n=8",
     "siblings: two model tags of one base": "model=tiny2",

@@ -110,6 +110,19 @@ def edit_study_unit(**changes):
     return damage
 
 
+def equal_premise(w: Path) -> None:
+    """Every unit's test-time RL record given a premise whose vote and greedy answer are both right 0.0%."""
+    for path in w.glob("s/**/units/*.json"):
+        record = json.loads(path.read_text())
+        for cond in ("extra", "test", "leak"):
+            record["training"][cond] |= {
+                "premise_documents": 32,
+                "vote_accuracy": 0.0,
+                "greedy_accuracy": 0.0,
+            }
+        path.write_text(json.dumps(record, indent=1))
+
+
 def two_lr(w: Path) -> None:
     from inputs_probe import grid
 
@@ -467,6 +480,12 @@ ISSUE = [
                 .replace("include: _template_yaml", f"include: {ROOT}/tasks_yaml/_template_yaml")
             )
         ),
+    ),
+    Probe(
+        "u: a premise whose vote and greedy answer are both right 0.0%",
+        f"{SUM} s",
+        setup=copy_study("methods_generative"),
+        damage=equal_premise,
     ),
     Probe("u: pilot --strengths -4 1", f"{PILOT} --strengths -4 1", configs=cfg()),
     Probe(
