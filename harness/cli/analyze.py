@@ -59,10 +59,9 @@ def cmd_analyze(args: argparse.Namespace) -> None:
 def check_outputs(s) -> None:
     """--out (a JSON file) and --plots (a folder) checked before the fits, which take minutes."""
     from harness.results import folder_problem, json_output_problem
-
-    older = ({"results", "fits"}, {"results", "metas"})  # fits and metas written before the mark
     from harness.stats.bayes.plots import SUMMARY_PLOTS, plot_problem
 
+    older = ({"results", "fits"}, {"results", "metas"})  # fits and metas written before the mark
     named = [plot_problem(Path(s.plots) / name) for name in SUMMARY_PLOTS] if s.plots else []
     for flag, problem in (
         ("--out", s.out and json_output_problem(s.out, "fits.json", older)),
@@ -98,17 +97,18 @@ def analyze_meta(args: argparse.Namespace) -> None:
                 f"{Path(source).name} m={m} n={n} {effect}",
                 Path(s.plots) / f"meta_cdf_m{m}_n{n}_{effect}.png",
             )
-        written = {"results": source, "meta": result, "lm_type_agreement": agreement}
-        metas.append(written)
+        meta = {"results": source, "meta": result, "lm_type_agreement": agreement}
+        metas.append(meta)
         if s.json:
-            print(strict_json(written))
+            print(strict_json(meta))
         else:
             print(format_meta_analysis(result, agreement, source))
     if s.out:  # every effect's meta-analysis, as --json prints each
         from harness.results import WRITTEN_BY, atomic_write
 
-        written = {"written_by": WRITTEN_BY, "results": source, "metas": metas}
-        atomic_write(Path(s.out), strict_json(written).encode())
+        atomic_write(
+            Path(s.out), strict_json({"written_by": WRITTEN_BY, "results": source, "metas": metas}).encode()
+        )
 
 
 def cmd_simulate_pca(args: argparse.Namespace) -> None:
