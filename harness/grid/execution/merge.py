@@ -11,44 +11,50 @@ from harness.core.plumbing.errors import SettingsError, UserError
 from harness.core.plumbing.settings import differences
 
 
-def check_same_settings(sources: list[Path]) -> None:
+def unit_records(sources: list[Path]) -> list[tuple[Path, Path, dict]]:
+    """Every finished unit of the sources: (source, record path, record), each record read once."""
+    return [
+        (Path(src), path, results.read_unit(path))
+        for src in sources
+        for path in sorted(Path(src).glob(results.UNITS))
+    ]
+
+
+def check_same_settings(units: list[tuple[Path, Path, dict]]) -> None:
     """Refuse shards whose units were made with different settings (per m/n/model folder)."""
     seen: dict[Path, tuple[str, Path, dict]] = {}
-    for src in sources:
-        for path in sorted(Path(src).glob(results.UNITS)):
-            folder = path.relative_to(src).parents[2]
-            unit = results.read_unit(path)
-            tag = unit.get("settings_hash", "not recorded")
-            first = seen.setdefault(folder, (tag, path, unit.get("settings", {})))
-            if first[0] != tag:
-                changed = "\n  ".join(differences(first[2], unit.get("settings", {})))
-                raise SettingsError(
-                    f"cannot merge {folder}: {first[1]} and {path} were made with different settings:\n  "
-                    f"{changed}\nMerge only shards of one config; rerun the odd shard with the "
-                    "others' config."
-                )
+    for src, path, unit in units:
+        folder = path.relative_to(src).parents[2]
+        tag = unit.get("settings_hash", "not recorded")
+        first = seen.setdefault(folder, (tag, path, unit.get("settings", {})))
+        if first[0] != tag:
+            changed = "\n  ".join(differences(first[2], unit.get("settings", {})))
+            raise SettingsError(
+                f"cannot merge {folder}: {first[1]} and {path} were made with different settings:\n  "
+                f"{changed}\nMerge only shards of one config; rerun the odd shard with the "
+                "others' config."
+            )
 
 
-def check_same_inputs(sources: list[Path]) -> None:
+def check_same_inputs(units: list[tuple[Path, Path, dict]]) -> None:
     """Refuse shards whose units of one task read other content (another version of its data file, an
     edited task YAML, other weights under the base's name): a rerun into one folder refuses the same."""
     from harness.grid.unit.fingerprints import SHARED, WHAT
 
     seen: dict[tuple[Path, str], tuple[str, Path]] = {}
-    for src in sources:
-        for path in sorted(Path(src).glob(results.UNITS)):
-            inputs = results.read_unit(path).get("inputs") or {}
-            tdir = path.relative_to(src).parents[1]
-            for key in SHARED:
-                if inputs.get(key) is None:  # a unit written before it was recorded
-                    continue
-                value, first = seen.setdefault((tdir, key), (inputs[key], path))
-                if value != inputs[key]:
-                    raise UserError(
-                        f"merge: cannot merge {tdir}: {first} and {path} read other content ({WHAT[key]}): "
-                        "merge only shards that read the same inputs; rerun the odd shard on the others' "
-                        "inputs"
-                    )
+    for src, path, unit in units:
+        inputs = unit.get("inputs") or {}
+        tdir = path.relative_to(src).parents[1]
+        for key in SHARED:
+            if inputs.get(key) is None:  # a unit written before it was recorded
+                continue
+            value, first = seen.setdefault((tdir, key), (inputs[key], path))
+            if value != inputs[key]:
+                raise UserError(
+                    f"merge: cannot merge {tdir}: {first} and {path} read other content ({WHAT[key]}): "
+                    "merge only shards that read the same inputs; rerun the odd shard on the others' "
+                    "inputs"
+                )
 
 
 def refuse_live_runs(dest: Path, chosen: dict[Path, Path]) -> None:
@@ -90,8 +96,9 @@ def merge(sources: list[Path], dest: Path) -> list[Path]:
             "whose .json is gone is not finished, and merging would drop it without a word; restore the "
             ".json, or rerun that shard (it recomputes the unit), then merge"
         )
-    check_same_settings([*sources, dest] if Path(dest).exists() else list(sources))
-    check_same_inputs([*sources, dest] if Path(dest).exists() else list(sources))
+    units = unit_records([*sources, dest] if Path(dest).exists() else list(sources))
+    check_same_settings(units)
+    check_same_inputs(units)
     chosen: dict[Path, Path] = {}  # unit (relative) -> the file it is copied from: every clash first
     for src in [dest, *sources] if Path(dest).exists() else sources:
         for path in sorted(Path(src).glob(results.UNITS)):
