@@ -17,25 +17,29 @@ from pathlib import Path
 
 from contamination.exchangeability_run import SEPARATOR, ContaminationArgs, examples, sharded_test
 from harness.core.engine.models import load_scoring_model, resolve
-from harness.core.plumbing.settings import option, parse_script
+from harness.core.plumbing.settings import Settings, option, parse_script
 
 
 @dataclass(kw_only=True)
-class ControlArgs(ContaminationArgs):
-    """The test's settings with the defaults of the control run that passed (n 64, 16 shards, 8 epochs)."""
+class ContaminatingSettings(Settings):
+    """How the model is contaminated: a LoRA adapter trained on the test subsample's labeled examples."""
 
     MINIMUM = {"epochs": 0.0, "lr": 0.0, "block": 8}
-    SMOKE = {"n": 8, "shards": 2, "permutations": 2, "epochs": 1.0, "block": 32}
 
-    task: str = option("ag_news", "task whose labeled test subsample contaminates the model")
-    m: int = option(4, "train size of the subsample (only sets which rows are test)")
-    n: int = option(64, "examples in the contaminating test subsample")
-    shards: int = option(16, "number of contiguous shards")
-    permutations: int = option(20, "random orders scored per shard")
     epochs: float = option(8.0, "epochs of the contaminating LoRA training")
     lr: float = option(2e-3, "learning rate of the contaminating training")
     block: int = option(256, "tokens per training block of the concatenated corpus")
-    out: str | None = option("positive_control.json", "write the report JSON here")
+
+
+class ControlArgs(ContaminationArgs):
+    """The test's settings with the defaults of the control run that passed (n 64, 16 shards, 8 epochs):
+    ag_news's test rows of a subsample with m 4 (which sets only which rows are test) contaminate it."""
+
+    SECTIONS = ContaminationArgs.SECTIONS | {"contaminating": ContaminatingSettings}
+    TITLES = ContaminationArgs.TITLES | {"contaminating": "the contaminating training"}
+    SMOKE = {"n": 8, "shards": 2, "permutations": 2, "epochs": 1.0, "block": 32}
+    DEFAULTS = {"task": "ag_news", "m": 4, "n": 64, "shards": 16, "permutations": 20}
+    DEFAULTS |= {"out": "positive_control.json"}
 
 
 def contaminate(model, tokenizer, corpus: str, block: int, epochs: float, lr: float, seed: int):
@@ -64,33 +68,35 @@ def contaminate(model, tokenizer, corpus: str, block: int, epochs: float, lr: fl
 
 def main() -> None:
     a = parse_script(ControlArgs, __doc__)
-    spec, docs = a.docs()
+    sample, t, c = a.sample, a.test, a.contaminating
+    spec, docs = sample.docs()
     items = examples(spec, docs, "labeled")
-    model, tok = load_scoring_model(resolve(a.base))
+    model, tok = load_scoring_model(resolve(a.model.base))
     test = dict(
-        shards=a.shards,
-        permutations=a.permutations,
-        context_len=a.context_len,
-        stride=a.stride,
-        seed=a.seed,
-        batch_size=a.batch_size,
+        shards=t.shards,
+        permutations=t.permutations,
+        context_len=t.context_len,
+        stride=t.stride,
+        seed=sample.seed,
+        batch_size=t.batch_size,
     )
     start = time.perf_counter()
     base = sharded_test(model, tok, items, **test)
     t_base = time.perf_counter() - start
     start = time.perf_counter()
-    model, losses, blocks = contaminate(model, tok, SEPARATOR.join(items), a.block, a.epochs, a.lr, a.seed)
+    corpus = SEPARATOR.join(items)
+    model, losses, blocks = contaminate(model, tok, corpus, c.block, c.epochs, c.lr, sample.seed)
     t_train = time.perf_counter() - start
     start = time.perf_counter()
     contaminated = sharded_test(model, tok, items, **test)
     t_cont = time.perf_counter() - start
     report = {
-        "task": a.task,
-        "n": a.n,
-        "S": a.shards,
-        "P": a.permutations,
-        "epochs": a.epochs,
-        "lr": a.lr,
+        "task": sample.task,
+        "n": sample.n,
+        "S": t.shards,
+        "P": t.permutations,
+        "epochs": c.epochs,
+        "lr": c.lr,
         "blocks": blocks,
         "loss_first": losses[0],
         "loss_last": losses[-1],
@@ -100,10 +106,11 @@ def main() -> None:
         "base": base,
         "contaminated": contaminated,
     }
-    Path(a.out).write_text(json.dumps(report, indent=1))
+    Path(a.options.out).write_text(json.dumps(report, indent=1))
     print(
-        f"{a.task} n={a.n} S={a.shards} P={a.permutations}: base p={base['pval']:.4g} ({t_base:.0f} s), "
-        f"contaminated ({a.epochs} epochs on {blocks} blocks, loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
+        f"{sample.task} n={sample.n} S={t.shards} P={t.permutations}: "
+        f"base p={base['pval']:.4g} ({t_base:.0f} s), "
+        f"contaminated ({c.epochs} epochs on {blocks} blocks, loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
         f"{t_train:.0f} s) p={contaminated['pval']:.4g} ({t_cont:.0f} s)"
     )
 

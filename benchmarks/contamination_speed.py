@@ -9,37 +9,33 @@ minutes. Usage:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from contamination.exchangeability_run import ContaminationArgs, examples, result_of, shard_texts
 from contamination.logprobs import logprob_one, logprobs_batched
 from harness.core.engine.models import load_scoring_model, resolve
-from harness.core.plumbing.settings import option, parse_script
+from harness.core.plumbing.settings import parse_script
 
 
-@dataclass(kw_only=True)
 class SpeedArgs(ContaminationArgs):
-    """The test's settings in the study's shard shape (2 examples per shard, 50 permutations)."""
+    """The test's settings in the study's shard shape (2 examples per shard, 50 permutations): ag_news's
+    test rows of a subsample with m 4 (which sets only which rows are test), 32 of them scored."""
 
     SMOKE = {"n": 8, "shards": 4, "permutations": 2}
-
-    task: str = option("ag_news", "task whose labeled test subsample is scored")
-    m: int = option(4, "train size of the subsample (only sets which rows are test)")
-    n: int = option(32, "examples scored")
-    shards: int = option(16, "number of contiguous shards")
-    permutations: int = option(50, "random orders scored per shard")
+    DEFAULTS = {"task": "ag_news", "m": 4, "n": 32, "shards": 16, "permutations": 50}
 
 
 def main() -> None:
     a = parse_script(SpeedArgs, __doc__)
-    spec, docs = a.docs()
+    spec, docs = a.sample.docs()
+    sample, t = a.sample, a.test
     items = examples(spec, docs, "labeled")
-    model, tok = load_scoring_model(resolve(a.base))
-    ids = tok(shard_texts(items, a.shards, a.permutations, a.seed))["input_ids"]
+    model, tok = load_scoring_model(resolve(a.model.base))
+    ids = tok(shard_texts(items, t.shards, t.permutations, sample.seed))["input_ids"]
     print(
-        f"{a.task}: {a.n} examples, {a.shards} shards, {a.permutations} permutations -> {len(ids)} sequences "
+        f"{sample.task}: {sample.n} examples, {t.shards} shards, {t.permutations} permutations -> "
+        f"{len(ids)} sequences "
         f"({len({tuple(s) for s in ids})} distinct), {sum(map(len, ids))} tokens"
     )
 
@@ -48,14 +44,14 @@ def main() -> None:
         out = fn()
         return np.array(out), time.perf_counter() - start
 
-    ref, t_ref = timed(lambda: [logprob_one(model, s, a.context_len, a.stride) for s in ids])
-    fast, t_fast = timed(lambda: logprobs_batched(model, ids, a.context_len, a.stride, a.batch_size))
+    ref, t_ref = timed(lambda: [logprob_one(model, s, t.context_len, t.stride) for s in ids])
+    fast, t_fast = timed(lambda: logprobs_batched(model, ids, t.context_len, t.stride, t.batch_size))
     # batching alone, on distinct sequences only (what the batched scorer gains without de-duplication)
     distinct = list({tuple(s): None for s in ids})
-    _, t_batch = timed(lambda: logprobs_batched(model, distinct, a.context_len, a.stride, a.batch_size))
+    _, t_batch = timed(lambda: logprobs_batched(model, distinct, t.context_len, t.stride, t.batch_size))
     t_ref_distinct = t_ref * len(distinct) / len(ids)
-    p_ref = result_of(list(ref), a.shards, a.permutations)["pval"]
-    p_fast = result_of(list(fast), a.shards, a.permutations)["pval"]
+    p_ref = result_of(list(ref), t.shards, t.permutations)["pval"]
+    p_fast = result_of(list(fast), t.shards, t.permutations)["pval"]
     print(
         f"max |logprob difference| {np.abs(ref - fast).max():.2e} (relative "
         f"{np.abs((ref - fast) / ref).max():.1e})"

@@ -21,7 +21,8 @@ import torch
 
 from harness.core.engine import models
 from harness.core.engine.models import ModelSettings
-from harness.core.plumbing.settings import option, parse_script
+from harness.core.plumbing.sections import Sections
+from harness.core.plumbing.settings import Settings, option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 from tapt import methods
@@ -29,11 +30,10 @@ from tapt.methods import test_time_rl
 
 
 @dataclass(kw_only=True)
-class GrpoBenchArgs(DataSettings, ModelSettings):
+class GrpoBenchOptions(Settings):
     """Which task, sizes and seed."""
 
     MINIMUM = {"m": 1}
-    SMOKE = {"sizes": [8]}
 
     task: str = option("ag_news", "task whose test prompts are trained on")
     sizes: list[int] = option([8, 32], "test prompts per run (n)")
@@ -41,11 +41,18 @@ class GrpoBenchArgs(DataSettings, ModelSettings):
     seed: int = option(0, "seed of the subsample and of training")
 
 
+class GrpoBenchArgs(Sections):
+    """Where the data is, which base, and the script's own options."""
+
+    SECTIONS = {"data": DataSettings, "model": ModelSettings, "options": GrpoBenchOptions}
+    SMOKE = {"sizes": [8]}
+
+
 def timed_run(a: GrpoBenchArgs, path, spec, docs, trainer_class) -> tuple[float, dict]:
     model, tokenizer = models.load_causal_lm(path), models.tokenizer(path)
     settings = test_time_rl.TtrlSettings(answers="free")  # TRL's own trainer samples free text only
     with tempfile.TemporaryDirectory() as work:
-        x = methods.Inputs(model, tokenizer, spec, docs, settings, a.seed, Path(work))
+        x = methods.Inputs(model, tokenizer, spec, docs, settings, a.options.seed, Path(work))
         start = time.perf_counter()
         adapted = test_time_rl.adapt(x, trainer_class)
         return time.perf_counter() - start, adapted.record
@@ -57,14 +64,16 @@ def main() -> None:
     from tapt.methods.test_time_rl.grpo_groups import GroupedGRPOTrainer
 
     a = parse_script(GrpoBenchArgs, __doc__)
-    path = models.resolve(a.base)
-    spec = find_spec(a.task)
-    print(f"base {a.base}, task {a.task}, torch threads {torch.get_num_threads()}, seed {a.seed}")
+
+    o = a.options
+    path = models.resolve(a.model.base)
+    spec = find_spec(o.task)
+    print(f"base {a.model.base}, task {o.task}, torch threads {torch.get_num_threads()}, seed {o.seed}")
     print(
         f"{'n':>3} {'trainer':8} {'steps':>5} {'seconds':>8} {'s/step':>7} {'ratio':>6} {'mean reward':>11}"
     )
-    for n in a.sizes:
-        sample = SampleSettings(m=a.m, n=n, seed=a.seed, data_dir=a.data_dir)
+    for n in o.sizes:
+        sample = SampleSettings(m=o.m, n=n, seed=o.seed, data_dir=a.data.data_dir)
         docs = subsample_docs(spec, sample, 0)["test"].drop(columns="label")
         seconds = {}
         for name, cls in (("TRL", GRPOTrainer), ("grouped", GroupedGRPOTrainer)):

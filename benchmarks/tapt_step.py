@@ -22,21 +22,28 @@ import torch
 
 from harness.core.engine import models
 from harness.core.engine.models import ModelSettings, resolve
-from harness.core.plumbing.settings import option, parse_script
+from harness.core.plumbing.sections import Sections
+from harness.core.plumbing.settings import Settings, option, parse_script
 from harness.tasks.protocol import SplitSettings
 from tapt.adapter import AdapterArgs, prepare
 
 
 @dataclass(kw_only=True)
-class StepBenchArgs(SplitSettings, ModelSettings):
-    """Which data and model the step is timed on."""
+class StepBenchOptions(Settings):
+    """How the step is timed."""
 
     MINIMUM = {"batch_size": 1, "repeats": 1}
-    SMOKE = {"n": 8, "batch_size": 2, "repeats": 1}
 
-    task: str = option("ag_news", "task whose extra split gives the batch")
     batch_size: int = option(8, "training batch size")
     repeats: int = option(5, "interleaved timed repeats (the medians are reported)")
+
+
+class StepBenchArgs(Sections):
+    """Which data (ag_news's extra split) and model the step is timed on."""
+
+    SECTIONS = {"sample": SplitSettings, "model": ModelSettings, "options": StepBenchOptions}
+    SMOKE = {"n": 8, "batch_size": 2, "repeats": 1}
+    DEFAULTS = {"task": "ag_news"}
 
 
 def interleaved_medians(fns, repeats: int) -> list[float]:
@@ -54,10 +61,11 @@ def interleaved_medians(fns, repeats: int) -> list[float]:
 
 def measure(args: AdapterArgs, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as work:
-        spec, docs = args.docs()
-        model = models.load_causal_lm(args.base, args.quantize, args.fallback_lora)
-        tokenizer = models.tokenizer(args.base)
-        run = prepare(spec, docs, args, args.leak, args.seed, model, tokenizer, Path(work))
+        spec, docs = args.sample.docs()
+        base, adapter = args.model.base, args.adapter
+        model = models.load_causal_lm(base, adapter.quantize, adapter.fallback_lora)
+        tokenizer = models.tokenizer(base)
+        run = prepare(spec, docs, adapter, args.options.leak, args.sample.seed, model, tokenizer, Path(work))
         trainer = run.trainer
         trainer.create_optimizer_and_scheduler(num_training_steps=repeats + 1)
         trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train() otherwise
@@ -93,11 +101,12 @@ def measure(args: AdapterArgs, repeats: int) -> dict:
 
 def main() -> None:
     a = parse_script(StepBenchArgs, __doc__)
+    o = a.options
     torch.manual_seed(0)
-    base = resolve(a.base)
+    base = resolve(a.model.base)
     print(
-        f"base {a.base}, task {a.task}, batch {a.batch_size}, medians of {a.repeats} interleaved repeats, "
-        f"torch threads {torch.get_num_threads()}"
+        f"base {a.model.base}, task {a.sample.task}, batch {o.batch_size}, medians of {o.repeats} "
+        f"interleaved repeats, torch threads {torch.get_num_threads()}"
     )
     print(
         f"{'mode':8} {'adapter':6} {'batch shape':12} {'trainer s':>9} {'raw s':>7} {'ratio':>6} "
@@ -106,18 +115,18 @@ def main() -> None:
     for packing in (False, True):
         for quantize in ("none", "4bit"):
             args = AdapterArgs(
-                task=a.task,
+                task=a.sample.task,
                 split="extra",
                 base=base,
                 out="unused",
-                data_dir=a.data_dir,
-                n=8 * a.batch_size if packing else a.batch_size,
+                data_dir=a.sample.data_dir,
+                n=8 * o.batch_size if packing else o.batch_size,
                 m=8,
                 packing=packing,
                 quantize=quantize,
-                batch_size=a.batch_size,
+                batch_size=o.batch_size,
             )
-            r = measure(args, a.repeats)
+            r = measure(args, o.repeats)
             print(
                 f"{'packing' if packing else 'padding':8} {'QLoRA' if quantize == '4bit' else 'LoRA':6} "
                 f"{'x'.join(map(str, r['shape'])):12} {r['step']:9.2f} {r['raw']:7.2f} "

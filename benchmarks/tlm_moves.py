@@ -20,7 +20,8 @@ import numpy as np
 from harness.core.design import conditions
 from harness.core.engine import models
 from harness.core.engine.models import ModelSettings
-from harness.core.plumbing.settings import option, parse_script
+from harness.core.plumbing.sections import Sections
+from harness.core.plumbing.settings import Settings, option, parse_script
 from harness.scoring import zero_shot
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
@@ -28,11 +29,10 @@ from tapt import methods
 
 
 @dataclass(kw_only=True)
-class MovesArgs(DataSettings, ModelSettings):
+class MovesOptions(Settings):
     """Which tasks and sizes."""
 
     MINIMUM = {"m": 1, "subsample": 0}
-    SMOKE = {"ns": [4], "tasks": ["rotten_tomatoes"]}
 
     tasks: list[str] = option(["ag_news", "rotten_tomatoes", "trec"], "tasks")
     ns: list[int] = option([32, 128, 512], "test sizes")
@@ -42,35 +42,46 @@ class MovesArgs(DataSettings, ModelSettings):
     eval_batch_size: int = option(16, "lm-eval scoring batch size")
 
 
+class MovesArgs(Sections):
+    """Where the data is, which base, and the script's own options."""
+
+    SECTIONS = {"data": DataSettings, "model": ModelSettings, "options": MovesOptions}
+    SMOKE = {"ns": [4], "tasks": ["rotten_tomatoes"]}
+
+
 def predictions(frame) -> np.ndarray:
     return np.array([int(np.argmax(p)) for p in frame["probs"]])
 
 
 def main() -> None:
     a = parse_script(MovesArgs, __doc__)
-    path = models.resolve(a.base)
+    o = a.options
+    path = models.resolve(a.model.base)
     model, tokenizer = models.load_causal_lm(path), models.tokenizer(path)
     tlm = methods.find("test-time-learning")
     settings = tlm.settings()
-    print(f"base {a.base}, TLM at its defaults {settings}, m {a.m}, subsample {a.subsample}, seed {a.seed}")
+    print(
+        f"base {a.model.base}, TLM at its defaults {settings}, m {o.m}, subsample {o.subsample}, "
+        f"seed {o.seed}"
+    )
     print(
         f"{'task':16} {'n':>5} {'changed':>8} {'selected':>9} {'acc base':>9} {'acc TLM':>8} {'seconds':>8}"
     )
-    for task in a.tasks:
+    for task in o.tasks:
         spec = find_spec(task)
-        for n in a.ns:
+        for n in o.ns:
             start = time.perf_counter()
-            sample = SampleSettings(m=a.m, n=n, seed=a.seed, data_dir=a.data_dir)
-            test = subsample_docs(spec, sample, a.subsample)[conditions.TEST]
-            metadata = {"data_dir": a.data_dir, "m": a.m, "n": n, "seed": a.seed}
-            metadata |= {"subsample": a.subsample, "split": conditions.TEST}
+            sample = SampleSettings(m=o.m, n=n, seed=o.seed, data_dir=a.data.data_dir)
+            test = subsample_docs(spec, sample, o.subsample)[conditions.TEST]
+            metadata = {"data_dir": a.data.data_dir, "m": o.m, "n": n, "seed": o.seed}
+            metadata |= {"subsample": o.subsample, "split": conditions.TEST}
             scoring = zero_shot.lm_eval_task(spec, metadata, [], test)
-            base = zero_shot.score(zero_shot.scorer(model, tokenizer, a.eval_batch_size), scoring)
+            base = zero_shot.score(zero_shot.scorer(model, tokenizer, o.eval_batch_size), scoring)
             with tempfile.TemporaryDirectory() as work:
                 unlabeled = test.drop(columns="label")
-                inputs = methods.Inputs(model, tokenizer, spec, unlabeled, settings, a.seed, Path(work))
+                inputs = methods.Inputs(model, tokenizer, spec, unlabeled, settings, o.seed, Path(work))
                 adapted = tlm.run(inputs)
-            after = zero_shot.score(zero_shot.scorer(adapted.model, tokenizer, a.eval_batch_size), scoring)
+            after = zero_shot.score(zero_shot.scorer(adapted.model, tokenizer, o.eval_batch_size), scoring)
             model = adapted.base()
             changed = float((predictions(base) != predictions(after)).mean())
             rec = adapted.record

@@ -20,7 +20,8 @@ import torch
 
 from harness.core.engine import models
 from harness.core.engine.models import ModelSettings
-from harness.core.plumbing.settings import option, parse_script
+from harness.core.plumbing.sections import Sections
+from harness.core.plumbing.settings import Settings, option, parse_script
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import DataSettings, SampleSettings
 from tapt.methods.test_time_rl.grpo_groups import on_answers
@@ -28,11 +29,10 @@ from tapt.methods.test_time_rl.votes import answer, choice_tokens, vote
 
 
 @dataclass(kw_only=True)
-class AnswerBenchArgs(DataSettings, ModelSettings):
+class AnswerBenchOptions(Settings):
     """Which tasks, sizes and samples."""
 
     MINIMUM = {"m": 1, "n": 1, "samples": 2, "subsample": 0}
-    SMOKE = {"n": 4, "samples": 2, "tasks": ["rotten_tomatoes"]}
 
     tasks: list[str] = option(["ag_news", "rotten_tomatoes", "trec"], "tasks whose test prompts are sampled")
     m: int = option(8, "labeled train size of the subsample (the methods study's)")
@@ -40,6 +40,13 @@ class AnswerBenchArgs(DataSettings, ModelSettings):
     samples: int = option(8, "completions per prompt (test-time RL's default)")
     subsample: int = option(0, "which subsample's test split")
     seed: int = option(0, "seed of the subsample and of sampling")
+
+
+class AnswerBenchArgs(Sections):
+    """Where the data is, which base, and the script's own options."""
+
+    SECTIONS = {"data": DataSettings, "model": ModelSettings, "options": AnswerBenchOptions}
+    SMOKE = {"n": 4, "samples": 2, "tasks": ["rotten_tomatoes"]}
 
 
 def balance(labels: list[int | None], k: int) -> str:
@@ -83,27 +90,30 @@ def teaching(groups: list[list[int | None]]) -> float:
 
 def main() -> None:
     a = parse_script(AnswerBenchArgs, __doc__)
-    path = models.resolve(a.base)
+    o = a.options
+    path = models.resolve(a.model.base)
     model, tokenizer = models.load_causal_lm(path).eval(), models.tokenizer(path)
-    print(f"base {a.base}, n {a.n}, {a.samples} samples a prompt, subsample {a.subsample}, seed {a.seed}")
+    print(
+        f"base {a.model.base}, n {o.n}, {o.samples} samples a prompt, subsample {o.subsample}, seed {o.seed}"
+    )
     print(
         f"{'task':16} {'unmatched free':>14} {'choices':>8} {'groups that teach free':>22} {'choices':>8} "
         f"{'no answer wins (free)':>21} {'votes free':>16} {'choices':>16} {'gold':>16}"
     )
-    for task in a.tasks:
+    for task in o.tasks:
         spec = find_spec(task)
-        sample_settings = SampleSettings(m=a.m, n=a.n, seed=a.seed, data_dir=a.data_dir)
-        docs = subsample_docs(spec, sample_settings, a.subsample)["test"]
+        sample_settings = SampleSettings(m=o.m, n=o.n, seed=o.seed, data_dir=a.data.data_dir)
+        docs = subsample_docs(spec, sample_settings, o.subsample)["test"]
         choices = [list(c) for c in docs["choices"]]
         prompts = list(docs["prompt"])
         longest = max(len(tokenizer(spec.target_delimiter + c)["input_ids"]) for cs in choices for c in cs)
         answers = choice_tokens(tokenizer, prompts, choices, spec.target_delimiter)
         read = {}
         for mode, given in (("free", None), ("choices", answers)):
-            torch.manual_seed(a.seed)
-            completions = sample(model, tokenizer, prompts, a.samples, longest + 1, given)
+            torch.manual_seed(o.seed)
+            completions = sample(model, tokenizer, prompts, o.samples, longest + 1, given)
             read[mode] = [[answer(c, cs) for c in group] for group, cs in zip(completions, choices)]
-        k, total = max(len(cs) for cs in choices), len(prompts) * a.samples
+        k, total = max(len(cs) for cs in choices), len(prompts) * o.samples
         unmatched = {m: 100 * sum(g.count(None) for g in r) / total for m, r in read.items()}
         teach = {m: 100 * teaching(r) for m, r in read.items()}
         votes = {m: balance([vote(g) for g in r], k) for m, r in read.items()}

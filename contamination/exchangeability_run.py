@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -12,6 +12,7 @@ from contamination.exchangeability import split_shards, t_statistic
 from contamination.logprobs import logprobs_batched
 from harness.core.engine.models import ModelSettings, load_scoring_model
 from harness.core.plumbing.errors import SettingsError
+from harness.core.plumbing.sections import Sections
 from harness.core.plumbing.settings import Settings, option
 from harness.tasks import adapters
 from harness.tasks.protocol import Spec, SplitSettings
@@ -42,11 +43,28 @@ class ContaminationSettings(Settings):
 
 
 @dataclass(kw_only=True)
-class ContaminationArgs(SplitSettings, ModelSettings, ContaminationSettings):
-    """One `tapt-bench contamination test`: a model (+ adapter) on one split of one subsample."""
+class ContaminationOptions(Settings):
+    """Which adapter is tested, and where the result goes."""
 
     peft: str | None = option(None, "a PEFT adapter dir trained on --base")
     out: str | None = option(None, "write the result JSON here")
+
+
+class ContaminationArgs(Sections):
+    """One `tapt-bench contamination test`: a model (+ adapter) on one split of one subsample."""
+
+    SECTIONS = {
+        "sample": SplitSettings,
+        "model": ModelSettings,
+        "test": ContaminationSettings,
+        "options": ContaminationOptions,
+    }
+    TITLES = {
+        "sample": "the subsample split",
+        "model": "the base model",
+        "test": "the test",
+        "options": "the adapter and the output",
+    }
 
 
 def examples(spec: Spec, docs, fmt: str) -> list[str]:
@@ -115,20 +133,21 @@ def sharded_test(
 
 def run(args: ContaminationArgs) -> dict[str, Any]:
     """The full test for a task split, with its settings and wall time in the result."""
-    spec, docs = args.docs()
-    texts = shard_texts(examples(spec, docs, args.format), args.shards, args.permutations, args.seed)
-    model, tokenizer = load_scoring_model(args.base, args.peft)  # after the checks: loading is slow
-    if args.peft:
-        adapters.check_record(args.peft, model)  # a tapt.json copied from another adapter: other documents
+    spec, docs = args.sample.docs()
+    test, peft = args.test, args.options.peft
+    texts = shard_texts(examples(spec, docs, test.format), test.shards, test.permutations, args.sample.seed)
+    model, tokenizer = load_scoring_model(args.model.base, peft)  # after the checks: loading is slow
+    if peft:
+        adapters.check_record(peft, model)  # a tapt.json copied from another adapter: other documents
     start = time.perf_counter()
     result = score_texts(
         model,
         tokenizer,
         texts,
-        args.shards,
-        args.permutations,
-        args.context_len,
-        args.stride,
-        args.batch_size,
+        test.shards,
+        test.permutations,
+        test.context_len,
+        test.stride,
+        test.batch_size,
     )
-    return {**result, "settings": asdict(args), "seconds": time.perf_counter() - start}
+    return {**result, "settings": args.keys(), "seconds": time.perf_counter() - start}

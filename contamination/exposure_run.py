@@ -5,7 +5,7 @@ extra split, another split of the task, or a file of the user's)."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -15,6 +15,7 @@ from contamination.exposure import check_sizes, exposure_test
 from harness.core.engine import models
 from harness.core.engine.models import ModelSettings
 from harness.core.plumbing.errors import UserError
+from harness.core.plumbing.sections import Sections
 from harness.core.plumbing.settings import Settings, option
 from harness.tasks import adapters, documents
 from harness.tasks.protocol import Spec, find_spec, subsample_docs
@@ -36,8 +37,8 @@ class ExposureSettings(Settings):
 
 
 @dataclass(kw_only=True)
-class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
-    """One `tapt-bench contamination exposure`: a checkpoint (+ adapter) against --base on a subsample."""
+class ExposureOptions(Settings):
+    """Which documents are suspect and which are the reference, which checkpoint is tested, how it is read."""
 
     MINIMUM = {"subsample": 0, "batch_size": 1, "suspect_n": 1, "reference_n": 1, "codec_context": 0}
 
@@ -86,37 +87,59 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
     json: bool = option(False, "print the result as JSON")
 
     def check(self) -> None:
-        super().check()
         if self.reference_split and self.reference_file:
             raise UserError("--reference-split and --reference-file both given; name one reference")
-        self.default_chat_model(self.base)
-        if self.prompt_format == "chat" and (self.suspect_split or self.reference_file):
-            raise UserError(
-                "--prompt-format chat renders a subsample's prompts; a whole split or a file is read as "
-                "plain prompts: drop --prompt-format"
-            )
         if self.codec_context and self.format != "prompt":
             raise UserError(
                 f"--codec-context {self.codec_context} runs CoDeC on prompts: pass --format prompt"
             )
         if self.codec_context is None:  # CoDeC reads prompts: on at the authors' k where it can run
             self.codec_context = 1 if self.format == "prompt" else 0
-        if self.suspect_split and not (self.reference_split or self.reference_file):
-            raise UserError(
-                f"--suspect-split {self.suspect_split} needs a reference the model cannot have seen: "
-                "--reference-split (another split of the task) or --reference-file (your own documents)"
-            )
-        if self.suspect_split and self.suspect_split == self.reference_split:
-            raise UserError(f"--suspect-split and --reference-split both name {self.suspect_split!r}")
 
     def whole_split(self) -> bool:
         return bool(self.suspect_split or self.reference_split or self.reference_file)
 
+
+class ExposureArgs(Sections):
+    """One `tapt-bench contamination exposure`: a checkpoint (+ adapter) against --base on a subsample."""
+
+    SECTIONS = {
+        "sample": SampleSettings,
+        "model": ModelSettings,
+        "exposure_test": ExposureSettings,
+        "options": ExposureOptions,
+    }
+    TITLES = {
+        "sample": "the subsample",
+        "model": "the base model",
+        "exposure_test": "the exposure test",
+        "options": "the documents and the checkpoint",
+    }
+
+    def complete(self) -> None:
+        self.sample.default_chat_model(self.model.base)
+
+    def check(self) -> None:
+        whole = self.options.suspect_split or self.options.reference_file
+        if self.sample.prompt_format == "chat" and whole:
+            raise UserError(
+                "--prompt-format chat renders a subsample's prompts; a whole split or a file is read as "
+                "plain prompts: drop --prompt-format"
+            )
+        o = self.options
+        if o.suspect_split and not (o.reference_split or o.reference_file):
+            raise UserError(
+                f"--suspect-split {o.suspect_split} needs a reference the model cannot have seen: "
+                "--reference-split (another split of the task) or --reference-file (your own documents)"
+            )
+        if o.suspect_split and o.suspect_split == o.reference_split:
+            raise UserError(f"--suspect-split and --reference-split both name {o.suspect_split!r}")
+
     def documents(self) -> tuple[Spec, pd.DataFrame, dict[str, str]]:
         """The task, the suspect (split `test`) and reference (split `extra`) docs, checked big enough
         to test, and what each set is, in words."""
-        spec = find_spec(self.task, self.include_path)
-        if self.whole_split():
+        spec = find_spec(self.options.task, self.sample.include_path)
+        if self.options.whole_split():
             sets, names = self.sources(spec)
             check_sizes(len(sets["test"]), len(sets["extra"]), whole_split=True)
 
@@ -132,28 +155,28 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
                     "the model cannot have seen: remove them from it"
                 )
         else:
-            sets = subsample_docs(spec, self, self.subsample)
+            sets = subsample_docs(spec, self.sample, self.options.subsample)
             names = {s: s for s in SPLITS}
             check_sizes(len(sets["test"]), len(sets["extra"]))
         docs = pd.concat([sets[s].assign(split=s) for s in SPLITS], ignore_index=True)
         return spec, docs, names
 
     def sources(self, spec: Spec) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
-        if self.suspect_split:
-            suspect = documents.split_docs(spec, self.suspect_split, self.data_dir)
-            suspect_name = f"the {self.suspect_split} split"
+        o, sample = self.options, self.sample
+        if o.suspect_split:
+            suspect = documents.split_docs(spec, o.suspect_split, sample.data_dir)
+            suspect_name = f"the {o.suspect_split} split"
         else:
-            suspect = subsample_docs(spec, self, self.subsample)["test"]
-            suspect_name = f"test (subsample {self.subsample}, n {self.n})"
-        suspect = documents.sample(suspect, self.suspect_n, self.seed, f"--suspect-n ({suspect_name})")
-        if self.reference_file:
-            reference, reference_name = documents.file_docs(spec, self.reference_file), self.reference_file
-        elif self.reference_split:
-            reference = documents.split_docs(spec, self.reference_split, self.data_dir)
-            reference_name = f"the {self.reference_split} split"
-        reference = documents.sample(
-            reference, self.reference_n, self.seed, f"--reference-n ({reference_name})"
-        )
+            suspect = subsample_docs(spec, sample, o.subsample)["test"]
+            suspect_name = f"test (subsample {o.subsample}, n {sample.n})"
+        suspect = documents.sample(suspect, o.suspect_n, sample.seed, f"--suspect-n ({suspect_name})")
+        if o.reference_file:
+            reference, reference_name = documents.file_docs(spec, o.reference_file), o.reference_file
+        elif o.reference_split:
+            reference = documents.split_docs(spec, o.reference_split, sample.data_dir)
+            reference_name = f"the {o.reference_split} split"
+        said = f"--reference-n ({reference_name})"
+        reference = documents.sample(reference, o.reference_n, sample.seed, said)
         names = {
             "test": f"{suspect_name} ({len(suspect)} docs)",
             "extra": f"{reference_name} ({len(reference)} docs)",
@@ -164,33 +187,34 @@ class ExposureArgs(SampleSettings, ModelSettings, ExposureSettings):
 def scores_of(path: str, peft: str | None, spec: Spec, docs: pd.DataFrame, args: ExposureArgs):
     from contamination import doc_scores  # torch: imported where a model scores, not where settings parse
 
-    masked = args.format == "raw" and not models.is_decoder(path)
+    o, seed = args.options, args.sample.seed
+    masked = o.format == "raw" and not models.is_decoder(path)
     model, tokenizer = models.load_scoring_model(path, peft, masked=masked)
     if peft:
         adapters.check_record(peft, model)  # a tapt.json copied from another adapter names other documents
-    if args.format == "prompt":
-        k, seed = args.codec_context, args.seed
+    if o.format == "prompt":
         return doc_scores.prompt_scores(
-            model, tokenizer, spec, docs, args.batch_size, codec_context=k, seed=seed
+            model, tokenizer, spec, docs, o.batch_size, codec_context=o.codec_context, seed=seed
         )
-    return doc_scores.raw_scores(model, tokenizer, docs, masked, args.seed, args.batch_size)
+    return doc_scores.raw_scores(model, tokenizer, docs, masked, seed, o.batch_size)
 
 
 def check(args: ExposureArgs) -> None:
     """Every input checked before any scoring: the models, the adapter's base, the tokenizers."""
-    models.check_base(args.base, "--base")
-    suspect = args.checkpoint or args.base
-    if args.checkpoint:
-        models.check_base(args.checkpoint, "--checkpoint")
-        models.check_same_tokenizer(args.checkpoint, args.base)
-    if args.peft:
-        models.check_adapter_base(suspect, args.peft)
-    if args.format == "prompt" and not models.is_decoder(suspect):
+    o, base = args.options, args.model.base
+    models.check_base(base, "--base")
+    suspect = o.checkpoint or base
+    if o.checkpoint:
+        models.check_base(o.checkpoint, "--checkpoint")
+        models.check_same_tokenizer(o.checkpoint, base)
+    if o.peft:
+        models.check_adapter_base(suspect, o.peft)
+    if o.format == "prompt" and not models.is_decoder(suspect):
         raise UserError(
             f"--format prompt scores prompts with a causal LM, and {suspect} is an encoder; "
             "pass --format raw for a raw-text TAPT checkpoint of an encoder"
         )
-    if not (args.checkpoint or args.peft or args.uncalibrated):
+    if not (o.checkpoint or o.peft or o.uncalibrated):
         print("note: no --checkpoint or --peft: the base is tested against itself (nothing can differ)")
 
 
@@ -199,11 +223,11 @@ def check_lengths(args: ExposureArgs, spec: Spec, docs: pd.DataFrame, names: dic
     MAX_LENGTH tokens, as raw-text TAPT trains on them): a longer one is refused, named, before scoring."""
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(args.base)
+    config = AutoConfig.from_pretrained(args.model.base)
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-    if args.format != "prompt" or not limit:
+    if args.options.format != "prompt" or not limit:
         return
-    tokenizer = models.tokenizer(args.base)
+    tokenizer = models.tokenizer(args.model.base)
     choices = sorted({spec.target_delimiter + c for cs in docs["choices"] for c in cs})
     longest = max(len(ids) for ids in tokenizer(choices, add_special_tokens=False)["input_ids"])
     sizes = np.array([len(ids) for ids in tokenizer(list(docs["prompt"]))["input_ids"]]) + longest
@@ -224,16 +248,17 @@ def run(args: ExposureArgs) -> dict[str, Any]:
     check(args)
     check_lengths(args, spec, docs, names)
     start = time.perf_counter()
-    suspect = scores_of(args.checkpoint or args.base, args.peft, spec, docs, args)
-    reference = None if args.uncalibrated else scores_of(args.base, None, spec, docs, args)
-    texts = list(docs["text"]) if args.whole_split() else None  # a reference not drawn with the suspect's
-    result = exposure_test(suspect, reference, args.text_score, args.seed, names, texts)
+    o, base = args.options, args.model.base
+    suspect = scores_of(o.checkpoint or base, o.peft, spec, docs, args)
+    reference = None if o.uncalibrated else scores_of(base, None, spec, docs, args)
+    texts = list(docs["text"]) if o.whole_split() else None  # a reference not drawn with the suspect's
+    result = exposure_test(suspect, reference, args.exposure_test.text_score, args.sample.seed, names, texts)
     per_doc = {"suspect": suspect.to_dict("list")}
     if reference is not None:
         per_doc["reference"] = reference.to_dict("list")
     return {
         **result,
         "documents": per_doc,
-        "settings": asdict(args),
+        "settings": args.keys(),
         "seconds": time.perf_counter() - start,
     }

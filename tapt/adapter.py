@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Literal
 import pandas as pd
 
 from harness.core.engine import models
-from harness.core.engine.models import FormSettings, Precision
+from harness.core.engine.models import FormSettings, PrecisionSettings
 from harness.core.plumbing.errors import SettingsError
 from harness.core.plumbing.settings import WHEN_SET, option
 from harness.tasks.prompts import PACK_SIZE
 from harness.tasks.protocol import Spec, gold_continuations
-from tapt.corpus import TaptOptions, keeping_answers, prompt_sequences
+from tapt.corpus import TaptArgs, keeping_answers, prompt_sequences
 
 if TYPE_CHECKING:
     from harness.core.engine import training
@@ -29,7 +29,7 @@ PACKED_MAX_LENGTH = 2048  # tokens per packed sequence: the instruction and PACK
 
 
 @dataclass(kw_only=True)
-class LoraTrainingSettings(Precision):
+class LoraTrainingSettings(PrecisionSettings):
     """How a LoRA adapter is trained on prompts (the study: 1 epoch, lr 2e-4, batch 8)."""
 
     MINIMUM = {"batch_size": 1, "max_length": 8}
@@ -70,9 +70,11 @@ class AdapterSettings(LoraTrainingSettings, FormSettings):
         return {"optim": self.optim, "gradient_checkpointing": self.gradient_checkpointing}
 
 
-@dataclass(kw_only=True)
-class AdapterArgs(TaptOptions, AdapterSettings):
-    """One `tapt-bench train` run: the split to train on and how."""
+class AdapterArgs(TaptArgs):
+    """One prompt-TAPT run outside the grid: a TAPT run's sections and how its adapter trains."""
+
+    SECTIONS = TaptArgs.SECTIONS | {"adapter": AdapterSettings}
+    TITLES = TaptArgs.TITLES | {"adapter": "the adapter's training"}
 
 
 def lora_config():

@@ -9,14 +9,15 @@ import pandas as pd
 from harness.core.design.conditions import TAPT_SPLITS
 from harness.core.engine.models import ModelSettings
 from harness.core.plumbing.errors import SettingsError
-from harness.core.plumbing.settings import option
+from harness.core.plumbing.sections import Sections
+from harness.core.plumbing.settings import Settings, option
 from harness.tasks import prompts
 from harness.tasks.protocol import Spec, SplitSettings, answered
 
 
 @dataclass(kw_only=True)
-class TaptOptions(SplitSettings, ModelSettings):
-    """Which unlabeled texts a TAPT run trains on, from which base, into which output."""
+class TaptOptions(Settings):
+    """Where one TAPT run outside the grid writes, and whether it trains on the answers too."""
 
     HOME = ("out",)
     out: str = option(help="output dir (written atomically: staged, then moved into place)")
@@ -27,12 +28,21 @@ class TaptOptions(SplitSettings, ModelSettings):
         "grid's planted-leak condition); default: unlabeled texts only",
     )
 
+
+class TaptArgs(Sections):
+    """One TAPT run outside the grid: which split (`sample`), from which base (`model`), into which
+    output (`options`). Each command adds how it trains as one more section."""
+
+    SECTIONS = {"sample": SplitSettings, "model": ModelSettings, "options": TaptOptions}
+    TITLES = {"sample": "the subsample split", "model": "the base model", "options": "the output"}
+
+    def complete(self) -> None:
+        self.sample.default_chat_model(self.model.base)
+
     def check(self) -> None:
-        super().check()
-        self.default_chat_model(self.base)
-        if self.split not in TAPT_SPLITS:
+        if self.sample.split not in TAPT_SPLITS:
             why = "TAPT never trains on the labeled train split"
-            problem = f"must be one of {TAPT_SPLITS} ({why}), got {self.split!r}"
+            problem = f"must be one of {TAPT_SPLITS} ({why}), got {self.sample.split!r}"
             raise SettingsError.of("split", problem)
 
 

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import tiny_grid_config
 
 import harness
 from harness.cli.main import main
@@ -13,7 +14,6 @@ from harness.core.plumbing.errors import SettingsError
 from harness.grid.configuration.config import load_config
 from harness.grid.configuration.run_checks import load_run
 from harness.results import collect
-from tests.helpers import tiny_grid_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "norm_tuning.py"
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import tiny_grid_config
 
 import harness
 from harness.core.plumbing.errors import SettingsError
-from tests.helpers import tiny_grid_config
 
 SCRIPT = """
 import sys

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import write_grid_config
 
 from harness.cli.main import main
 from harness.core.plumbing.errors import TaskError
@@ -18,7 +19,6 @@ from harness.tasks.generative import Answering, equivalent, math_answer, metric_
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
 from tapt.methods.test_time_rl.votes import Rewards, generated_reader
-from tests.helpers import write_grid_config
 
 ANSWERING = Answering.of(
     {"until": ["\n", "Question:"], "max_gen_toks": 16},

@@ -36,3 +36,25 @@ def test_seed_streams_are_built_in_seeds_py_and_result_paths_in_harness_results(
         if results not in p.parents and layout.search(p.read_text())
     ]
     assert paths == []
+
+
+def test_a_commands_args_hold_their_sections_side_by_side_and_inherit_none_two_at_once():
+    """A command's `...Args` is made of sections (`args.model.base`), as a GridConfig is; a benchmark's may
+    extend one section with its own flags, never join two by inheriting them."""
+    from harness.core.plumbing.sections import Sections
+    from tapt.methods.single import TrainArgs
+
+    args = [
+        (f"{p.relative_to(ROOT)}:{node.name}", len(node.bases))
+        for p in [*sources(), *sorted((ROOT / "benchmarks").glob("*.py"))]
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Args")
+    ]
+    assert len(args) > 20 and [name for name, bases in args if bases > 1] == []
+    train = TrainArgs(task="ag_news", out="x", quantize="none")
+    assert isinstance(train, Sections) and list(train.sections()) == ["sample", "model", "options", "form"]
+    assert (train.model.base, train.form.quantize, train.sample.split) == (
+        "SmolLM2-135M-Instruct",
+        "none",
+        "test",
+    )

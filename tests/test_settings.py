@@ -399,7 +399,7 @@ def test_narrowing_reads_method_names_as_method_settings_does_a_plug_in_named_by
 def test_a_key_a_unit_never_records_is_refused_per_task(tmp_path, tiny_llama, data_dir, key, value):
     """model_tag names the model's one folder, notes and subsamples the run: a task cannot have its own.
     Accepted per task, each was ignored without a word."""
-    from tests.helpers import tiny_grid_config
+    from helpers import tiny_grid_config
 
     path = tiny_grid_config(
         tmp_path, tiny_llama, data_dir, tmp_path / "out", task_overrides={"ag_news": {key: value}}

@@ -208,8 +208,9 @@ def test_a_confirmatory_zero_shot_plan_reads_only_the_tasks_its_base_beats_chanc
     to answer every rotten_tomatoes document wrong, so rotten_tomatoes is left out, none of its units
     runs, the screen is written beside the model folder, and the summary names it. A resumed run reads
     the same screen."""
+    from helpers import tiny_grid_config
+
     from harness.study import screen
-    from tests.helpers import tiny_grid_config
 
     real = screen.answers
 

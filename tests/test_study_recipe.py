@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import one_unit
 
 from harness.tasks.protocol import find_spec, subsample_docs
 from harness.tasks.subsample import SampleSettings
-from tests.helpers import one_unit
 
 
 def class_logprobs(model, tokenizer, prompt: str, classes: list[str]) -> list[np.ndarray]:

@@ -137,10 +137,17 @@ def test_bf16_is_opt_in_trains_under_autocast_and_the_adapted_model_is_scored_in
     losses = {}
     for bf16 in (False, True):
         args = adapter_args(tiny_llama, data_dir, tmp_path, quantize="none", n=8, bf16=bf16)
-        spec, split = args.docs()
-        model = models.load_causal_lm(args.base, "none", False)
+        spec, split = args.sample.docs()
+        model = models.load_causal_lm(args.model.base, "none", False)
         run = adapter.prepare(
-            spec, split, args, False, 0, model, models.tokenizer(args.base), tmp_path / str(bf16)
+            spec,
+            split,
+            args.adapter,
+            False,
+            0,
+            model,
+            models.tokenizer(args.model.base),
+            tmp_path / str(bf16),
         )
         adapted = adapter.train(run)
         losses[bf16] = run.steps.losses

@@ -12,9 +12,9 @@ import traceback
 
 import pandas as pd
 import pytest
+from helpers import write_grid_config
 
 from harness.cli.main import main
-from tests.helpers import write_grid_config
 
 TOY = '''
 from dataclasses import dataclass

@@ -32,11 +32,12 @@ def run_test(cls: type, run, args: argparse.Namespace) -> tuple:
     from harness.results import WRITTEN_BY, write_json
 
     test = from_namespace(cls, args)
-    check_out(test.out)
-    test.base = resolve(test.base)
+    out = test.options.out
+    check_out(out)
+    test = test.replace(base=resolve(test.model.base))
     result = run(test)
-    if test.out:
-        write_json(Path(test.out), {"written_by": WRITTEN_BY, **result})
+    if out:
+        write_json(Path(out), {"written_by": WRITTEN_BY, **result})
     return test, result
 
 
@@ -47,9 +48,10 @@ def cmd_contamination_exchangeability(args: argparse.Namespace) -> None:
         print("note: `contamination test` is now `contamination exchangeability`; the old name still works")
     adapters_draw(args)  # an adapter's own draw, as exposure reads it (it tested the default n 100 before)
     test, result = run_test(ContaminationArgs, run, args)
-    suspect = " + ".join(filter(None, [test.base, test.peft]))
-    draw = f"subsample {test.subsample} (m {test.m}, n {test.n})"
-    print(f"exchangeability of {suspect} on {test.task}'s {test.split} split of {draw}:")  # what it read
+    sample = test.sample
+    suspect = " + ".join(filter(None, [test.model.base, test.options.peft]))
+    draw = f"subsample {sample.subsample} (m {sample.m}, n {sample.n})"
+    print(f"exchangeability of {suspect} on {sample.task}'s {sample.split} split of {draw}:")  # what it read
     print(
         f"pval {result['pval']:.6g}  t {result['t']:.4f}  shards {result['num_shards']}  "
         f"permutations {result['permutations_per_shard']}  {result['seconds']:.1f} s"
@@ -96,17 +98,18 @@ def cmd_contamination_exposure(args: argparse.Namespace) -> None:
 
     adapters_draw(args)
     test, result = run_test(ExposureArgs, run, args)
-    if test.json:
+    o, base = test.options, test.model.base
+    if o.json:
         print(strict_json({k: v for k, v in result.items() if k != "documents"}))
         return
-    suspect = " + ".join(filter(None, [test.checkpoint or test.base, test.peft]))
-    reference = "none (uncalibrated)" if test.uncalibrated else test.base
+    suspect = " + ".join(filter(None, [o.checkpoint or base, o.peft]))
+    reference = "none (uncalibrated)" if o.uncalibrated else base
     names = result["names"]
     print(
-        f"exposure of {suspect} to {test.task}: suspect {names['test']}, reference {names['extra']}"
-        + ("" if test.whole_split() else f" of subsample {test.subsample} (n {test.n})")
+        f"exposure of {suspect} to {o.task}: suspect {names['test']}, reference {names['extra']}"
+        + ("" if o.whole_split() else f" of subsample {o.subsample} (n {test.sample.n})")
         + " "
-        f"({test.format} format), calibrated by {reference}, {result['seconds']:.1f} s:\n"
+        f"({o.format} format), calibrated by {reference}, {result['seconds']:.1f} s:\n"
         + format_result(result)
     )
 

@@ -33,16 +33,16 @@ def natural(text: str) -> int:
 
 
 def command(group, name: str, func, help: str, *settings: type, epilog: str | None = None, aliases=()):
-    """A subcommand whose flags are the fields of `settings`. A class made of sections (the grid config)
-    gives a group of flags a section, each a config key that counts only when given. The flags' actions
-    are `p.flags` (by field name), the groups `p.sections` (by section name)."""
+    """A subcommand whose flags are the fields of `settings`. A class made of sections gives a group of
+    flags a section; where its keys may come from a file (the grid config), a flag counts only when
+    given. The flags' actions are `p.flags` (by field name), the groups `p.sections` (by section name)."""
     p = group.add_parser(name, aliases=list(aliases), help=help, description=help, epilog=epilog)
     p.flags, p.sections = {}, {}
     for cls in settings:
         if hasattr(cls, "SECTIONS"):
             for section, fields in cls.SECTIONS.items():
                 p.sections[section] = p.add_argument_group(cls.TITLES.get(section, section))
-                p.flags |= add_settings(p.sections[section], fields, from_file=True)
+                p.flags |= add_settings(p.sections[section], fields, from_file=cls.CONFIG_FILE)
         else:
             p.flags |= add_settings(p, cls)
     p.set_defaults(func=func)

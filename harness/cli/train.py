@@ -24,27 +24,29 @@ def cmd_train(args: argparse.Namespace) -> None:
             f"--method {args.method or 'NAME'} --help` lists them"
         )
     train = from_namespace(TrainArgs, args)
-    problem = folder_problem(train.out)
+    out = train.options.out
+    problem = folder_problem(out)
     if problem:  # before anything loads: a read-only folder, or a file where the folder goes
-        raise UserError(f"--out {train.out}: {problem}")
-    train.base = resolve(train.base)
+        raise UserError(f"--out {out}: {problem}")
+    train = train.replace(base=resolve(train.model.base))
     thread_count.use(0)  # as `run` does: the cores no other program uses now (engine/threads.py)
     method = args.chosen_method  # found once, when the parser took its settings as flags
     rec = adapt(train, method, from_namespace(method.settings, args))
     if rec["kind"] == "text":  # a backbone for the classifier flow, which trains a head on it
-        say_pretrained(train.out, rec)
+        say_pretrained(out, rec)
         return
     shown = ("sequences", "tokens", "learned_from", "steps", "final_loss", "seconds_per_step")
     print(
-        f"{rec['method']}: {train.out}  "
+        f"{rec['method']}: {out}  "
         + "  ".join(
             f"{k} {rec[k]:.4g}" if isinstance(rec[k], float) else f"{k} {rec[k]}" for k in shown if k in rec
         )
     )
-    out = Path(train.out).resolve()
+    where = Path(out).resolve()
+    model_args = f"peft={where}" if rec["kind"] == "adapter" else f"pretrained={where}"
     print(
         "evaluate it on the test split of the same subsample with:\n  "
-        + lm_eval_command(train, f"peft={out}" if rec["kind"] == "adapter" else f"pretrained={out}")
+        + lm_eval_command(train.sample, model_args)
     )
 
 
@@ -61,14 +63,14 @@ def method_named(argv: list[str] | None) -> str | None:
     return None
 
 
-def lm_eval_command(train, model_args: str) -> str:
+def lm_eval_command(sample, model_args: str) -> str:
     """The lm_eval command that scores a model on a subsample's test split (its flags from the task: for
     a tapt_* task the subsample as --metadata, and --include_path where the task is not a shipped one;
     for any other lm-eval task its test rows as --samples). An adapter's base comes from its config."""
     from harness.tasks.protocol import find_spec
 
-    spec = find_spec(train.task, train.include_path)
-    return shlex.join(["lm_eval", "--model", "hf", "--model_args", model_args, *spec.lm_eval_args(train)])
+    spec = find_spec(sample.task, sample.include_path)
+    return shlex.join(["lm_eval", "--model", "hf", "--model_args", model_args, *spec.lm_eval_args(sample)])
 
 
 def say_pretrained(out: str, rec: dict) -> None:
@@ -87,7 +89,7 @@ def check_no_clash(method) -> None:
     from harness.core.plumbing.settings import field_names
     from tapt.methods.single import TrainArgs
 
-    ours, theirs = typing.get_type_hints(TrainArgs), typing.get_type_hints(method.settings)
+    ours, theirs = TrainArgs.hints(), typing.get_type_hints(method.settings)
     both = set(field_names(TrainArgs)) & set(field_names(method.settings))
     clash = sorted(k for k in both if ours[k] != theirs[k])
     if clash:

@@ -25,7 +25,7 @@ WHERE = ("out", "data_dir", "include_path", "notes")
 
 
 @dataclass(kw_only=True)
-class StudyPlan(Settings):
+class PlanSettings(Settings):
     """The study's plan, declared before it runs: how its answer is tested."""
 
     RECORD = dict.fromkeys(("confirmatory", "sides", "alpha", "family", "equivalence_bound"), NEVER)

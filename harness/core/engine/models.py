@@ -30,7 +30,7 @@ class ModelSettings(Settings):
 
 
 @dataclass(kw_only=True)
-class Precision(Settings):
+class PrecisionSettings(Settings):
     """The float type the base is loaded and trained in."""
 
     RECORD = {"bf16": WHEN_SET}  # added after the first results
@@ -43,7 +43,7 @@ class Precision(Settings):
 
 
 @dataclass(kw_only=True)
-class FormSettings(Precision):
+class FormSettings(PrecisionSettings):
     """The form every method of a run gets the base in: 4-bit or not, and its float type."""
 
     quantize: Literal["4bit", "none"] = option(

@@ -10,6 +10,7 @@ a key's underscore spelling (`--data_dir`, read as `--data-dir`) and a switch gi
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import re
 import sys
@@ -186,9 +187,27 @@ def add_field(where, field: dataclasses.Field, tp: Any, from_file: bool = False)
     return where.add_argument(flag(field.name), **kw)
 
 
-def add_settings(where, cls: type, from_file: bool = False, skip=()) -> dict[str, argparse.Action]:
+def with_default(field: dataclasses.Field, defaults: dict) -> dataclasses.Field:
+    """The field, with its default from `defaults` where that names it (a script's own default)."""
+    if field.name not in defaults:
+        return field
+    changed = copy.copy(field)
+    changed.default, changed.default_factory = defaults[field.name], dataclasses.MISSING
+    return changed
+
+
+def add_settings(
+    where, cls: type, from_file: bool = False, skip=(), defaults: dict | None = None
+) -> dict[str, argparse.Action]:
     """Every field of a settings dataclass (but those in `skip`: flags already there) as a flag of `where`
-    (a parser or a group of one); the actions by field name."""
+    (a parser or a group of one); the actions by field name. Settings made of sections give each section a
+    group of `where` (a parser), under its title."""
+    if hasattr(cls, "SECTIONS"):
+        actions: dict[str, argparse.Action] = {}
+        for name, section in cls.SECTIONS.items():
+            group = where.add_argument_group(cls.TITLES.get(name, name))
+            actions |= add_settings(group, section, from_file, skip, cls.DEFAULTS)
+        return actions
     hints = typing.get_type_hints(cls)
-    fields = [f for f in dataclasses.fields(cls) if f.name not in skip]
+    fields = [with_default(f, (defaults or {})) for f in dataclasses.fields(cls) if f.name not in skip]
     return {f.name: add_field(where, f, hints[f.name], from_file) for f in fields}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import typing
 from typing import Any, ClassVar
 
 from harness.core.plumbing.errors import SettingsError
@@ -53,8 +54,13 @@ class Sections:
 
     SECTIONS: ClassVar[dict[str, type[Settings]]] = {}
     TITLES: ClassVar[dict[str, str]] = {}  # a section's title in --help
+    CONFIG_FILE: ClassVar[bool] = False  # its keys may come from a file: a flag then counts only when given
+    DEFAULTS: ClassVar[
+        dict[str, Any]
+    ] = {}  # a script's own defaults over its sections' (its flags show them)
 
     def __init__(self, **keys: Any) -> None:
+        keys = self.DEFAULTS | keys
         owners = self.owners()
         unknown = sorted(set(keys) - set(owners))
         if unknown:
@@ -84,6 +90,11 @@ class Sections:
     @classmethod
     def fields(cls) -> list[dataclasses.Field]:
         return [f for section in cls.SECTIONS.values() for f in dataclasses.fields(section)]
+
+    @classmethod
+    def hints(cls) -> dict[str, Any]:
+        """Each key's type annotation, over every section."""
+        return {k: v for section in cls.SECTIONS.values() for k, v in typing.get_type_hints(section).items()}
 
     @classmethod
     def merged(cls, name: str) -> dict:

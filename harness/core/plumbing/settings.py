@@ -168,9 +168,11 @@ class Settings:
 S = typing.TypeVar("S", bound=Settings)
 
 
-def pick(settings: Settings, cls: type) -> dict[str, Any]:
-    """The values of `cls`'s fields held by a wider settings object (to build a narrower one)."""
-    return {f.name: getattr(settings, f.name) for f in fields_of(cls)}
+def pick(settings: Any, cls: type) -> dict[str, Any]:
+    """The values of `cls`'s fields held by a wider settings object, or one made of sections (to build a
+    narrower one)."""
+    values = settings.keys() if hasattr(settings, "SECTIONS") else vars(settings)
+    return {f.name: values[f.name] for f in fields_of(cls)}
 
 
 def fields_of(cls: type) -> list[dataclasses.Field]:

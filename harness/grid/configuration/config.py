@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from contamination.exposure_run import ExposureSettings
-from harness.core.design.study_plan import StudyPlan
+from harness.core.design.study_plan import PlanSettings
 from harness.core.engine import models
 from harness.core.engine.models import SMOLLM2, ModelSettings
 from harness.core.plumbing import plugins, yaml_files
@@ -37,7 +37,7 @@ OWN = {
     for name, spec in f.sections.items()
 }
 SECTIONS = SHARED | {name: cls for name, (cls, _) in OWN.items()}
-SECTIONS |= {"exposure_test": ExposureSettings, "plan": StudyPlan}
+SECTIONS |= {"exposure_test": ExposureSettings, "plan": PlanSettings}
 TITLES |= {name: title for name, (_, title) in OWN.items()}
 TITLES |= {"exposure_test": "the exposure test", "plan": "the study's plan, fixed before it runs"}
 
@@ -51,7 +51,7 @@ class GridConfig(Sections):
     include_path) resolve against the file's folder; `out` against the directory the run starts from.
     """
 
-    SECTIONS, TITLES = SECTIONS, TITLES
+    SECTIONS, TITLES, CONFIG_FILE = SECTIONS, TITLES, True
 
     def complete(self) -> None:
         self.sample.default_chat_model(self.model.base)

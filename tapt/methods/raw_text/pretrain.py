@@ -3,7 +3,6 @@ one text per sequence, padded (never packed)."""
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from harness.core.engine import models
 from harness.core.plumbing.settings import Settings, option
 from tapt import output
-from tapt.corpus import TaptOptions, answer_masks, keeping_answers, raw_texts
+from tapt.corpus import TaptArgs, answer_masks, keeping_answers, raw_texts
 
 MLM_PROBABILITY = 0.15
 
@@ -28,9 +27,11 @@ class TextSettings(Settings):
     pretrain_lr: float = option(5e-5, "pretraining learning rate (transformers' AdamW default)")
 
 
-@dataclass(kw_only=True)
-class TextArgs(TaptOptions, TextSettings):
-    """One `tapt-bench train --method raw-text` run."""
+class TextArgs(TaptArgs):
+    """One `tapt-bench train --method raw-text` run: a TAPT run's sections and how it pretrains."""
+
+    SECTIONS = TaptArgs.SECTIONS | {"text": TextSettings}
+    TITLES = TaptArgs.TITLES | {"text": "raw-text pretraining"}
 
 
 def collator(tokenizer, decoder: bool):
@@ -179,11 +180,12 @@ def pretrain(base: str, texts: list[tuple[str, str]], settings: TextSettings, se
 
 def pretrain_text(args: TextArgs) -> dict:
     """Pretrain args.base on a split's raw texts and save a model dir (with tokenizer and tapt.json)."""
-    spec, docs = args.docs()
-    models.check_base(args.base, "--base")
-    with output.staged(Path(args.out), args.overwrite) as tmp:
-        trained = pretrain(args.base, raw_texts(docs, args.leak), args, args.seed, tmp)
-        settings = {k: v for k, v in dataclasses.asdict(args).items() if k not in ("out", "overwrite")}
+    spec, docs = args.sample.docs()
+    base, options = args.model.base, args.options
+    models.check_base(base, "--base")
+    with output.staged(Path(options.out), options.overwrite) as tmp:
+        trained = pretrain(base, raw_texts(docs, options.leak), args.text, args.sample.seed, tmp)
+        settings = {k: v for k, v in args.keys().items() if k not in ("out", "overwrite")}
         rec = {"kind": "text", **settings, "task": spec.slug, **trained, "rows": docs["row"].tolist()}
         output.write_record(tmp, rec)
     return rec
