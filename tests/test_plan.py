@@ -184,3 +184,26 @@ def test_a_worker_computes_the_unit_plan_it_is_sent_and_builds_no_run_plan_nor_c
     assert isinstance(reply, worker_messages.Done), getattr(reply, "trace", reply)
     assert reply.record.key == ("ag_news", 0) and reply.record.record["settings_hash"] == unit.settings_hash
     assert counted == {"run plans": 0, "configs": 0, "config files": 0}
+
+
+def test_a_tasks_pool_is_read_once_a_run_for_the_hash_and_majority_every_unit_records(
+    tmp_path, tiny_llama, data_dir, monkeypatch
+):
+    """Every unit of a task records the same pool hash and majority share: the run reads the pool for
+    them once a task, where each unit read it twice more (seconds a unit on a hub-sized pool)."""
+    from harness.grid.unit import fingerprints
+    from harness.tasks.protocol import find_spec
+
+    path = tiny_grid_config(
+        tmp_path, tiny_llama, data_dir, tmp_path / "out", tasks=["ag_news", "rotten_tomatoes"]
+    )
+    (run,) = plan.run_plans(load_config(path))
+    hashed, pool = [], fingerprints.pool
+    monkeypatch.setattr(
+        fingerprints, "pool", lambda spec, sample: hashed.append(spec.slug) or pool(spec, sample)
+    )
+    units = run.units()
+    assert len(units) == 6 and sorted(hashed) == ["ag_news", "rotten_tomatoes"]  # 3 subsamples a task
+    spec = find_spec("ag_news")
+    assert units[0].pool == (pool(spec, units[0].sample), spec.pool_majority(units[0].sample))
+    assert units[0].pool == units[2].pool != units[3].pool

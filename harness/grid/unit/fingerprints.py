@@ -42,6 +42,11 @@ def pool(spec: Spec, sample) -> str:
     return digest.hexdigest()[:16]
 
 
+def pool_facts(spec: Spec, sample) -> tuple[str, float]:
+    """The task's pool hash and majority share: what every unit of a task records alike, read once a run."""
+    return pool(spec, sample), spec.pool_majority(sample)
+
+
 def task(spec: Spec, include_path: tuple[str, ...] | list[str] = ()) -> str:
     """The task's definition: a tapt_* task's merged YAML (its includes in), an lm-eval task's config."""
     from harness.tasks.spec import TaskSpec, load_task_config, task_files
@@ -77,11 +82,14 @@ def base(name: str) -> str | None:
     return _weights(str(folder), stamp) if stamp else None
 
 
-def of_unit(spec: Spec, docs: dict[str, pd.DataFrame], weights: str | None, sample) -> dict:
-    """A unit's inputs, as its record keeps them (`weights`: the run's base(), hashed once a run)."""
+def of_unit(
+    spec: Spec, docs: dict[str, pd.DataFrame], weights: str | None, sample, pool_hash: str | None = None
+) -> dict:
+    """A unit's inputs, as its record keeps them (`weights`: the run's base(), hashed once a run;
+    `pool_hash`: the task's pool(), where the run read it once)."""
     return {
         "rows": rows(docs),
-        "pool": pool(spec, sample),
+        "pool": pool_hash or pool(spec, sample),
         "task": task(spec, sample.include_path),
         "base": weights,
     }

@@ -54,6 +54,7 @@ class UnitPlan:
     base_hash: str  # of the settings the base's scores depend on (methods side by side share them)
     code: dict  # the product code's commit and the config's hash (harness/core/design/study_plan.py)
     weights: str | None = None  # the base's weight files by content (harness/grid/unit/fingerprints.py)
+    pool: tuple[str, float] | None = None  # the task's pool: its hash and majority share, read once a run
 
     def __getstate__(self) -> dict:
         """Sent to a worker process or a Ray task: the method's settings as their values, as a plug-in's

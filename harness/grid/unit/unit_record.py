@@ -204,7 +204,8 @@ def record_of(
     for cond, df in scored.items():
         check_scores(plan, cond, df, docs["test"])
     generative = any("answer" in df for df in scored.values())
-    shares = majority(docs, plan.spec.pool_majority(plan.sample), generative)
+    pool_hash, pool_majority = plan.pool or (None, plan.spec.pool_majority(plan.sample))
+    shares = majority(docs, pool_majority, generative)
     accs = {cond: float(df["correct"].mean()) for cond, df in scored.items()} | shares
     probs = pd.concat([df.assign(condition=cond) for cond, df in scored.items()], ignore_index=True)
     record = {
@@ -214,7 +215,7 @@ def record_of(
         "training": training,
         "code": plan.code,
         "draw": draw_record(plan, docs),
-        "inputs": fingerprints.of_unit(plan.spec, docs, plan.weights, plan.sample),
+        "inputs": fingerprints.of_unit(plan.spec, docs, plan.weights, plan.sample, pool_hash),
     }
     if any(skipped.values()):  # recorded only where a condition was not adapted: older units match
         record[results.NOT_ADAPTED] = {c: why for c, why in skipped.items() if why}
