@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main as cli_main
+from harness.core.plumbing import run_log
 from harness.core.plumbing.errors import UserError
-from harness.grid.execution import lock, run
+from harness.results import lock
 
 FULL = Path("/dev/full")
 pytestmark = pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full (Linux)")
@@ -32,7 +33,7 @@ def test_a_lock_the_disk_refuses_is_said_and_not_left_behind(tmp_path, monkeypat
 
 def test_the_terminal_comes_back_when_the_log_cannot_take_the_last_lines():
     before = os.fstat(2)
-    with pytest.raises(UserError, match="the run's own error"), run.output_to(FULL):
+    with pytest.raises(UserError, match="the run's own error"), run_log.output_to(FULL):
         print("a line the full log refuses at its end", end="")
         raise UserError("the run's own error")
     after = os.fstat(2)
@@ -40,7 +41,7 @@ def test_the_terminal_comes_back_when_the_log_cannot_take_the_last_lines():
 
 
 def test_a_log_line_the_disk_refuses_is_said_once(capsys):
-    handler = run.RunLog(FULL)
+    handler = run_log.RunLog(FULL)
     log = logging.getLogger("test_full_disk")
     log.addHandler(handler)
     try:

@@ -14,12 +14,11 @@ import harness
 from harness import results
 from harness.cli.main import main
 from harness.core.plumbing.errors import SettingsError, UserError
-from harness.grid.configuration import plan, resolve
+from harness.grid.configuration import resolve
 from harness.grid.configuration.config import load_config
-from harness.grid.execution import lock
-from harness.grid.execution.run import task_dir, write_unit
 from harness.grid.unit.unit_plan import UnitKey
 from harness.grid.unit.unit_record import UnitRecord
+from harness.results import lock
 from tapt import output
 
 
@@ -66,16 +65,30 @@ def test_a_lock_whose_run_is_gone_is_taken_over_with_a_note(tmp_path, capsys):
         pass
 
 
-def test_a_unit_is_not_written_beside_units_of_other_settings(tmp_path, tiny_llama, data_dir):
+def test_a_unit_is_not_written_beside_units_of_other_settings(tmp_path, tiny_llama, data_dir, monkeypatch):
+    """Another run into the same --out, with other settings, writes unit 1 while this run computes unit 0
+    (the executor here): unit 0 is refused, not written beside it."""
+    import contextlib
+
+    from harness.study import run_options
+
     cfg = load_config(tiny_grid_config(tmp_path, tiny_llama, data_dir, tmp_path / "out", exposure=False))
-    tdir = task_dir(cfg, "ag_news")
-    other = {"settings": {**resolve.recorded(cfg), "lr": 0.5}}
-    results.write_unit(tdir, 1, {"base": 0.5}, pd.DataFrame({"row": [0]}), other)
-    unit = UnitRecord(
-        UnitKey("ag_news", 0), {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": resolve.recorded(cfg)}
-    )
+    tdir = results.task_dir(resolve.folder(cfg), "ag_news")
+    mine, other = resolve.recorded(cfg), {"settings": {**resolve.recorded(cfg), "lr": 0.5}}
+
+    @contextlib.contextmanager
+    def racing(opts):
+        def execute(pending, keep_adapters):
+            results.write_unit(tdir, 1, {"base": 0.5}, pd.DataFrame({"row": [0]}), other)  # the other run
+            yield UnitRecord(
+                UnitKey("ag_news", 0), {"base": 0.5}, pd.DataFrame({"row": [0]}), {"settings": mine}
+            )
+
+        yield execute
+
+    monkeypatch.setattr(run_options, "executor", racing)
     with pytest.raises(SettingsError, match="unit\\(s\\) \\[1\\] were written with other settings"):
-        write_unit(plan.run_plan(cfg), unit)
+        harness.run(cfg)
     assert not results.is_done(tdir, 0)
 
 

@@ -5,14 +5,15 @@
     <out>/m<m>/n<n>/<model-tag>/<task>/units/<k>.json|.parquet one finished (task, subsample) unit
     <out>/m<m>/n<n>/<model-tag>/manifest-shard<i>of<N>.json    a run's config, versions, units, earlier runs
     <out>/m<m>/n<n>/<model-tag>/logs/run-<time>-shard<i>of<N>.log
-    <out>/m<m>/n<n>/<model-tag>/.lock-shard<i>of<N>            the run writing that shard (execution/lock.py)
+    <out>/m<m>/n<n>/<model-tag>/.lock-shard<i>of<N>            the run writing that shard (lock.py)
 
 A unit's .json (its record) is written last, after its .parquet, and marks it finished; the two
 tables are rebuilt from the finished units, so a killed run loses at most the unit in flight.
 
 One package for the layout, in four modules, each name defined once and read here as `results.<name>`:
 `paths` (where each file lives, the atomic writes), `units` (a run's finished units and the tables rebuilt
-from them), `outcomes` (what a unit's models did to test) and `tables` (every result read back, checked).
+from them), `outcomes` (what a unit's models did to test) and `tables` (every result read back, checked);
+and `lock` (one writer per folder and shard, imported as `harness.results.lock`).
 """
 
 from harness.results import outcomes, paths, tables, units

@@ -60,7 +60,7 @@ def check_same_inputs(units: list[tuple[Path, Path, dict]]) -> None:
 def refuse_live_runs(dest: Path, chosen: dict[Path, Path]) -> None:
     """Refuse to write into a model folder a live run holds (its lock): its next unit would rebuild the
     tables from under the merge, or stop on the merged units and lose its own."""
-    from harness.grid.execution import lock
+    from harness.results import lock
 
     for mdir in sorted({dest.joinpath(*rel.parts[:3]) for rel in chosen}):
         for path, other in lock.others(mdir, mdir / "none") if mdir.is_dir() else []:

@@ -3,11 +3,8 @@ a log and a manifest per run; safe to kill and rerun."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,13 +13,15 @@ from harness import results
 from harness.core.engine import threads as thread_count
 from harness.core.plumbing.errors import SettingsError, UserError, read_json_object
 from harness.core.plumbing.provenance import library_versions
+from harness.core.plumbing.run_log import RunLog, output_to
 from harness.grid.configuration import plan, resolve
 from harness.grid.configuration.config import GridConfig
 from harness.grid.configuration.plan import RunPlan
-from harness.grid.execution import folder_checks, lock
+from harness.grid.execution import folder_checks
 from harness.grid.unit import flow, unit_record
 from harness.grid.unit.unit_plan import UnitKey, UnitPlan
 from harness.grid.unit.unit_record import UnitRecord
+from harness.results import lock
 from harness.tasks.lm_eval_spec import folder_name
 
 Executor = Callable[[list[UnitPlan], bool], Iterator[UnitRecord]]
@@ -36,34 +35,6 @@ def task_dir(cfg: GridConfig, slug: str) -> Path:
 def todo(cfg: GridConfig, shard: tuple[int, int]) -> list[UnitKey]:
     """The shard's units that have no finished result yet."""
     return [key for key in plan.shard_keys(cfg, shard) if not results.is_done(task_dir(cfg, key.slug), key.k)]
-
-
-class RunLog(logging.FileHandler):
-    """The run's log file; a line it cannot write (a full disk) is said once on the terminal, not as
-    logging's traceback per line."""
-
-    failed = False
-
-    def handleError(self, record: logging.LogRecord | None = None) -> None:
-        if not self.failed:
-            self.failed = True
-            error = sys.exc_info()[1]
-            print(
-                f"note: cannot write the run's log {self.baseFilename} ({error}); it stops here",
-                file=sys.stderr,
-            )
-
-    def flush(self) -> None:
-        try:
-            super().flush()
-        except OSError:
-            self.handleError()
-
-    def close(self) -> None:
-        try:
-            super().close()
-        except OSError:
-            self.handleError()
 
 
 def start_log(folder: Path, shard: tuple[int, int]) -> logging.FileHandler:
@@ -105,35 +76,6 @@ def write_manifest(
         "earlier_runs": earlier,
     }
     results.write_json(results.manifest_path(planned.folder, shard), manifest)
-
-
-@contextlib.contextmanager
-def output_to(path: Path):
-    """Send what the libraries print (the Trainer's step dicts, their progress bars, warnings) to the
-    run's log file, at the file-descriptor level; yields the terminal for the grid's own progress bar."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    terminal = os.fdopen(os.dup(2), "w")
-    logfile = open(path, "a", buffering=1)  # noqa: SIM115 (closed below, where a full disk may refuse it)
-    with (
-        contextlib.redirect_stdout(logfile),
-        contextlib.redirect_stderr(logfile),
-    ):  # Python-level writers too (a replaced sys.stdout, say)
-        os.dup2(logfile.fileno(), 1)
-        os.dup2(logfile.fileno(), 2)
-        try:
-            yield terminal
-        finally:
-            with contextlib.suppress(OSError):  # a full disk: the log is cut, and the terminal comes back
-                sys.stdout.flush()
-                sys.stderr.flush()
-            for fd, copy in zip((1, 2), saved):
-                os.dup2(copy, fd)
-                os.close(copy)
-            terminal.close()
-            with contextlib.suppress(OSError):
-                logfile.close()
 
 
 def write_unit(planned: RunPlan, record: UnitRecord, shard: tuple[int, int] = (0, 1)) -> Path:

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness import results
 from harness.core.plumbing.errors import UserError
+from harness.results.paths import lock_path, shard_locks
 
 
 def alive(pid: int) -> bool:
@@ -41,7 +41,7 @@ def holder(path: Path) -> dict:
 def others(mdir: Path, mine: Path) -> list[tuple[Path, dict]]:
     """The folder's other locks whose run is not known to be gone (one on another host counts)."""
     found = []
-    for path in results.shard_locks(mdir):
+    for path in shard_locks(mdir):
         other = holder(path)
         pid = other.get("pid")
         gone = isinstance(pid, int) and other.get("host") == socket.gethostname() and not alive(pid)
@@ -69,7 +69,7 @@ def beside(mdir: Path, shard: tuple[int, int], mine: Path, alone: bool) -> str:
 def held(mdir: Path, shard: tuple[int, int], alone: bool = False) -> Iterator[Path]:
     """Hold the lock of `mdir`'s `shard` while the block runs; refuse where another live run holds it, where
     a live run of another shard count writes the folder, or (`alone`: the run deletes) where any does."""
-    path = results.lock_path(mdir, shard)
+    path = lock_path(mdir, shard)
     path.parent.mkdir(parents=True, exist_ok=True)
     me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     for _ in range(3):
