@@ -66,6 +66,9 @@ class ContaminationArgs(Sections):
         "options": "the adapter and the output",
     }
 
+    def complete(self) -> None:
+        self.sample.default_chat_model(self.model.base)  # as --chat-model's help says: default, the base
+
 
 def examples(spec: Spec, docs, fmt: str) -> list[str]:
     """The split's examples in canonical order: text-label pairs, or the unlabeled prompts TAPT saw."""

@@ -128,3 +128,15 @@ def test_bad_input(tiny_llama, data_dir, tmp_path):
     (tmp_path / "log.json").write_text(json.dumps({"pval": 0.5}))
     with pytest.raises(SystemExit, match="log.json: missing key"):
         main(["contamination", "pvalue", str(tmp_path / "log.json")])
+
+
+def test_chat_prompts_default_to_the_bases_template_as_train_and_exposure_do():
+    """`--prompt-format chat` without `--chat-model` renders through the base's template, as the flag's
+    help says; it was refused here as unset, where `train` and `exposure` took the base."""
+    from contamination.exposure_run import ExposureArgs
+    from tapt.methods.single import TrainArgs
+
+    kw = {"task": "ag_news", "prompt_format": "chat", "base": "my/base"}
+    assert ContaminationArgs(**kw).sample.chat_model == "my/base"
+    assert ExposureArgs(**kw).sample.chat_model == TrainArgs(**kw, out="x").sample.chat_model == "my/base"
+    assert ContaminationArgs(**kw, chat_model="other").sample.chat_model == "other"
