@@ -120,13 +120,12 @@ class ExposureArgs(Sections):
         self.sample.default_chat_model(self.model.base)
 
     def check(self) -> None:
-        whole = self.options.suspect_split or self.options.reference_file
-        if self.sample.prompt_format == "chat" and whole:
+        o = self.options
+        if self.sample.prompt_format == "chat" and (o.suspect_split or o.reference_file):
             raise UserError(
                 "--prompt-format chat renders a subsample's prompts; a whole split or a file is read as "
                 "plain prompts: drop --prompt-format"
             )
-        o = self.options
         if o.suspect_split and not (o.reference_split or o.reference_file):
             raise UserError(
                 f"--suspect-split {o.suspect_split} needs a reference the model cannot have seen: "

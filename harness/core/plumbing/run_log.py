@@ -1,5 +1,5 @@
 """A run's log file, and the terminal's output sent to it: a full disk that refuses a line is said once on
-the terminal, and the terminal comes back whatever happens (a grid run and any long job can use both)."""
+the terminal, and the terminal comes back whatever happens (a grid run uses both)."""
 
 from __future__ import annotations
 

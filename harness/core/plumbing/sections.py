@@ -55,9 +55,7 @@ class Sections:
     SECTIONS: ClassVar[dict[str, type[Settings]]] = {}
     TITLES: ClassVar[dict[str, str]] = {}  # a section's title in --help
     CONFIG_FILE: ClassVar[bool] = False  # its keys may come from a file: a flag then counts only when given
-    DEFAULTS: ClassVar[
-        dict[str, Any]
-    ] = {}  # a script's own defaults over its sections' (its flags show them)
+    DEFAULTS: ClassVar[dict[str, Any]] = {}  # a script's own defaults over its sections' (flags show them)
 
     def __init__(self, **keys: Any) -> None:
         keys = self.DEFAULTS | keys

@@ -171,8 +171,9 @@ S = typing.TypeVar("S", bound=Settings)
 def pick(settings: Any, cls: type) -> dict[str, Any]:
     """The values of `cls`'s fields held by a wider settings object, or one made of sections (to build a
     narrower one)."""
-    values = settings.keys() if hasattr(settings, "SECTIONS") else vars(settings)
-    return {f.name: values[f.name] for f in fields_of(cls)}
+    if hasattr(settings, "SECTIONS"):  # its keys, flat
+        settings = types.SimpleNamespace(**settings.keys())
+    return {f.name: getattr(settings, f.name) for f in fields_of(cls)}
 
 
 def fields_of(cls: type) -> list[dataclasses.Field]:
