@@ -190,7 +190,8 @@ def test_a_tasks_pool_is_read_once_a_run_for_the_hash_and_majority_every_unit_re
     tmp_path, tiny_llama, data_dir, monkeypatch
 ):
     """Every unit of a task records the same pool hash and majority share: the run reads the pool for
-    them once a task, where each unit read it twice more (seconds a unit on a hub-sized pool)."""
+    them once a task, where each unit read it twice more (seconds a unit on a hub-sized pool), and only
+    for the tasks whose units it will compute (a resumed run with nothing left reads none)."""
     from harness.grid.unit import fingerprints
     from harness.tasks.protocol import find_spec
 
@@ -203,7 +204,11 @@ def test_a_tasks_pool_is_read_once_a_run_for_the_hash_and_majority_every_unit_re
         fingerprints, "pool", lambda spec, sample: hashed.append(spec.slug) or pool(spec, sample)
     )
     units = run.units()
-    assert len(units) == 6 and sorted(hashed) == ["ag_news", "rotten_tomatoes"]  # 3 subsamples a task
+    assert len(units) == 6 and hashed == []  # 3 subsamples a task; planning reads no pool
+    assert [p.pool is None for p in run.pooled(list(units[:3]))] == [False] * 3 and hashed == ["ag_news"]
+    hashed.clear()
+    units = run.pooled(list(units))
+    assert sorted(hashed) == ["ag_news", "rotten_tomatoes"]
     spec = find_spec("ag_news")
     assert units[0].pool == (pool(spec, units[0].sample), spec.pool_majority(units[0].sample))
     assert units[0].pool == units[2].pool != units[3].pool

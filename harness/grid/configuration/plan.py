@@ -40,9 +40,8 @@ class RunPlan:
     def task_dir(self, slug: str) -> Path:
         return results.task_dir(self.folder, folder_name(slug))
 
-    def unit(self, key: UnitKey, spec: Spec | None = None, pool: tuple[str, float] | None = None) -> UnitPlan:
-        """The plan of unit `key`, the task's overrides applied (its spec found, unless given; `pool`: the
-        task's pool facts, where the run read them once)."""
+    def unit(self, key: UnitKey, spec: Spec | None = None) -> UnitPlan:
+        """The plan of unit `key`, the task's overrides applied (its spec found, unless given)."""
         cfg = self.config
         task, settings = self.tasks.get(key.slug, (cfg, self.settings))
         return UnitPlan(
@@ -62,22 +61,25 @@ class RunPlan:
             base_hash=self.base_hash,
             code=self.code | {"config_hash": self.config_hash},
             weights=self.weights,
-            pool=pool,
         )
 
     def units(self, shard: tuple[int, int] = (0, 1)) -> tuple[UnitPlan, ...]:
-        """The plans of the shard's units, each task's spec found and its pool read once (for its hash and
-        majority share, which every unit of the task records alike)."""
+        """The plans of the shard's units, each task's spec found once."""
         keys = shard_keys(self.config, shard)
         specs = {
             slug: find_spec(slug, self.config.sample.include_path)
             for slug in dict.fromkeys(k.slug for k in keys)
         }
-        pools = {
-            slug: fingerprints.pool_facts(spec, self.tasks.get(slug, (self.config,))[0].sample)
-            for slug, spec in specs.items()
-        }
-        return tuple(self.unit(key, specs[key.slug], pools[key.slug]) for key in keys)
+        return tuple(self.unit(key, specs[key.slug]) for key in keys)
+
+    def pooled(self, plans: list[UnitPlan]) -> list[UnitPlan]:
+        """`plans` with their task's pool facts (its hash and majority share, which every unit of a task
+        records alike), each task's pool read once: only for the units a run will compute."""
+        firsts: dict[str, UnitPlan] = {}
+        for p in plans:
+            firsts.setdefault(p.key.slug, p)
+        pools = {slug: fingerprints.pool_facts(p.spec, p.sample) for slug, p in firsts.items()}
+        return [dataclasses.replace(p, pool=pools[p.key.slug]) for p in plans]
 
 
 def flow_sections(cfg: GridConfig) -> dict[str, dict]:

@@ -161,7 +161,7 @@ def locked_run(
         if results.stale_tables(tdir):  # units copied in from another machine, or a stop between the two
             results.rebuild(tdir)
     in_shard = [p for p in planned_units if upto is None or p.key.k < upto]
-    pending = [p for p in in_shard if not results.is_done(p.folder, p.key.k)]
+    pending = planned.pooled([p for p in in_shard if not results.is_done(p.folder, p.key.k)])
     handler = start_log(planned.folder, shard)
     started, finished, touched, stages = time.time(), [], [], []
     log.info(
