@@ -39,6 +39,10 @@ class TaptArgs(Sections):
     def complete(self) -> None:
         self.sample.default_chat_model(self.model.base)
 
+    def recorded(self) -> dict:
+        """The keys its output's tapt.json records: every one but where it writes."""
+        return {k: v for k, v in self.keys().items() if k not in ("out", "overwrite")}
+
     def check(self) -> None:
         if self.sample.split not in TAPT_SPLITS:
             why = "TAPT never trains on the labeled train split"

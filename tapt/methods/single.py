@@ -77,7 +77,7 @@ def adapt_and_save(args: TrainArgs, method: Method, settings: Settings) -> tuple
             "kind": "adapter" if peft else "model",
             "method": method.name,
             "method_settings": dataclasses.asdict(settings),
-            **{k: v for k, v in args.keys().items() if k not in ("out", "overwrite")},
+            **args.recorded(),
             "task": spec.slug,
             **adapted.record,
             "adapter_sha256": weights.adapter_sha256(adapted.model),

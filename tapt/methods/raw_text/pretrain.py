@@ -185,7 +185,6 @@ def pretrain_text(args: TextArgs) -> dict:
     models.check_base(base, "--base")
     with output.staged(Path(options.out), options.overwrite) as tmp:
         trained = pretrain(base, raw_texts(docs, options.leak), args.text, args.sample.seed, tmp)
-        settings = {k: v for k, v in args.keys().items() if k not in ("out", "overwrite")}
-        rec = {"kind": "text", **settings, "task": spec.slug, **trained, "rows": docs["row"].tolist()}
+        rec = {"kind": "text", **args.recorded(), "task": spec.slug, **trained, "rows": docs["row"].tolist()}
         output.write_record(tmp, rec)
     return rec
